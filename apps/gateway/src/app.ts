@@ -1,0 +1,62 @@
+import Fastify, { type FastifyServerOptions } from 'fastify';
+import underPressure from '@fastify/under-pressure';
+import { crmHeaderNames, typeboxValidatorCompiler } from '@operator/contract';
+import type { GatewayConfig } from '@operator/config';
+import type { Db } from '@operator/db';
+import type { PushQueues, Redis } from '@operator/queue';
+import { apiKeyGuard } from './auth';
+import { registerErrorHandling } from './errors';
+import { deviceRoutes } from './routes/devices';
+import { healthRoutes } from './routes/health';
+import { pushRoutes } from './routes/push';
+
+export interface GatewayDeps {
+  config: GatewayConfig;
+  db: Db;
+  redis: Redis;
+  queues: PushQueues;
+}
+
+/** Headers whose values never reach a log line. */
+export const REDACTED_PATHS = ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie'];
+
+export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
+  const { config, db, redis, queues } = deps;
+  const app = Fastify({
+    logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, ...(logger === true ? {} : logger) },
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    trustProxy: true,
+    return503OnClosing: true,
+  });
+  app.setValidatorCompiler(typeboxValidatorCompiler);
+  registerErrorHandling(app);
+
+  if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
+    // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
+    app.register(underPressure, {
+      maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
+      retryAfter: 5,
+      pressureHandler: (_request, reply) => {
+        reply.code(503).header('retry-after', '5').send({ error: 'server is overloaded, retry later' });
+      },
+    });
+  }
+
+  app.register(healthRoutes, { db, redis });
+
+  app.register(async (crm) => {
+    crm.addHook('onRequest', apiKeyGuard(config.operatorApiKeys));
+    await crm.register(pushRoutes, {
+      accept: { db, redis, queues, jobMaxMessages: config.PUSH_JOB_MAX_MESSAGES },
+      headerNames: crmHeaderNames(config.CRM_HEADER_WORD),
+      batchMaxMessages: config.BATCH_MAX_MESSAGES,
+    });
+  });
+
+  app.register(async (internal) => {
+    internal.addHook('onRequest', apiKeyGuard(config.internalApiKeys));
+    await internal.register(deviceRoutes, { db });
+  });
+
+  return app;
+}

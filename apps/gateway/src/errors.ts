@@ -1,0 +1,35 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+
+const RETRY_AFTER_SECONDS = '5';
+
+/** Every error becomes `{"error": "..."}`: the message for a client's mistake, a generic text otherwise. */
+export function registerErrorHandling(app: FastifyInstance) {
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return reply.code(413).send({ error: `request body is larger than ${app.initialConfig.bodyLimit} bytes` });
+    }
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return reply.code(415).send({ error: 'request body must be JSON (Content-Type: application/json)' });
+    }
+    if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+      return reply.code(400).send({ error: 'request body is empty; a JSON body is required' });
+    }
+    if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+      return reply.code(400).send({ error: `request body is not valid JSON: ${error.message}` });
+    }
+    if (status === 503) {
+      request.log.warn({ err: error }, 'answered 503');
+      return reply.code(503).header('retry-after', RETRY_AFTER_SECONDS).send({ error: error.message });
+    }
+    if (status >= 400 && status < 500) {
+      return reply.code(status).send({ error: error.message });
+    }
+    request.log.error({ err: error }, 'request failed');
+    return reply.code(500).send({ error: 'internal error' });
+  });
+}

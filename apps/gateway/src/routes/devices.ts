@@ -1,0 +1,81 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { v7 as uuidv7 } from 'uuid';
+import { checkDeviceCredential, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
+import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
+import { UnavailableError } from '@operator/push';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 503: ErrorSchema };
+
+export function deviceView(device: Device): DeviceView {
+  return {
+    id: device.id,
+    user_id: device.userId,
+    brand_id: Number(device.brandId),
+    provider: device.provider,
+    platform: device.platform,
+    token: device.token,
+    active: device.active,
+    deactivated_reason: device.deactivatedReason,
+    created_at: device.createdAt.toISOString(),
+    updated_at: device.updatedAt.toISOString(),
+  };
+}
+
+async function orUnavailable<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    throw new UnavailableError('device store is unavailable, retry later', { cause: error });
+  }
+}
+
+/** The device registry: the operator's own back end tells us which devices each player has. */
+export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
+  app.post<{ Body: RegisterDevice }>(
+    '/v1/devices',
+    { schema: { body: RegisterDeviceSchema, response: { 200: DeviceSchema, 201: DeviceSchema, ...errors } } },
+    async (request, reply) => {
+      const body = request.body;
+      const problem = checkDeviceCredential(body);
+      if (problem) return reply.code(400).send({ error: problem });
+      const { device, created } = await orUnavailable(
+        registerDevice(db, uuidv7(), {
+          brandId: BigInt(body.brand_id),
+          userId: body.user_id,
+          provider: body.provider,
+          platform: body.platform ?? null,
+          token: body.subscription?.endpoint ?? body.token!,
+          p256dh: body.subscription?.keys.p256dh ?? null,
+          auth: body.subscription?.keys.auth ?? null,
+        }),
+      );
+      return reply.code(created ? 201 : 200).send(deviceView(device));
+    },
+  );
+
+  app.get<{ Params: { user_id: string }; Querystring: { brand_id?: string } }>(
+    '/v1/players/:user_id/devices',
+    {
+      schema: {
+        params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 255 }) }),
+        querystring: Type.Object({ brand_id: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })) }),
+        response: { 200: Type.Object({ devices: Type.Array(DeviceSchema) }), ...errors },
+      },
+    },
+    async (request) => {
+      const brandId = request.query.brand_id === undefined ? undefined : BigInt(request.query.brand_id);
+      const devices = await orUnavailable(listPlayerDevices(db, request.params.user_id, brandId));
+      return { devices: devices.map(deviceView) };
+    },
+  );
+
+  app.delete<{ Params: { id: string } }>('/v1/devices/:id', { schema: { response: errors } }, async (request, reply) => {
+    const { id } = request.params;
+    if (!UUID.test(id) || !(await orUnavailable(deleteDevice(db, id)))) {
+      return reply.code(404).send({ error: `no device ${id}` });
+    }
+    return reply.code(204).send();
+  });
+}

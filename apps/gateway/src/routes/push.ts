@@ -1,0 +1,88 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import {
+  BatchResultSchema,
+  checkPushRequest,
+  dropNulls,
+  ErrorSchema,
+  PushAcceptedSchema,
+  PushRequestSchema,
+  readCrmHeaders,
+  type BatchResult,
+  type CrmHeaderField,
+  type PushRequest,
+} from '@operator/contract';
+import { acceptMessages, type AcceptDeps } from '@operator/push';
+
+export interface PushRouteOptions {
+  accept: AcceptDeps;
+  headerNames: Record<CrmHeaderField, string>;
+  batchMaxMessages: number;
+}
+
+const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 413: ErrorSchema, 503: ErrorSchema };
+
+/** The id the CRM gave a message, if it can be read even from an invalid one. */
+function crmIdOf(item: unknown): number | null {
+  const id = (item as { activity?: { id?: unknown } } | null)?.activity?.id;
+  return typeof id === 'number' && Number.isSafeInteger(id) ? id : null;
+}
+
+export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions) {
+  const { accept, headerNames, batchMaxMessages } = options;
+
+  app.post<{ Body: PushRequest }>(
+    '/channels/push/single',
+    {
+      schema: { body: PushRequestSchema, response: { 200: PushAcceptedSchema, ...errors } },
+      preValidation: async (request) => {
+        request.body = dropNulls(request.body) as PushRequest;
+      },
+    },
+    async (request, reply) => {
+      const [outcome] = await acceptMessages(accept, [request.body], readCrmHeaders(request.headers, headerNames));
+      switch (outcome.kind) {
+        case 'accepted':
+          return reply.code(200).send({ push_id: outcome.pushId });
+        case 'unreachable':
+          return reply.code(404).send({ error: outcome.error });
+        case 'fatal':
+          return reply.code(503).header('retry-after', '5').send({ error: outcome.error });
+      }
+    },
+  );
+
+  app.post<{ Body: unknown[] }>(
+    '/channels/push/batch',
+    {
+      schema: {
+        body: Type.Array(Type.Unknown(), { description: 'Push requests (contract 2.1)' }),
+        response: { 200: BatchResultSchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      // Messages past the limit are left out of the answer, so the CRM sends them again (7.2).
+      const items = request.body.slice(0, batchMaxMessages);
+      const result: BatchResult = { successful: [], failed: [], fatal: [] };
+      const valid: { index: number; message: PushRequest }[] = [];
+      items.forEach((item, index) => {
+        const checked = checkPushRequest(item);
+        if (checked.ok) valid.push({ index, message: checked.value });
+        else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.error}` });
+      });
+
+      const outcomes = await acceptMessages(
+        accept,
+        valid.map((entry) => entry.message),
+        readCrmHeaders(request.headers, headerNames),
+      );
+      outcomes.forEach((outcome, i) => {
+        const id = valid[i].message.activity.id;
+        if (outcome.kind === 'accepted') result.successful.push({ id, push_id: outcome.pushId });
+        else if (outcome.kind === 'unreachable') result.failed.push({ id, error: outcome.error });
+        else result.fatal.push({ id, error: outcome.error });
+      });
+      return reply.code(200).send(result);
+    },
+  );
+}

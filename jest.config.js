@@ -1,0 +1,4 @@
+// `npx jest` runs every project; `npx jest --selectProjects gateway` runs one.
+module.exports = {
+  projects: ['<rootDir>/libs/*/jest.config.js', '<rootDir>/apps/*/jest.config.js'],
+};

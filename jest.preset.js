@@ -1,0 +1,17 @@
+// Shared Jest settings: every project's jest.config.js spreads this.
+const path = require('node:path');
+
+const root = __dirname;
+
+module.exports = {
+  testEnvironment: 'node',
+  // light-my-request (fastify.inject) loads the ESM-only `cookie`; swc turns it into CommonJS.
+  transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
+  transformIgnorePatterns: ['/node_modules/(?!cookie/)'],
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  moduleNameMapper: { '^@operator/(.*)$': path.join(root, 'libs/$1/src/index.ts') },
+  testMatch: ['<rootDir>/src/**/*.spec.ts'],
+  globalSetup: path.join(root, 'tools/jest/global-setup.js'),
+  setupFiles: [path.join(root, 'tools/jest/env.js')],
+  testTimeout: 30000,
+};

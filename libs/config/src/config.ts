@@ -1,0 +1,62 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError, parseEnv, splitList, type Env } from './env';
+
+// One schema per concern. Every variable has a development default, so a fresh checkout runs with
+// no configuration; production refuses the development keys.
+
+export const DEV_OPERATOR_KEY = 'dev-operator-key';
+export const DEV_INTERNAL_KEY = 'dev-internal-key';
+
+export const RuntimeEnv = Type.Object({
+  NODE_ENV: Type.String({ default: 'development', description: 'production turns on the production checks' }),
+  LOG_LEVEL: Type.String({ default: 'info', description: 'fatal, error, warn, info, debug, trace or silent' }),
+});
+
+export const DatabaseEnv = Type.Object({
+  DATABASE_URL: Type.String({ default: 'postgresql://postgres@127.0.0.1:5432/operator_api', description: 'PostgreSQL URL' }),
+  DATABASE_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, description: 'Connections per process' }),
+});
+
+export const RedisEnv = Type.Object({
+  REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
+  QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
+});
+
+export const GatewayEnv = Type.Object({
+  HOST: Type.String({ default: '0.0.0.0', description: 'Address the gateway listens on' }),
+  PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535, description: 'Port the gateway listens on' }),
+  OPERATOR_API_KEYS: Type.String({ default: DEV_OPERATOR_KEY, description: 'Comma-separated X-Api-Key values the CRM may use' }),
+  INTERNAL_API_KEYS: Type.String({ default: DEV_INTERNAL_KEY, description: "Comma-separated X-Api-Key values of the operator's own back end (/v1)" }),
+  CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$', description: 'Middle word of the X-<Word>-* headers' }),
+  BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
+  BATCH_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages handled per batch request; the rest are left for the CRM to resend' }),
+  PUSH_JOB_MAX_MESSAGES: Type.Integer({ default: 100, minimum: 1, description: 'Messages per send job of a batch' }),
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
+});
+
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv]);
+type GatewayRaw = Static<typeof GatewayConfigSchema>;
+
+export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS'> & {
+  operatorApiKeys: string[];
+  internalApiKeys: string[];
+};
+
+export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
+  const raw = parseEnv(GatewayConfigSchema, env);
+  const operatorApiKeys = splitList(raw.OPERATOR_API_KEYS);
+  const internalApiKeys = splitList(raw.INTERNAL_API_KEYS);
+  const problems: string[] = [];
+  if (!operatorApiKeys.length) problems.push('OPERATOR_API_KEYS must name at least one key');
+  if (!internalApiKeys.length) problems.push('INTERNAL_API_KEYS must name at least one key');
+  if (operatorApiKeys.some((key) => internalApiKeys.includes(key))) {
+    problems.push('OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key');
+  }
+  if (raw.NODE_ENV === 'production') {
+    if (operatorApiKeys.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
+    if (internalApiKeys.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, ...rest } = raw;
+  return { ...rest, operatorApiKeys, internalApiKeys };
+}

@@ -1,0 +1,54 @@
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+export type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+/** Comma-separated list; empty entries dropped. */
+export const List = (options: { default: string; description: string }) => Type.String(options);
+export function splitList(value: string): string[] {
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+}
+
+const BOOLEAN_WORDS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
+
+/**
+ * Reads the variables a schema names from the environment, applies defaults, converts numbers and
+ * booleans ("false" is false), and reports every problem at once.
+ */
+export function parseEnv<T extends TObject>(schema: T, env: Env): Static<T> {
+  const raw: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const [name, field] of Object.entries(schema.properties) as [string, TSchema][]) {
+    const text = env[name];
+    if (text === undefined || text === '') continue;
+    if (field.type === 'boolean') {
+      const word = BOOLEAN_WORDS[text.trim().toLowerCase()];
+      if (word === undefined) problems.push(`${name} must be true or false, got "${text}"`);
+      else raw[name] = word;
+    } else if (field.type === 'integer' || field.type === 'number') {
+      const number = Number(text);
+      if (text.trim() === '' || Number.isNaN(number)) problems.push(`${name} must be a number, got "${text}"`);
+      else raw[name] = number;
+    } else {
+      raw[name] = text;
+    }
+  }
+  const value = Value.Default(schema, raw) as Record<string, unknown>;
+  for (const error of Value.Errors(schema, value)) {
+    const name = error.path.slice(1);
+    if (!problems.some((problem) => problem.startsWith(`${name} `))) {
+      problems.push(`${name} ${error.message.replace(/^Expected/, 'must be')}`);
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return value as Static<T>;
+}

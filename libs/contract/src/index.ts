@@ -1,0 +1,4 @@
+export * from './push';
+export * from './device';
+export * from './headers';
+export * from './validation';

@@ -1,0 +1,100 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import { PushRequestSchema } from './push';
+
+export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/** `null` in an optional field means the field is absent: drop null-valued keys, at any depth. */
+export function dropNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(dropNulls);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    if (item !== null) out[key] = dropNulls(item);
+  }
+  return out;
+}
+
+/** "/activity/id" -> "activity.id", "/android/body_loc_arcs/2" -> "android.body_loc_arcs[2]". */
+export function fieldName(pointer: string): string {
+  const parts = pointer.split('/').slice(1).map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return parts.reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : name ? `${name}.${part}` : part), '');
+}
+
+function explain(error: ValueError): string {
+  const { schema } = error;
+  switch (error.type) {
+    case ValueErrorType.ObjectRequiredProperty:
+      return 'is required';
+    case ValueErrorType.Integer:
+      return 'must be an integer';
+    case ValueErrorType.Number:
+      return 'must be a number';
+    case ValueErrorType.String:
+      return 'must be a string';
+    case ValueErrorType.Object:
+      return 'must be an object';
+    case ValueErrorType.Array:
+      return 'must be an array';
+    case ValueErrorType.IntegerMinimum:
+    case ValueErrorType.NumberMinimum:
+      return `must be at least ${schema.minimum}`;
+    case ValueErrorType.IntegerMaximum:
+    case ValueErrorType.NumberMaximum:
+      return `must be at most ${schema.maximum}`;
+    case ValueErrorType.StringMinLength:
+      return schema.minLength === 1 ? 'must not be empty' : `must be at least ${schema.minLength} characters`;
+    case ValueErrorType.StringMaxLength:
+      return `must be at most ${schema.maxLength} characters`;
+    case ValueErrorType.ArrayMaxItems:
+      return `must have at most ${schema.maxItems} items`;
+    case ValueErrorType.Union: {
+      const literals = (schema.anyOf as TSchema[]).map((option) => option.const);
+      if (literals.every((literal) => typeof literal === 'string')) return `must be one of ${literals.join(', ')}`;
+      return 'has none of the accepted forms';
+    }
+    default:
+      return error.message.replace(/^Expected/, 'must be');
+  }
+}
+
+/** One line naming each wrong field once, in document order. */
+export function describeErrors(errors: Iterable<{ path: string; message: string }>, limit = 5): string {
+  const seen = new Set<string>();
+  const lines: string[] = [];
+  for (const error of errors) {
+    if (seen.has(error.path)) continue;
+    seen.add(error.path);
+    lines.push(`${fieldName(error.path) || 'body'} ${error.message}`);
+    if (lines.length === limit) break;
+  }
+  return lines.join('; ');
+}
+
+export function compileChecker<T extends TSchema>(schema: T): (value: unknown) => Checked<Static<T>> {
+  const compiled = TypeCompiler.Compile(schema);
+  return (value) => {
+    if (compiled.Check(value)) return { ok: true, value };
+    const errors = [...compiled.Errors(value)].map((error) => ({ path: error.path, message: explain(error) }));
+    return { ok: false, error: describeErrors(errors) };
+  };
+}
+
+/** Validates one push request (contract 2.1) after dropping null fields. */
+export const checkPushRequest = (() => {
+  const check = compileChecker(PushRequestSchema);
+  return (value: unknown) => check(dropNulls(value));
+})();
+
+/** Fastify validator compiler: the TypeBox checks above, with the same error wording. */
+export function typeboxValidatorCompiler({ schema }: { schema: TSchema }) {
+  const check = compileChecker(schema);
+  return (value: unknown) => {
+    const result = check(value);
+    return result.ok ? { value: result.value } : { error: new ValidationError(result.error) };
+  };
+}
+
+export class ValidationError extends Error {
+  readonly statusCode = 400;
+}

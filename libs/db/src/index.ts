@@ -1,0 +1,4 @@
+export * from './client';
+export * from './messages';
+export * from './devices';
+export { Prisma } from './generated/client';

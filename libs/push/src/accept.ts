@@ -1,0 +1,191 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { CrmHeaders, PushRequest } from '@operator/contract';
+import {
+  findActiveDevices,
+  findPushIds,
+  insertDeliveries,
+  insertMessages,
+  isDbUnavailable,
+  messageKey,
+  type Db,
+  type Device,
+  type NewDelivery,
+  type NewMessage,
+} from '@operator/db';
+import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobRequest } from '@operator/queue';
+import { UnavailableError } from './errors';
+
+export interface AcceptDeps {
+  db: Db;
+  redis: Redis;
+  queues: PushQueues;
+  /** Messages per send job; a batch becomes a few jobs per provider, not one per message. */
+  jobMaxMessages: number;
+}
+
+/** What became of one message. */
+export type Outcome =
+  | { kind: 'accepted'; pushId: string }
+  | { kind: 'unreachable'; error: string }
+  | { kind: 'fatal'; error: string };
+
+interface Pending {
+  key: string;
+  message: NewMessage;
+  devices: Device[];
+}
+
+const toBig = (value: number) => BigInt(value);
+
+function toNewMessage(request: PushRequest, headers: CrmHeaders): NewMessage {
+  const { activity } = request;
+  return {
+    id: uuidv7(),
+    brandId: toBig(activity.brand_id),
+    crmMessageId: toBig(activity.id),
+    userId: activity.user_id,
+    activityId: toBig(activity.activity_id),
+    actionGroupId: toBig(activity.action_group_id),
+    actionId: toBig(activity.action_id),
+    triggerHash: activity.trigger_hash,
+    origin: activity.origin ?? null,
+    payload: request as unknown as NewMessage['payload'],
+    meta: request.meta as NewMessage['meta'],
+    crmHeaders: headers,
+  };
+}
+
+function chunk<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+function unavailable(error: unknown): never {
+  if (error instanceof UnavailableError) throw error;
+  throw new UnavailableError('message store is unavailable, retry later', { cause: error });
+}
+
+/**
+ * Accepts valid push requests exactly once per (activity.brand_id, activity.id).
+ *
+ * A message is answered as accepted only once it is committed in PostgreSQL together with its
+ * deliveries, and its send job is in Redis: the jobs are added inside the transaction, just before
+ * it commits, so a failure of either store leaves neither. Messages already accepted (a CRM retry,
+ * or an identical request racing this one) are answered with their first push_id and not queued
+ * again. Throws UnavailableError when a store is down, so the whole request is answered 503.
+ */
+export async function acceptMessages(deps: AcceptDeps, requests: PushRequest[], headers: CrmHeaders): Promise<Outcome[]> {
+  if (!redisReady(deps.redis)) throw new UnavailableError('queue is unavailable, retry later');
+  const messages = requests.map((request) => toNewMessage(request, headers));
+  const keys = messages.map(messageKey);
+
+  let known: Map<string, string>;
+  let devices: Device[];
+  try {
+    known = await findPushIds(deps.db, messages);
+    const fresh = messages.filter((message, i) => !known.has(keys[i]));
+    devices = await findActiveDevices(deps.db, fresh);
+  } catch (error) {
+    unavailable(error);
+  }
+
+  const devicesOf = new Map<string, Device[]>();
+  for (const device of devices) {
+    const target = `${device.brandId}:${device.userId}`;
+    devicesOf.set(target, [...(devicesOf.get(target) ?? []), device]);
+  }
+
+  const outcomes = new Map<string, Outcome>();
+  const pending = new Map<string, Pending>();
+  messages.forEach((message, i) => {
+    const key = keys[i];
+    const pushId = known.get(key);
+    if (pushId) outcomes.set(key, { kind: 'accepted', pushId });
+    else if (pending.has(key) || outcomes.has(key)) return;
+    else {
+      const reachable = devicesOf.get(`${message.brandId}:${message.userId}`) ?? [];
+      if (reachable.length) pending.set(key, { key, message, devices: reachable });
+      else outcomes.set(key, { kind: 'unreachable', error: `player ${message.userId} has no active device for brand ${message.brandId}` });
+    }
+  });
+
+  if (pending.size) {
+    const stored = await storeAll(deps, [...pending.values()]);
+    for (const [key, outcome] of stored) outcomes.set(key, outcome);
+  }
+  return keys.map((key) => outcomes.get(key)!);
+}
+
+const FATAL: Outcome = { kind: 'fatal', error: 'message could not be stored, retry later' };
+
+function isOutage(deps: AcceptDeps, error: unknown): boolean {
+  return error instanceof UnavailableError || isDbUnavailable(error) || !redisReady(deps.redis);
+}
+
+/**
+ * Stores and queues in one transaction. When that fails for a reason other than an outage, stores
+ * message by message, so that one row the database refuses costs only that message (fatal, retried
+ * by the CRM) and not the whole batch.
+ */
+async function storeAll(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
+  try {
+    return await storeInTransaction(deps, pending);
+  } catch (error) {
+    if (isOutage(deps, error)) unavailable(error);
+    if (pending.length === 1) return new Map([[pending[0].key, FATAL]]);
+  }
+  const outcomes = new Map<string, Outcome>();
+  for (const item of pending) {
+    for (const [key, outcome] of await storeAll(deps, [item])) outcomes.set(key, outcome);
+  }
+  return outcomes;
+}
+
+async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
+  return deps.db.$transaction(async (tx) => {
+    const inserted = await insertMessages(
+      tx,
+      pending.map((item) => item.message),
+    );
+    const outcomes = new Map<string, Outcome>();
+    const lost = pending.filter((item) => !inserted.has(item.message.id));
+    // Rows another request inserted meanwhile: the insert waited for it to commit, so they are visible now.
+    const raced = await findPushIds(
+      tx,
+      lost.map((item) => item.message),
+    );
+    for (const item of lost) {
+      const pushId = raced.get(item.key);
+      outcomes.set(item.key, pushId ? { kind: 'accepted', pushId } : FATAL);
+    }
+
+    const won = pending.filter((item) => inserted.has(item.message.id));
+    const deliveries: NewDelivery[] = [];
+    const pushIdsByProvider = new Map<NewDelivery['provider'], Set<string>>();
+    for (const { key, message, devices } of won) {
+      for (const device of devices) {
+        deliveries.push({ id: uuidv7(), messageId: message.id, deviceId: device.id, provider: device.provider });
+        const ids = pushIdsByProvider.get(device.provider) ?? new Set<string>();
+        ids.add(message.id);
+        pushIdsByProvider.set(device.provider, ids);
+      }
+      outcomes.set(key, { kind: 'accepted', pushId: message.id });
+    }
+    await insertDeliveries(tx, deliveries);
+
+    const jobs: SendJobRequest[] = [];
+    for (const [provider, ids] of pushIdsByProvider) {
+      for (const pushIds of chunk([...ids], deps.jobMaxMessages)) jobs.push({ provider, pushIds });
+    }
+    try {
+      await enqueueSendJobs(deps.queues, jobs);
+    } catch (error) {
+      throw new UnavailableError('queue is unavailable, retry later', { cause: error });
+    }
+    return outcomes;
+  }, TRANSACTION_LIMITS);
+}
+
+// Waiting longer than this for a connection means the database is overloaded: answer 503.
+const TRANSACTION_LIMITS = { maxWait: 5000, timeout: 15000 };

@@ -1,0 +1,3 @@
+export * from './jobs';
+export * from './redis';
+export * from './push-queues';

@@ -1,0 +1,29 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+// Queue names and job payloads are a wire contract between the gateway and the workers: they are
+// written once, here. Payloads carry ids, never message content or credentials.
+
+export const PUSH_QUEUES = {
+  fcm: 'push-fcm',
+  apns: 'push-apns',
+  webpush: 'push-webpush',
+} as const;
+export type PushProvider = keyof typeof PUSH_QUEUES;
+export type PushQueueName = (typeof PUSH_QUEUES)[PushProvider];
+
+export const SEND_PUSH_JOB = 'send';
+
+/**
+ * Send the given pushes to the provider's devices that have a pending delivery. The job is added
+ * inside the gateway's database transaction, just before commit: a worker that does not see the
+ * messages yet must retry, and one that never sees them (the transaction rolled back) drops the job.
+ */
+export const SendPushJobSchema = Type.Object({
+  pushIds: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1 }),
+});
+export type SendPushJob = Static<typeof SendPushJobSchema>;
+
+/** The job id derives from the pushes it carries, so adding the same job twice is a no-op. */
+export function sendPushJobId(pushIds: string[]): string {
+  return pushIds.length === 1 ? `push-${pushIds[0]}` : `push-${pushIds[0]}-n${pushIds.length}`;
+}

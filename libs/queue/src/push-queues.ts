@@ -1,0 +1,49 @@
+import { Queue, type JobsOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { PUSH_QUEUES, SEND_PUSH_JOB, sendPushJobId, type PushProvider, type SendPushJob } from './jobs';
+
+export type PushQueues = Record<PushProvider, Queue<SendPushJob>>;
+
+export interface SendJobPolicy {
+  attempts: number;
+  backoffMs: number;
+}
+
+export const DEFAULT_SEND_JOB_POLICY: SendJobPolicy = { attempts: 8, backoffMs: 1000 };
+
+export function createPushQueues(connection: Redis, prefix: string): PushQueues {
+  const make = (provider: PushProvider) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix });
+  return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
+}
+
+export interface SendJobRequest {
+  provider: PushProvider;
+  pushIds: string[];
+}
+
+function jobOptions(pushIds: string[], policy: SendJobPolicy): JobsOptions {
+  return {
+    jobId: sendPushJobId(pushIds),
+    attempts: policy.attempts,
+    backoff: { type: 'exponential', delay: policy.backoffMs, jitter: 0.5 },
+    removeOnComplete: { age: 3600, count: 10000 },
+    removeOnFail: { age: 7 * 24 * 3600 },
+  };
+}
+
+/** Adds the send jobs, one MULTI per provider queue: each queue gets all of its jobs or none. */
+export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
+  const byProvider = new Map<PushProvider, SendJobRequest[]>();
+  for (const request of requests) {
+    byProvider.set(request.provider, [...(byProvider.get(request.provider) ?? []), request]);
+  }
+  await Promise.all(
+    [...byProvider].map(([provider, list]) =>
+      queues[provider].addBulk(list.map(({ pushIds }) => ({ name: SEND_PUSH_JOB, data: { pushIds }, opts: jobOptions(pushIds, policy) }))),
+    ),
+  );
+}
+
+export async function closePushQueues(queues: PushQueues): Promise<void> {
+  await Promise.all(Object.values(queues).map((queue) => queue.close()));
+}
