@@ -29,6 +29,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     return503OnClosing: true,
   });
   app.setValidatorCompiler(typeboxValidatorCompiler);
+  // Every body of this API is JSON, whatever Content-Type a client declares.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('*', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
   registerErrorHandling(app);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {

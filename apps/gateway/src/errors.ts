@@ -13,9 +13,6 @@ export function registerErrorHandling(app: FastifyInstance) {
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return reply.code(413).send({ error: `request body is larger than ${app.initialConfig.bodyLimit} bytes` });
     }
-    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply.code(415).send({ error: 'request body must be JSON (Content-Type: application/json)' });
-    }
     if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
       return reply.code(400).send({ error: 'request body is empty; a JSON body is required' });
     }

@@ -42,21 +42,33 @@ export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API
   internalApiKeys: string[];
 };
 
-export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
-  const raw = parseEnv(GatewayConfigSchema, env);
-  const operatorApiKeys = splitList(raw.OPERATOR_API_KEYS);
-  const internalApiKeys = splitList(raw.INTERNAL_API_KEYS);
+/** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
+function keyProblems(env: Env, operatorApiKeys: string[], internalApiKeys: string[]): string[] {
   const problems: string[] = [];
   if (!operatorApiKeys.length) problems.push('OPERATOR_API_KEYS must name at least one key');
   if (!internalApiKeys.length) problems.push('INTERNAL_API_KEYS must name at least one key');
   if (operatorApiKeys.some((key) => internalApiKeys.includes(key))) {
     problems.push('OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key');
   }
-  if (raw.NODE_ENV === 'production') {
+  if (env.NODE_ENV === 'production') {
     if (operatorApiKeys.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
     if (internalApiKeys.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
   }
-  if (problems.length) throw new ConfigError(problems);
+  return problems;
+}
+
+export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
+  const operatorApiKeys = splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY);
+  const internalApiKeys = splitList(env.INTERNAL_API_KEYS || DEV_INTERNAL_KEY);
+  const problems = keyProblems(env, operatorApiKeys, internalApiKeys);
+  let raw: GatewayRaw | undefined;
+  try {
+    raw = parseEnv(GatewayConfigSchema, env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.unshift(...error.problems);
+  }
+  if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, ...rest } = raw;
   return { ...rest, operatorApiKeys, internalApiKeys };
 }

@@ -4,13 +4,27 @@ import { PushRequestSchema } from './push';
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
 
-/** `null` in an optional field means the field is absent: drop null-valued keys, at any depth. */
-export function dropNulls(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(dropNulls);
-  if (value === null || typeof value !== 'object') return value;
+// Objects of the contract whose fields are ours to read; `meta` is the CRM's own and is kept as sent.
+const CONTRACT_OBJECTS = new Set(['activity', 'android', 'ios', 'web']);
+
+function withoutNulls(value: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) {
-    if (item !== null) out[key] = dropNulls(item);
+  for (const [key, item] of Object.entries(value)) if (item !== null) out[key] = item;
+  return out;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * `null` in an optional field means the field is absent: null-valued fields are dropped from the
+ * request and from its contract objects (activity, android, ios, web), never from inside `meta`.
+ */
+export function dropNulls(value: unknown): unknown {
+  if (!isPlainObject(value)) return value;
+  const out = withoutNulls(value);
+  for (const key of CONTRACT_OBJECTS) {
+    if (isPlainObject(out[key])) out[key] = withoutNulls(out[key]);
   }
   return out;
 }
@@ -65,7 +79,7 @@ export function describeErrors(errors: Iterable<{ path: string; message: string 
   for (const error of errors) {
     if (seen.has(error.path)) continue;
     seen.add(error.path);
-    lines.push(`${fieldName(error.path) || 'body'} ${error.message}`);
+    lines.push(`${fieldName(error.path) || 'request'} ${error.message}`);
     if (lines.length === limit) break;
   }
   return lines.join('; ');

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
 import { checkDeviceCredential, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
-import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
+import { deleteDevice, isDbUnavailable, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
 import { UnavailableError } from '@operator/push';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -27,7 +27,8 @@ async function orUnavailable<T>(work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (error) {
-    throw new UnavailableError('device store is unavailable, retry later', { cause: error });
+    if (isDbUnavailable(error)) throw new UnavailableError('device store is unavailable, retry later', { cause: error });
+    throw error;
   }
 }
 

@@ -1,0 +1,65 @@
+import type { RedisOptions } from 'ioredis';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, type TestStores } from '@operator/testing';
+import { buildApp } from '../app';
+
+/** A gateway on the test stores, driven with fastify.inject. */
+export class Harness {
+  private constructor(
+    readonly stores: TestStores,
+    readonly app: FastifyInstance,
+  ) {}
+
+  static async open(env: Record<string, string> = {}, redisOptions: RedisOptions = {}) {
+    const stores = await openTestStores(env, redisOptions);
+    const app = buildApp(stores);
+    await app.ready();
+    return new Harness(stores, app);
+  }
+
+  async close() {
+    await this.app.close();
+    await this.stores.close();
+  }
+
+  post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+    return this.app.inject({
+      method: 'POST',
+      url,
+      headers: { 'content-type': 'application/json', 'x-api-key': OPERATOR_KEY, ...headers },
+      payload: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  }
+
+  single(body: unknown, headers: Record<string, string> = {}) {
+    return this.post('/channels/push/single', body, headers);
+  }
+
+  batch(body: unknown, headers: Record<string, string> = {}) {
+    return this.post('/channels/push/batch', body, headers);
+  }
+
+  internal(method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown) {
+    return this.app.inject({
+      method,
+      url,
+      headers: { 'x-api-key': INTERNAL_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      payload: body === undefined ? undefined : JSON.stringify(body),
+    });
+  }
+
+  async registerDevice(device: Record<string, unknown>) {
+    const response = await this.internal('POST', '/v1/devices', device);
+    if (response.statusCode >= 300) throw new Error(`device registration failed: ${response.body}`);
+    return response.json() as { id: string };
+  }
+
+  /** Every job in the provider's queue, whatever its state. */
+  async jobs(provider: keyof TestStores['queues']) {
+    return this.stores.queues[provider].getJobs(['wait', 'delayed', 'prioritized', 'active', 'completed', 'failed']);
+  }
+
+  messageRows(brandId: number) {
+    return this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) }, include: { deliveries: true } });
+  }
+}

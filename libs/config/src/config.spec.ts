@@ -1,0 +1,262 @@
+import { Type } from '@sinclair/typebox';
+import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
+import { ConfigError, parseEnv, splitList, type Env } from './env';
+
+/** Runs the loader and returns the ConfigError it throws. */
+function configError(env: Env): ConfigError {
+  try {
+    loadGatewayConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
+}
+
+const REAL_KEYS = { OPERATOR_API_KEYS: 'crm-key-1,crm-key-2', INTERNAL_API_KEYS: 'backend-key' };
+
+describe('loadGatewayConfig: defaults', () => {
+  it('runs with an empty environment on development defaults', () => {
+    const config = loadGatewayConfig({});
+    expect(config).toEqual({
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
+      DATABASE_POOL_SIZE: 10,
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      QUEUE_PREFIX: 'operator',
+      HOST: '0.0.0.0',
+      PORT: 3000,
+      CRM_HEADER_WORD: 'Service',
+      BODY_LIMIT_BYTES: 5 * 1024 * 1024,
+      BATCH_MAX_MESSAGES: 500,
+      PUSH_JOB_MAX_MESSAGES: 100,
+      MAX_EVENT_LOOP_DELAY_MS: 1000,
+      operatorApiKeys: ['dev-operator-key'],
+      internalApiKeys: ['dev-internal-key'],
+    });
+  });
+
+  it('names the development keys', () => {
+    expect(DEV_OPERATOR_KEY).toBe('dev-operator-key');
+    expect(DEV_INTERNAL_KEY).toBe('dev-internal-key');
+  });
+
+  it('does not expose the raw key variables', () => {
+    const config = loadGatewayConfig({}) as Record<string, unknown>;
+    expect('OPERATOR_API_KEYS' in config).toBe(false);
+    expect('INTERNAL_API_KEYS' in config).toBe(false);
+  });
+
+  it('treats an empty variable as unset', () => {
+    const config = loadGatewayConfig({ PORT: '', BATCH_MAX_MESSAGES: '', CRM_HEADER_WORD: '', OPERATOR_API_KEYS: '' });
+    expect(config.PORT).toBe(3000);
+    expect(config.BATCH_MAX_MESSAGES).toBe(500);
+    expect(config.CRM_HEADER_WORD).toBe('Service');
+    expect(config.operatorApiKeys).toEqual([DEV_OPERATOR_KEY]);
+  });
+
+  it('reads process.env when no environment is given', () => {
+    const saved = process.env.BATCH_MAX_MESSAGES;
+    process.env.BATCH_MAX_MESSAGES = '321';
+    try {
+      expect(loadGatewayConfig().BATCH_MAX_MESSAGES).toBe(321);
+    } finally {
+      if (saved === undefined) delete process.env.BATCH_MAX_MESSAGES;
+      else process.env.BATCH_MAX_MESSAGES = saved;
+    }
+  });
+});
+
+describe('loadGatewayConfig: values from the environment', () => {
+  it('parses numbers from strings', () => {
+    const config = loadGatewayConfig({
+      PORT: '8080',
+      BATCH_MAX_MESSAGES: '250',
+      DATABASE_POOL_SIZE: ' 4 ',
+      BODY_LIMIT_BYTES: '2048',
+      PUSH_JOB_MAX_MESSAGES: '50',
+      MAX_EVENT_LOOP_DELAY_MS: '0',
+    });
+    expect(config.PORT).toBe(8080);
+    expect(config.BATCH_MAX_MESSAGES).toBe(250);
+    expect(config.DATABASE_POOL_SIZE).toBe(4);
+    expect(config.BODY_LIMIT_BYTES).toBe(2048);
+    expect(config.PUSH_JOB_MAX_MESSAGES).toBe(50);
+    expect(config.MAX_EVENT_LOOP_DELAY_MS).toBe(0);
+  });
+
+  it('keeps strings as given', () => {
+    const config = loadGatewayConfig({ HOST: '127.0.0.1', REDIS_URL: 'redis://cache:6380', QUEUE_PREFIX: 'op-test', CRM_HEADER_WORD: 'Acme', LOG_LEVEL: 'debug' });
+    expect(config.HOST).toBe('127.0.0.1');
+    expect(config.REDIS_URL).toBe('redis://cache:6380');
+    expect(config.QUEUE_PREFIX).toBe('op-test');
+    expect(config.CRM_HEADER_WORD).toBe('Acme');
+    expect(config.LOG_LEVEL).toBe('debug');
+  });
+
+  it('splits comma-separated keys, trimming and dropping empty entries', () => {
+    const config = loadGatewayConfig({ OPERATOR_API_KEYS: 'a, b,,c', INTERNAL_API_KEYS: ' internal-1 ,internal-2, ' });
+    expect(config.operatorApiKeys).toEqual(['a', 'b', 'c']);
+    expect(config.internalApiKeys).toEqual(['internal-1', 'internal-2']);
+  });
+
+  it('refuses a key list with no key in it', () => {
+    const error = configError({ OPERATOR_API_KEYS: ' , ,', INTERNAL_API_KEYS: ',' });
+    expect(error.problems).toEqual(['OPERATOR_API_KEYS must name at least one key', 'INTERNAL_API_KEYS must name at least one key']);
+  });
+});
+
+describe('loadGatewayConfig: problems', () => {
+  it('reports every problem at once in one ConfigError', () => {
+    const error = configError({ PORT: 'abc', BATCH_MAX_MESSAGES: '0' });
+    expect(error).toBeInstanceOf(Error);
+    expect(error.problems).toHaveLength(2);
+    expect(error.problems[0]).toBe('PORT must be a number, got "abc"');
+    expect(error.problems[1]).toMatch(/^BATCH_MAX_MESSAGES /);
+    expect(error.message).toContain('PORT must be a number');
+    expect(error.message).toContain('BATCH_MAX_MESSAGES');
+    expect(error.message.startsWith('invalid configuration:')).toBe(true);
+  });
+
+  it('names each variable once', () => {
+    const error = configError({ PORT: '70000', DATABASE_POOL_SIZE: '1.5', BODY_LIMIT_BYTES: '10', MAX_EVENT_LOOP_DELAY_MS: '-1' });
+    expect(error.problems.map((problem) => problem.split(' ')[0])).toEqual(['DATABASE_POOL_SIZE', 'PORT', 'BODY_LIMIT_BYTES', 'MAX_EVENT_LOOP_DELAY_MS']);
+  });
+
+  it('refuses a port out of range', () => {
+    expect(configError({ PORT: '65536' }).problems).toEqual([expect.stringMatching(/^PORT .*65535/)]);
+    expect(loadGatewayConfig({ PORT: '65535' }).PORT).toBe(65535);
+    expect(loadGatewayConfig({ PORT: '0' }).PORT).toBe(0);
+  });
+
+  it('refuses a fractional count', () => {
+    expect(configError({ BATCH_MAX_MESSAGES: '2.5' }).problems).toEqual([expect.stringMatching(/^BATCH_MAX_MESSAGES .*integer/)]);
+  });
+
+  it.each(['Acme-Corp', 'Acme Corp', 'x_y', 'Acmé'])('refuses CRM_HEADER_WORD %p', (word) => {
+    expect(configError({ CRM_HEADER_WORD: word }).problems).toEqual([expect.stringMatching(/^CRM_HEADER_WORD /)]);
+  });
+
+  it('refuses the same key for operator and internal use', () => {
+    const error = configError({ OPERATOR_API_KEYS: 'crm-1,shared', INTERNAL_API_KEYS: 'shared' });
+    expect(error.problems).toEqual(['OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key']);
+  });
+
+  it('compares keys after trimming', () => {
+    const error = configError({ OPERATOR_API_KEYS: 'crm-1, shared ', INTERNAL_API_KEYS: 'shared' });
+    expect(error.problems).toEqual(['OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key']);
+  });
+});
+
+describe('loadGatewayConfig: production', () => {
+  it('lists a malformed variable and the development keys together', () => {
+    const error = configError({ NODE_ENV: 'production', PORT: 'abc' });
+    expect(error.problems).toEqual([
+      'PORT must be a number, got "abc"',
+      'OPERATOR_API_KEYS holds the development key; set real keys in production',
+      'INTERNAL_API_KEYS holds the development key; set real keys in production',
+    ]);
+  });
+
+  it('refuses the development keys when the key variables are unset', () => {
+    const error = configError({ NODE_ENV: 'production' });
+    expect(error.problems).toEqual([
+      'OPERATOR_API_KEYS holds the development key; set real keys in production',
+      'INTERNAL_API_KEYS holds the development key; set real keys in production',
+    ]);
+  });
+
+  it('refuses the development keys when listed among real ones', () => {
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: `crm-key, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},backend-key` });
+    expect(error.problems).toEqual([
+      'OPERATOR_API_KEYS holds the development key; set real keys in production',
+      'INTERNAL_API_KEYS holds the development key; set real keys in production',
+    ]);
+  });
+
+  it('refuses only the list that holds a development key', () => {
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
+    expect(error.problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
+  });
+
+  it('accepts real keys', () => {
+    const config = loadGatewayConfig({ NODE_ENV: 'production', ...REAL_KEYS });
+    expect(config.NODE_ENV).toBe('production');
+    expect(config.operatorApiKeys).toEqual(['crm-key-1', 'crm-key-2']);
+    expect(config.internalApiKeys).toEqual(['backend-key']);
+  });
+
+  it('allows the development keys outside production', () => {
+    for (const NODE_ENV of ['development', 'test']) {
+      expect(loadGatewayConfig({ NODE_ENV }).operatorApiKeys).toEqual([DEV_OPERATOR_KEY]);
+    }
+  });
+
+  it('reports key problems together with other key problems', () => {
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: DEV_OPERATOR_KEY, INTERNAL_API_KEYS: DEV_OPERATOR_KEY });
+    expect(error.problems).toEqual([
+      'OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key',
+      'OPERATOR_API_KEYS holds the development key; set real keys in production',
+    ]);
+  });
+});
+
+describe('splitList', () => {
+  it.each([
+    ['a, b,,c', ['a', 'b', 'c']],
+    ['single', ['single']],
+    ['', []],
+    [' , ,', []],
+    ['  x  ', ['x']],
+  ])('splits %p', (text, list) => {
+    expect(splitList(text)).toEqual(list);
+  });
+});
+
+describe('parseEnv', () => {
+  const schema = Type.Object({
+    FLAG: Type.Boolean({ default: true }),
+    COUNT: Type.Integer({ default: 1, minimum: 1 }),
+    RATIO: Type.Number({ default: 0.5 }),
+    NAME: Type.String({ default: 'x' }),
+  });
+
+  it('applies defaults', () => {
+    expect(parseEnv(schema, {})).toEqual({ FLAG: true, COUNT: 1, RATIO: 0.5, NAME: 'x' });
+  });
+
+  it.each([
+    ['false', false],
+    ['0', false],
+    ['no', false],
+    [' FALSE ', false],
+    ['true', true],
+    ['1', true],
+    ['Yes', true],
+  ])('reads boolean %p', (text, value) => {
+    expect(parseEnv(schema, { FLAG: text }).FLAG).toBe(value);
+  });
+
+  it('reads fractional numbers for number fields', () => {
+    expect(parseEnv(schema, { RATIO: '0.25' }).RATIO).toBe(0.25);
+  });
+
+  it('reports a bad boolean, a blank number and a non-number together', () => {
+    try {
+      parseEnv(schema, { FLAG: 'maybe', COUNT: '   ', RATIO: 'half' });
+      throw new Error('expected a ConfigError');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems).toEqual([
+        'FLAG must be true or false, got "maybe"',
+        'COUNT must be a number, got "   "',
+        'RATIO must be a number, got "half"',
+      ]);
+    }
+  });
+
+  it('ignores variables the schema does not name', () => {
+    expect(parseEnv(schema, { OTHER: 'value' })).toEqual({ FLAG: true, COUNT: 1, RATIO: 0.5, NAME: 'x' });
+  });
+});

@@ -1,0 +1,104 @@
+import { createECDH, randomBytes } from 'node:crypto';
+import { checkDeviceCredential, type RegisterDevice, type WebPushSubscription } from './device';
+
+const APNS_TOKEN = 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90';
+
+/** A subscription as a browser gives it: a real uncompressed P-256 key and a 16-byte secret. */
+function subscription(overrides: Partial<WebPushSubscription['keys']> = {}, endpoint = 'https://fcm.googleapis.com/fcm/send/abc123'): WebPushSubscription {
+  const p256dh = createECDH('prime256v1').generateKeys().toString('base64url');
+  const auth = randomBytes(16).toString('base64url');
+  return { endpoint, keys: { p256dh, auth, ...overrides } };
+}
+
+const base = { user_id: 'player-1', brand_id: 3 };
+
+describe('checkDeviceCredential: fcm and apns', () => {
+  it('accepts an fcm token of any shape', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'fcm', platform: 'android', token: 'dGVzdDpBUEE5MWJH-token_value' })).toBeNull();
+  });
+
+  it('accepts a hex apns token, in either case', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'apns', platform: 'ios', token: APNS_TOKEN })).toBeNull();
+    expect(checkDeviceCredential({ ...base, provider: 'apns', token: APNS_TOKEN.toUpperCase() })).toBeNull();
+  });
+
+  it.each(['fcm', 'apns'] as const)('requires a token for %s', (provider) => {
+    expect(checkDeviceCredential({ ...base, provider })).toBe(`token is required for provider ${provider}`);
+  });
+
+  it.each(['fcm', 'apns'] as const)('refuses a subscription next to the %s token', (provider) => {
+    const device: RegisterDevice = { ...base, provider, token: APNS_TOKEN, subscription: subscription() };
+    expect(checkDeviceCredential(device)).toBe('subscription is only for provider webpush');
+  });
+
+  it.each(['fcm', 'apns'] as const)('refuses a subscription without a token for %s', (provider) => {
+    expect(checkDeviceCredential({ ...base, provider, subscription: subscription() })).toBe(`token is required for provider ${provider}`);
+  });
+
+  it.each([
+    ['non-hex characters', 'z'.repeat(64)],
+    ['a base64 token', Buffer.from(APNS_TOKEN, 'hex').toString('base64')],
+    ['too short', 'abcdef0123'],
+    ['too long', 'a'.repeat(401)],
+    ['spaces', `${APNS_TOKEN.slice(0, 32)} ${APNS_TOKEN.slice(32)}`],
+  ])('refuses an apns token with %s', (_label, token) => {
+    expect(checkDeviceCredential({ ...base, provider: 'apns', token })).toBe('token must be a hex APNs device token');
+  });
+
+  it('does not hold fcm tokens to the apns hex rule', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'fcm', token: 'not:hex/at_all' })).toBeNull();
+  });
+});
+
+describe('checkDeviceCredential: webpush', () => {
+  it('accepts a real browser subscription', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', platform: 'web', subscription: subscription() })).toBeNull();
+  });
+
+  it('accepts base64url keys with padding', () => {
+    const ecdh = createECDH('prime256v1').generateKeys();
+    const keys = { p256dh: ecdh.toString('base64').replace(/\+/g, '-').replace(/\//g, '_'), auth: randomBytes(16).toString('base64url') + '==' };
+    expect(keys.p256dh.endsWith('=')).toBe(true);
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: subscription(keys) })).toBeNull();
+  });
+
+  it('requires a subscription', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'webpush' })).toBe('subscription is required for provider webpush');
+  });
+
+  it('refuses a token instead of a subscription', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', token: 'abc' })).toBe('subscription is required for provider webpush');
+  });
+
+  it('refuses a token next to the subscription', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', token: 'abc', subscription: subscription() })).toBe(
+      'token is not used for provider webpush; send subscription',
+    );
+  });
+
+  it.each([
+    ['a compressed key (33 bytes)', () => createECDH('prime256v1').generateKeys('base64url', 'compressed')],
+    ['65 bytes not starting with 0x04', () => Buffer.concat([Buffer.from([0x05]), randomBytes(64)]).toString('base64url')],
+    ['64 bytes', () => randomBytes(64).toString('base64url')],
+    ['66 bytes starting with 0x04', () => Buffer.concat([Buffer.from([0x04]), randomBytes(65)]).toString('base64url')],
+  ])('refuses a p256dh that is %s', (_label, makeKey) => {
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: subscription({ p256dh: makeKey() }) })).toBe(
+      'subscription.keys.p256dh must be an uncompressed P-256 public key',
+    );
+  });
+
+  it.each([15, 17, 32])('refuses an auth secret of %i bytes', (length) => {
+    const auth = randomBytes(length).toString('base64url');
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: subscription({ auth }) })).toBe('subscription.keys.auth must be 16 bytes');
+  });
+
+  it('checks p256dh before auth', () => {
+    const sub = subscription({ p256dh: randomBytes(10).toString('base64url'), auth: 'AA' });
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: sub })).toBe('subscription.keys.p256dh must be an uncompressed P-256 public key');
+  });
+
+  it('refuses an endpoint that is not a URL', () => {
+    const sub = subscription({}, 'https://');
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: sub })).toBe('subscription.endpoint must be a URL');
+  });
+});

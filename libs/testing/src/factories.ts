@@ -1,0 +1,34 @@
+import { createECDH, randomBytes } from 'node:crypto';
+import type { PushRequest } from '@operator/contract';
+import { uniqueId } from './ids';
+
+export function pushRequest(brandId: number, userId: string, overrides: Partial<PushRequest> = {}): PushRequest {
+  const id = uniqueId();
+  return {
+    activity: {
+      id,
+      brand_id: brandId,
+      user_id: userId,
+      activity_id: 71,
+      action_group_id: 72,
+      action_id: 73,
+      trigger_hash: `trigger-${id}`,
+    },
+    title: 'Weekend reload',
+    body: 'Your 50 free spins are waiting',
+    meta: { campaign: 'weekend', variant: 2 },
+    ...overrides,
+  };
+}
+
+export const fcmToken = () => `fcm-${randomBytes(24).toString('base64url')}`;
+export const apnsToken = () => randomBytes(32).toString('hex');
+
+export function webPushSubscription(endpoint = `https://push.example.test/send/${randomBytes(8).toString('hex')}`) {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  return {
+    endpoint,
+    keys: { p256dh: ecdh.getPublicKey().toString('base64url'), auth: randomBytes(16).toString('base64url') },
+  };
+}

@@ -1,0 +1,46 @@
+import { loadGatewayConfig, type GatewayConfig } from '@operator/config';
+import { createDb, type Db } from '@operator/db';
+import type { RedisOptions } from 'ioredis';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { uniqueName } from './ids';
+
+export const OPERATOR_KEY = 'test-operator-key';
+export const ROTATED_OPERATOR_KEY = 'test-operator-key-next';
+export const INTERNAL_KEY = 'test-internal-key';
+
+export interface TestStores {
+  config: GatewayConfig;
+  db: Db;
+  redis: Redis;
+  queues: PushQueues;
+  close(): Promise<void>;
+}
+
+/** Gateway dependencies on the test database and Redis, with a queue prefix of their own. */
+export async function openTestStores(env: Record<string, string> = {}, redisOptions: RedisOptions = {}): Promise<TestStores> {
+  const config = loadGatewayConfig({
+    ...process.env,
+    OPERATOR_API_KEYS: `${OPERATOR_KEY},${ROTATED_OPERATOR_KEY}`,
+    INTERNAL_API_KEYS: INTERNAL_KEY,
+    QUEUE_PREFIX: uniqueName('test'),
+    MAX_EVENT_LOOP_DELAY_MS: '0',
+    ...env,
+  });
+  const db = createDb({ url: config.DATABASE_URL, poolSize: 5 });
+  const redis = createProducerRedis(config.REDIS_URL, redisOptions);
+  redis.on('error', () => undefined);
+  await new Promise<void>((resolve) => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve())));
+  const queues = createPushQueues(redis, config.QUEUE_PREFIX);
+  return {
+    config,
+    db,
+    redis,
+    queues,
+    async close() {
+      await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
+      await closePushQueues(queues).catch(() => undefined);
+      redis.disconnect();
+      await db.$disconnect();
+    },
+  };
+}

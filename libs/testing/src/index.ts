@@ -1,0 +1,4 @@
+export * from './tcp-proxy';
+export * from './ids';
+export * from './factories';
+export * from './gateway';

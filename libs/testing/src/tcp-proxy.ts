@@ -1,0 +1,72 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy in front of PostgreSQL or Redis, so a test can take the store away (every
+ * connection cut, new ones refused) and bring it back, without stopping the shared server.
+ */
+export class TcpProxy {
+  private server: net.Server | null = null;
+  private readonly sockets = new Set<net.Socket>();
+  private dropping = false;
+  port = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  static forUrl(url: string): TcpProxy {
+    const { hostname, port, protocol } = new URL(url);
+    return new TcpProxy(hostname, Number(port || (protocol.startsWith('redis') ? 6379 : 5432)));
+  }
+
+  /** The same URL, through the proxy. */
+  urlFor(url: string): string {
+    const parsed = new URL(url);
+    parsed.hostname = '127.0.0.1';
+    parsed.port = String(this.port);
+    return parsed.toString();
+  }
+
+  async start(): Promise<this> {
+    const server = net.createServer((client) => {
+      const upstream = net.connect(this.targetPort, this.targetHost);
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket);
+        socket.on('close', () => this.sockets.delete(socket));
+        socket.on('error', () => undefined);
+      }
+      client.on('data', (data) => {
+        if (!this.dropping) upstream.write(data);
+      });
+      upstream.on('data', (data) => {
+        if (!this.dropping) client.write(data);
+      });
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as net.AddressInfo).port;
+    this.server = server;
+    return this;
+  }
+
+  /** The store is gone: open connections are cut and new ones refused. */
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    for (const socket of this.sockets) socket.destroy();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** A network partition: connections stay open but nothing goes through, so requests time out. */
+  blackhole(): void {
+    this.dropping = true;
+  }
+
+  /** The store is back, on the same port. */
+  async resume(): Promise<void> {
+    this.dropping = false;
+    if (!this.server) await this.start();
+  }
+}
