@@ -5,11 +5,12 @@ export type Provider = (typeof PROVIDERS)[number];
 export const PLATFORMS = ['android', 'ios', 'web'] as const;
 export type Platform = (typeof PLATFORMS)[number];
 
-const Base64Url = (description: string) => Type.String({ pattern: '^[A-Za-z0-9_-]+={0,2}$', maxLength: 256, description });
+const Base64Url = (description: string) =>
+  Type.String({ pattern: '^[A-Za-z0-9_-]+={0,2}$', maxLength: 256, description, errorMessage: 'must be base64url' });
 
 export const WebPushSubscriptionSchema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https://', maxLength: 2048, description: 'Push service URL (https)' }),
+    endpoint: Type.String({ pattern: '^https://', maxLength: 2048, description: 'Push service URL (https)', errorMessage: 'must be an https URL' }),
     keys: Type.Object({
       p256dh: Base64Url('The browser P-256 public key, base64url'),
       auth: Base64Url('The 16-byte auth secret, base64url'),

@@ -25,41 +25,41 @@ export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statemen
   return new PrismaClient({ adapter });
 }
 
-// Error codes of the pg driver and of Prisma that mean "the database cannot be reached right now",
-// as opposed to a statement that is wrong.
-const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'P1001',
-  'P1002',
-  'P1008',
-  'P1017',
-  'P2024',
-  'P2028',
-  '57P01',
-  '57P02',
-  '57P03',
-  '53300',
-  '08000',
-  '08003',
-  '08006',
-  '08001',
-  '08004',
+// What says "the database cannot serve this right now, try again" (rather than "this statement is
+// wrong"): socket errors of the pg driver, Prisma's connection error codes, the driver adapter's
+// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts.
+const TRANSIENT_CODES = new Set([
+  ...['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'],
+  ...['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028', 'P2034'],
+  ...['57P01', '57P02', '57P03', '57014', '53300', '53400', '40001', '40P01', '55P03'],
+  ...['08000', '08001', '08003', '08004', '08006'],
 ]);
-const UNAVAILABLE_MESSAGES = /connection terminated|connection timeout|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|Client has encountered a connection error|the database system is (starting up|shutting down)|terminating connection/i;
+const TRANSIENT_KINDS = new Set([
+  'DatabaseNotReachable',
+  'ConnectionClosed',
+  'SocketTimeout',
+  'TooManyConnections',
+  'TlsConnectionError',
+  'TransactionWriteConflict',
+  'TransactionAlreadyClosed',
+]);
+const TRANSIENT_MESSAGES =
+  /connection terminated|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
 
-/** True when an error says the database is unreachable or going away (retry later), not that a query is wrong. */
+type ErrorLike = { code?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
+
+/** True when an error says the database is unreachable or busy (answer 503, the client retries), not that a query is wrong. */
 export function isDbUnavailable(error: unknown): boolean {
-  for (let cause: unknown = error, depth = 0; cause && depth < 5; depth++) {
-    const { code, message, cause: next, originalCode } = cause as { code?: unknown; message?: unknown; cause?: unknown; originalCode?: unknown };
-    if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
-    if (typeof originalCode === 'string' && UNAVAILABLE_CODES.has(originalCode)) return true;
-    if (typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)) return true;
-    cause = next;
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [error];
+  while (queue.length) {
+    const item = queue.shift() as ErrorLike | null | undefined;
+    if (!item || typeof item !== 'object' || seen.has(item)) continue;
+    seen.add(item);
+    if (typeof item.code === 'string' && TRANSIENT_CODES.has(item.code)) return true;
+    if (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) return true;
+    if (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)) return true;
+    queue.push(item.cause, item.meta?.driverAdapterError);
   }
   return false;
 }

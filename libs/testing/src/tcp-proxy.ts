@@ -7,7 +7,8 @@ import net from 'node:net';
 export class TcpProxy {
   private server: net.Server | null = null;
   private readonly sockets = new Set<net.Socket>();
-  private dropping = false;
+  private held = false;
+  private readonly waiting: (() => void)[] = [];
   port = 0;
 
   constructor(
@@ -36,12 +37,8 @@ export class TcpProxy {
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => undefined);
       }
-      client.on('data', (data) => {
-        if (!this.dropping) upstream.write(data);
-      });
-      upstream.on('data', (data) => {
-        if (!this.dropping) client.write(data);
-      });
+      this.relay(client, upstream);
+      this.relay(upstream, client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -49,6 +46,13 @@ export class TcpProxy {
     this.port = (server.address() as net.AddressInfo).port;
     this.server = server;
     return this;
+  }
+
+  private relay(from: net.Socket, to: net.Socket) {
+    from.on('data', (chunk) => {
+      if (this.held) this.waiting.push(() => to.write(chunk));
+      else to.write(chunk);
+    });
   }
 
   /** The store is gone: open connections are cut and new ones refused. */
@@ -59,14 +63,18 @@ export class TcpProxy {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
-  /** A network partition: connections stay open but nothing goes through, so requests time out. */
-  blackhole(): void {
-    this.dropping = true;
+  /**
+   * A network partition: connections stay open but nothing goes through, so requests time out.
+   * What was sent meanwhile is delivered when the partition heals, as TCP would.
+   */
+  partition(): void {
+    this.held = true;
   }
 
   /** The store is back, on the same port. */
   async resume(): Promise<void> {
-    this.dropping = false;
+    this.held = false;
+    for (const flush of this.waiting.splice(0)) flush();
     if (!this.server) await this.start();
   }
 }

@@ -61,7 +61,7 @@ export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
     {
       schema: {
         params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 255 }) }),
-        querystring: Type.Object({ brand_id: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$' })) }),
+        querystring: Type.Object({ brand_id: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', errorMessage: 'must be a brand id (digits)' })) }),
         response: { 200: Type.Object({ devices: Type.Array(DeviceSchema) }), ...errors },
       },
     },

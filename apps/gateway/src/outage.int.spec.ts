@@ -1,0 +1,120 @@
+import { fcmToken, pushRequest, TcpProxy, uniqueBrandId, uniqueName } from '@operator/testing';
+import { Harness } from './test/harness';
+
+const until = async (condition: () => boolean | Promise<boolean>, what: string, ms = 10000) => {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+};
+
+describe('when a store is down', () => {
+  let redisProxy: TcpProxy;
+  let pgProxy: TcpProxy;
+  let h: Harness;
+  let brand: number;
+  let player: string;
+
+  beforeAll(async () => {
+    redisProxy = await TcpProxy.forUrl(process.env.REDIS_URL!).start();
+    pgProxy = await TcpProxy.forUrl(process.env.DATABASE_URL!).start();
+    h = await Harness.open(
+      { REDIS_URL: redisProxy.urlFor(process.env.REDIS_URL!), DATABASE_URL: pgProxy.urlFor(process.env.DATABASE_URL!) },
+      { commandTimeout: 1000 },
+    );
+  });
+  afterAll(async () => {
+    await redisProxy.resume();
+    await pgProxy.resume();
+    await h.close();
+    await redisProxy.stop();
+    await pgProxy.stop();
+  });
+
+  beforeEach(async () => {
+    await redisProxy.resume();
+    await pgProxy.resume();
+    await until(() => h.stores.redis.status === 'ready', 'Redis to reconnect');
+    brand = uniqueBrandId();
+    player = uniqueName('player');
+    await h.registerDevice({ user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken() });
+  });
+
+  const expect503 = (response: { statusCode: number; headers: Record<string, unknown>; json(): unknown }) => {
+    expect(response.statusCode).toBe(503);
+    expect(response.json()).toEqual({ error: expect.any(String) });
+    expect(response.headers['retry-after']).toBeDefined();
+  };
+
+  describe('Redis', () => {
+    it('answers 503 to single and batch, stores nothing, and accepts the retry once Redis is back', async () => {
+      const request = pushRequest(brand, player);
+      await redisProxy.stop();
+      await until(() => h.stores.redis.status !== 'ready', 'the client to see Redis gone');
+
+      expect503(await h.single(request));
+      expect503(await h.batch([request, pushRequest(brand, player)]));
+      expect(await h.messageRows(brand)).toEqual([]);
+      const ready = await h.app.inject({ method: 'GET', url: '/health/ready' });
+      expect(ready.statusCode).toBe(503);
+      expect(ready.json()).toMatchObject({ postgres: 'up', redis: 'down' });
+
+      await redisProxy.resume();
+      await until(() => h.stores.redis.status === 'ready', 'Redis to reconnect');
+      const retried = await h.single(request);
+      expect(retried.statusCode).toBe(200);
+      const rows = await h.messageRows(brand);
+      expect(rows.map((r) => r.id)).toEqual([retried.json().push_id]);
+      expect((await h.jobs('fcm')).filter((job) => job.data.pushIds.includes(retried.json().push_id))).toHaveLength(1);
+    });
+
+    it('answers 503 and rolls the message back when Redis stops answering mid-request', async () => {
+      const request = pushRequest(brand, player);
+      redisProxy.partition();
+
+      expect503(await h.single(request));
+      // The job never reached Redis before the timeout, so the transaction was rolled back.
+      expect(await h.messageRows(brand)).toEqual([]);
+
+      await redisProxy.resume();
+      const retried = await h.single(request);
+      expect(retried.statusCode).toBe(200);
+      expect(await h.messageRows(brand)).toHaveLength(1);
+    });
+  });
+
+  describe('PostgreSQL', () => {
+    it('answers 503 to single, batch and device registration, and recovers when it is back', async () => {
+      const request = pushRequest(brand, player);
+      await pgProxy.stop();
+
+      expect503(await h.single(request));
+      expect503(await h.batch([request]));
+      expect503(await h.internal('POST', '/v1/devices', { user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken() }));
+      expect503(await h.internal('GET', `/v1/players/${player}/devices`));
+      const ready = await h.app.inject({ method: 'GET', url: '/health/ready' });
+      expect(ready.statusCode).toBe(503);
+      expect(ready.json()).toMatchObject({ postgres: 'down', redis: 'up' });
+
+      await pgProxy.resume();
+      const retried = await h.single(request);
+      expect(retried.statusCode).toBe(200);
+      expect(await h.messageRows(brand)).toHaveLength(1);
+    });
+
+    it('answers 503 when PostgreSQL goes away in the middle of a request', async () => {
+      const request = pushRequest(brand, player);
+      pgProxy.partition();
+      const pending = h.single(request);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await pgProxy.stop();
+      expect503(await pending);
+
+      await pgProxy.resume();
+      const retried = await h.single(request);
+      expect(retried.statusCode).toBe(200);
+      expect(await h.messageRows(brand)).toHaveLength(1);
+    });
+  });
+});
