@@ -1,5 +1,5 @@
 import { ConfigError, loadGatewayConfig } from '@operator/config';
-import { createDb } from '@operator/db';
+import { closeDb, createDb } from '@operator/db';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
 import { buildApp } from './app';
 
@@ -20,7 +20,7 @@ async function main() {
     await app.close();
     await closePushQueues(queues).catch(() => undefined);
     redis.disconnect();
-    await db.$disconnect();
+    await closeDb(db);
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -1,9 +1,16 @@
 import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
 import { PrismaClient } from './generated/client';
 
-export type Db = InstanceType<typeof PrismaClient>;
+/**
+ * The Prisma client, for typed queries, and the `pg` pool under it, for the few hot-path
+ * statements (bulk inserts with unnest) where the ORM's per-query work would dominate.
+ */
+export type Db = InstanceType<typeof PrismaClient> & { readonly pool: pg.Pool };
 /** The client or an interactive transaction's client: repositories accept either. */
-export type DbTx = Omit<Db, '$connect' | '$disconnect' | '$on' | '$transaction' | '$extends'>;
+export type DbTx = Omit<Db, '$connect' | '$disconnect' | '$on' | '$transaction' | '$extends' | 'pool'>;
+/** A pool or one connection of it (inside a transaction). */
+export type Sql = pg.Pool | pg.PoolClient;
 
 export interface DbOptions {
   url: string;
@@ -15,14 +22,42 @@ export interface DbOptions {
 }
 
 export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statementTimeoutMs = 10000 }: DbOptions): Db {
-  const adapter = new PrismaPg({
+  const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
     statement_timeout: statementTimeoutMs,
+    idle_in_transaction_session_timeout: 4 * statementTimeoutMs,
     idleTimeoutMillis: 30000,
   });
-  return new PrismaClient({ adapter });
+  // A connection that breaks while idle is dropped by the pool; the next query gets a new one.
+  pool.on('error', () => undefined);
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  return Object.assign(prisma, { pool });
+}
+
+export async function closeDb(db: Db): Promise<void> {
+  await db.$disconnect();
+  await db.pool.end();
+}
+
+/** Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws. */
+export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch((rollbackError: Error) => {
+      broken = rollbackError;
+    });
+    throw error;
+  } finally {
+    client.release(broken);
+  }
 }
 
 // What says "the database cannot serve this right now, try again" (rather than "this statement is

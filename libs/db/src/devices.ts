@@ -1,4 +1,4 @@
-import type { DbTx } from './client';
+import type { DbTx, Sql } from './client';
 import type { Device } from './generated/client';
 
 export type { Device };
@@ -16,22 +16,27 @@ export interface DeviceRegistration extends DeviceTarget {
   auth: string | null;
 }
 
+/** What the gateway needs to know of a reachable device. */
+export interface ActiveDevice {
+  id: string;
+  brandId: string;
+  userId: string;
+  provider: 'fcm' | 'apns' | 'webpush';
+}
+
 /** Active devices of the given players, each for its own brand. */
-export async function findActiveDevices(db: DbTx, targets: DeviceTarget[]): Promise<Device[]> {
+export async function findActiveDevices(sql: Sql, targets: DeviceTarget[]): Promise<ActiveDevice[]> {
   if (!targets.length) return [];
-  const usersByBrand = new Map<bigint, Set<string>>();
-  for (const { brandId, userId } of targets) {
-    const users = usersByBrand.get(brandId) ?? new Set<string>();
-    users.add(userId);
-    usersByBrand.set(brandId, users);
-  }
-  return db.device.findMany({
-    where: {
-      active: true,
-      OR: [...usersByBrand].map(([brandId, users]) => ({ brandId, userId: { in: [...users] } })),
-    },
-    orderBy: { id: 'asc' },
-  });
+  const { rows } = await sql.query<ActiveDevice>(
+    `SELECT d.id, d.brand_id::text AS "brandId", d.user_id AS "userId", d.provider::text AS provider
+       FROM devices d
+       JOIN (SELECT DISTINCT * FROM unnest($1::bigint[], $2::text[])) AS t(brand_id, user_id)
+         ON d.brand_id = t.brand_id AND d.user_id = t.user_id
+      WHERE d.active
+      ORDER BY d.id`,
+    [targets.map((t) => t.brandId.toString()), targets.map((t) => t.userId)],
+  );
+  return rows;
 }
 
 /**

@@ -3,12 +3,13 @@ import type { CrmHeaders, PushRequest } from '@operator/contract';
 import {
   findActiveDevices,
   findPushIds,
+  inTransaction,
   insertDeliveries,
   insertMessages,
   isDbUnavailable,
   messageKey,
+  type ActiveDevice,
   type Db,
-  type Device,
   type NewDelivery,
   type NewMessage,
 } from '@operator/db';
@@ -32,7 +33,7 @@ export type Outcome =
 interface Pending {
   key: string;
   message: NewMessage;
-  devices: Device[];
+  devices: ActiveDevice[];
 }
 
 const toBig = (value: number) => BigInt(value);
@@ -49,8 +50,8 @@ function toNewMessage(request: PushRequest, headers: CrmHeaders): NewMessage {
     actionId: toBig(activity.action_id),
     triggerHash: activity.trigger_hash,
     origin: activity.origin ?? null,
-    payload: request as unknown as NewMessage['payload'],
-    meta: request.meta as NewMessage['meta'],
+    payload: request,
+    meta: request.meta,
     crmHeaders: headers,
   };
 }
@@ -81,16 +82,15 @@ export async function acceptMessages(deps: AcceptDeps, requests: PushRequest[], 
   const keys = messages.map(messageKey);
 
   let known: Map<string, string>;
-  let devices: Device[];
+  let devices: ActiveDevice[];
   try {
-    known = await findPushIds(deps.db, messages);
-    const fresh = messages.filter((message, i) => !known.has(keys[i]));
-    devices = await findActiveDevices(deps.db, fresh);
+    // Both lookups at once, on two connections: a retried message needs only the first.
+    [known, devices] = await Promise.all([findPushIds(deps.db.pool, messages), findActiveDevices(deps.db.pool, messages)]);
   } catch (error) {
     unavailable(error);
   }
 
-  const devicesOf = new Map<string, Device[]>();
+  const devicesOf = new Map<string, ActiveDevice[]>();
   for (const device of devices) {
     const target = `${device.brandId}:${device.userId}`;
     devicesOf.set(target, [...(devicesOf.get(target) ?? []), device]);
@@ -143,7 +143,7 @@ async function storeAll(deps: AcceptDeps, pending: Pending[]): Promise<Map<strin
 }
 
 async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
-  return deps.db.$transaction(async (tx) => {
+  return inTransaction(deps.db, async (tx) => {
     const inserted = await insertMessages(
       tx,
       pending.map((item) => item.message),
@@ -151,10 +151,10 @@ async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise
     const outcomes = new Map<string, Outcome>();
     const lost = pending.filter((item) => !inserted.has(item.message.id));
     // Rows another request inserted meanwhile: the insert waited for it to commit, so they are visible now.
-    const raced = await findPushIds(
+    const raced = lost.length ? await findPushIds(
       tx,
       lost.map((item) => item.message),
-    );
+    ) : new Map<string, string>();
     for (const item of lost) {
       const pushId = raced.get(item.key);
       outcomes.set(item.key, pushId ? { kind: 'accepted', pushId } : FATAL);
@@ -184,8 +184,5 @@ async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise
       throw new UnavailableError('queue is unavailable, retry later', { cause: error });
     }
     return outcomes;
-  }, TRANSACTION_LIMITS);
+  });
 }
-
-// Waiting longer than this for a connection means the database is overloaded: answer 503.
-const TRANSACTION_LIMITS = { maxWait: 5000, timeout: 15000 };

@@ -1,5 +1,5 @@
 import { loadGatewayConfig, type GatewayConfig } from '@operator/config';
-import { createDb, type Db } from '@operator/db';
+import { closeDb, createDb, type Db } from '@operator/db';
 import type { RedisOptions } from 'ioredis';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
 import { uniqueName } from './ids';
@@ -40,7 +40,7 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
       await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
       await closePushQueues(queues).catch(() => undefined);
       redis.disconnect();
-      await db.$disconnect();
+      await closeDb(db);
     },
   };
 }
