@@ -1,0 +1,24 @@
+import { Harness } from './test/harness';
+
+describe('load shedding', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.open({ MAX_EVENT_LOOP_DELAY_MS: '20' });
+  });
+  afterAll(() => h.close());
+
+  it('answers 503 with Retry-After, never 429, while the event loop lags', async () => {
+    expect((await h.single({})).statusCode).toBe(400);
+    // Long enough that the one-second mean stays above the limit wherever the block falls.
+    const busyUntil = Date.now() + 3000;
+    while (Date.now() < busyUntil) {
+      // keep the event loop blocked, as a burst of CPU work would
+    }
+    // under-pressure samples the delay once a second; let that sample run.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const response = await h.single({});
+    expect(response.statusCode).toBe(503);
+    expect(response.headers['retry-after']).toBe('5');
+    expect(response.json()).toEqual({ error: 'server is overloaded, retry later' });
+  });
+});

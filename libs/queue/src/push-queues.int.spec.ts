@@ -1,0 +1,48 @@
+import { randomUUID } from 'node:crypto';
+import { createProducerRedis } from './redis';
+import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
+import { PUSH_QUEUES, sendPushJobId } from './jobs';
+
+describe('push queues (Redis)', () => {
+  const redis = createProducerRedis(process.env.REDIS_URL!);
+  const prefix = `test-queue-${randomUUID()}`;
+  let queues: PushQueues;
+
+  beforeAll(async () => {
+    await new Promise((resolve) => redis.once('ready', resolve));
+    queues = createPushQueues(redis, prefix);
+  });
+  afterAll(async () => {
+    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true })));
+    await closePushQueues(queues);
+    redis.disconnect();
+  });
+
+  it('names one queue per provider', () => {
+    expect(Object.fromEntries(Object.entries(queues).map(([provider, queue]) => [provider, queue.name]))).toEqual(PUSH_QUEUES);
+    expect(PUSH_QUEUES).toEqual({ fcm: 'push-fcm', apns: 'push-apns', webpush: 'push-webpush' });
+  });
+
+  it('derives job ids from the pushes, so adding the same job again is a no-op', async () => {
+    const one = [randomUUID()];
+    const many = [randomUUID(), randomUUID(), randomUUID()];
+    await enqueueSendJobs(queues, [{ provider: 'apns', pushIds: one }, { provider: 'apns', pushIds: many }]);
+    await enqueueSendJobs(queues, [{ provider: 'apns', pushIds: one }, { provider: 'apns', pushIds: many }]);
+
+    const jobs = await queues.apns.getJobs(['wait']);
+    expect(jobs.map((job) => job.id).sort()).toEqual([sendPushJobId(one), sendPushJobId(many)].sort());
+    expect(sendPushJobId(one)).toBe(`push-${one[0]}`);
+    expect(sendPushJobId(many)).toBe(`push-${many[0]}-n3`);
+    const job = jobs.find((j) => j.id === sendPushJobId(many))!;
+    expect(job.data).toEqual({ pushIds: many });
+    expect(job.opts.attempts).toBeGreaterThan(1);
+    expect(job.opts.backoff).toMatchObject({ type: 'exponential' });
+  });
+
+  it('puts each job in its provider queue only', async () => {
+    const pushIds = [randomUUID()];
+    await enqueueSendJobs(queues, [{ provider: 'webpush', pushIds }]);
+    expect((await queues.webpush.getJob(sendPushJobId(pushIds)))?.data).toEqual({ pushIds });
+    expect(await queues.fcm.getJob(sendPushJobId(pushIds))).toBeUndefined();
+  });
+});
