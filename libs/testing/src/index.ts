@@ -2,3 +2,4 @@ export * from './tcp-proxy';
 export * from './ids';
 export * from './factories';
 export * from './gateway';
+export * from './tls';

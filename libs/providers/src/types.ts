@@ -1,0 +1,85 @@
+import type { PushRequest } from '@operator/contract';
+
+export type ProviderName = 'fcm' | 'apns' | 'webpush';
+
+/** One push, as the provider must render it. */
+export interface Notification {
+  /** Our push_id: every payload carries it so the app can report opens and clicks. */
+  pushId: string;
+  /** The CRM's request as stored (contract 2.1), unknown fields included. */
+  request: PushRequest;
+}
+
+/** One device to send to. */
+export interface SendTarget {
+  deliveryId: string;
+  /** FCM registration token, APNs device token, or the Web Push endpoint. */
+  token: string;
+  platform: 'android' | 'ios' | 'web' | null;
+  /** Web Push subscription keys (base64url); null for FCM and APNs. */
+  p256dh: string | null;
+  auth: string | null;
+}
+
+/**
+ * One taxonomy for every provider:
+ * - dead-token: the device is gone (deactivate it, never retry);
+ * - transient: try again later (429, 5xx, timeouts, network), honouring retryAfterMs;
+ * - auth: our credentials or configuration are wrong (fail loudly, stop sending with them);
+ * - payload: the message itself is refused (fail it, do not retry).
+ */
+export type ErrorClass = 'dead-token' | 'transient' | 'auth' | 'payload';
+
+export type ErrorCode =
+  | 'unregistered'
+  | 'invalid-token'
+  | 'rate-limited'
+  | 'unavailable'
+  | 'network'
+  | 'auth'
+  | 'payload-invalid'
+  | 'payload-too-large';
+
+export interface SendError {
+  class: ErrorClass;
+  code: ErrorCode;
+  /** The provider's own words (reason, status, error code), for people. */
+  message: string;
+  /** From a Retry-After header, when the provider gave one. */
+  retryAfterMs?: number;
+}
+
+export type SendResult = { ok: true; providerMessageId: string | null } | { ok: false; error: SendError };
+
+export interface PushProvider {
+  readonly name: ProviderName;
+  /** Sends one push to each target; answers one result per target, in order. A per-device failure is a result, not a throw. */
+  send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]>;
+  /** Releases connections; the provider is not used afterwards. */
+  close(): Promise<void>;
+}
+
+export const CLASS_OF: Record<ErrorCode, ErrorClass> = {
+  unregistered: 'dead-token',
+  'invalid-token': 'dead-token',
+  'rate-limited': 'transient',
+  unavailable: 'transient',
+  network: 'transient',
+  auth: 'auth',
+  'payload-invalid': 'payload',
+  'payload-too-large': 'payload',
+};
+
+export function sendError(code: ErrorCode, message: string, retryAfterMs?: number): SendError {
+  return { class: CLASS_OF[code], code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+}
+
+/** Retry-After as seconds or an HTTP date, in milliseconds from now. */
+export function parseRetryAfter(value: string | string[] | number | undefined | null, now = Date.now()): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined || text === null || text === '') return undefined;
+  const seconds = Number(text);
+  if (Number.isFinite(seconds)) return Math.max(0, Math.round(seconds * 1000));
+  const date = Date.parse(String(text));
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
