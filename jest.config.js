@@ -2,4 +2,5 @@
 module.exports = {
   projects: ['<rootDir>/libs/*/jest.config.js', '<rootDir>/apps/*/jest.config.js'],
   reporters: ['default', '<rootDir>/tools/jest/summary-reporter.js'],
+  testTimeout: 30000,
 };

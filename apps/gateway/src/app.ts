@@ -1,7 +1,7 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, typeboxValidatorCompiler } from '@operator/contract';
-import type { GatewayConfig } from '@operator/config';
+import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
 import { apiKeyGuard } from './auth';
@@ -17,8 +17,7 @@ export interface GatewayDeps {
   queues: PushQueues;
 }
 
-/** Headers whose values never reach a log line. */
-export const REDACTED_PATHS = ['req.headers["x-api-key"]', 'req.headers.authorization', 'req.headers.cookie'];
+export { REDACTED_PATHS };
 
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
@@ -50,7 +49,13 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.register(async (crm) => {
     crm.addHook('onRequest', apiKeyGuard(config.operatorApiKeys));
     await crm.register(pushRoutes, {
-      accept: { db, redis, queues, jobMaxMessages: config.PUSH_JOB_MAX_MESSAGES },
+      accept: {
+        db,
+        redis,
+        queues,
+        jobMaxMessages: config.PUSH_JOB_MAX_MESSAGES,
+        sendPolicy: { attempts: config.PUSH_SEND_ATTEMPTS, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+      },
       headerNames: crmHeaderNames(config.CRM_HEADER_WORD),
       batchMaxMessages: config.BATCH_MAX_MESSAGES,
     });

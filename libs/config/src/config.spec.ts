@@ -32,6 +32,8 @@ describe('loadGatewayConfig: defaults', () => {
       BATCH_MAX_MESSAGES: 500,
       PUSH_JOB_MAX_MESSAGES: 100,
       MAX_EVENT_LOOP_DELAY_MS: 1000,
+      PUSH_SEND_ATTEMPTS: 8,
+      PUSH_SEND_BACKOFF_MS: 1000,
       operatorApiKeys: ['dev-operator-key'],
       internalApiKeys: ['dev-internal-key'],
     });

@@ -22,6 +22,12 @@ export const RedisEnv = Type.Object({
   QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
 });
 
+/** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike. */
+export const PushSendEnv = Type.Object({
+  PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),
+  PUSH_SEND_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts (doubles each time, jittered)' }),
+});
+
 export const GatewayEnv = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', description: 'Address the gateway listens on' }),
   PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535, description: 'Port the gateway listens on' }),
@@ -34,7 +40,7 @@ export const GatewayEnv = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS'> & {

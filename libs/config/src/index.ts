@@ -1,2 +1,4 @@
 export * from './env';
 export * from './config';
+export * from './push';
+export * from './logger';

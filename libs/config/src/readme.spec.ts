@@ -1,14 +1,19 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TSchema } from '@sinclair/typebox';
+import type { TObject, TSchema } from '@sinclair/typebox';
 import { GatewayConfigSchema } from './config';
+import { ApnsEnv, FcmEnv, PushWorkerEnv, WebPushEnv } from './push';
 
-// The README's configuration table is what operators configure against: it must list every
+// The README's configuration tables are what operators configure against: they must list every
 // variable with the default the code really uses.
-describe('README configuration table', () => {
+describe('README configuration tables', () => {
   const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
+  const variables = [GatewayConfigSchema, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv].flatMap((schema: TObject) =>
+    Object.entries(schema.properties as Record<string, TSchema>),
+  );
 
-  it.each(Object.entries(GatewayConfigSchema.properties as Record<string, TSchema>))('lists %s with its default', (name, schema) => {
-    expect(readme).toContain(`| \`${name}\` | \`${schema.default}\` |`);
+  it.each(variables)('lists %s with its default', (name, schema) => {
+    const shown = schema.default === '' ? '' : `\`${schema.default}\``;
+    expect(readme).toContain(`| \`${name}\` | ${shown} |`);
   });
 });

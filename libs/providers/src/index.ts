@@ -1,2 +1,5 @@
 export * from './types';
 export * from './mapping';
+export * from './registry';
+export * from './sandbox';
+export * from './webpush';

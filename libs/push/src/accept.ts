@@ -13,7 +13,7 @@ import {
   type NewDelivery,
   type NewMessage,
 } from '@operator/db';
-import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobRequest } from '@operator/queue';
+import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
 
 export interface AcceptDeps {
@@ -22,6 +22,8 @@ export interface AcceptDeps {
   queues: PushQueues;
   /** Messages per send job; a batch becomes a few jobs per provider, not one per message. */
   jobMaxMessages: number;
+  /** Attempts and backoff of the send jobs. */
+  sendPolicy: SendJobPolicy;
 }
 
 /** What became of one message. */
@@ -179,7 +181,7 @@ async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise
       for (const pushIds of chunk([...ids], deps.jobMaxMessages)) jobs.push({ provider, pushIds });
     }
     try {
-      await enqueueSendJobs(deps.queues, jobs);
+      await enqueueSendJobs(deps.queues, jobs, deps.sendPolicy);
     } catch (error) {
       throw new UnavailableError('queue is unavailable, retry later', { cause: error });
     }

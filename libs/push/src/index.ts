@@ -1,2 +1,4 @@
 export * from './errors';
 export * from './accept';
+export * from './send';
+export * from './worker';

@@ -1,3 +1,4 @@
 export * from './jobs';
 export * from './redis';
 export * from './push-queues';
+export * from './send-worker';

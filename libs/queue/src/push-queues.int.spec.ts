@@ -36,7 +36,7 @@ describe('push queues (Redis)', () => {
     const job = jobs.find((j) => j.id === sendPushJobId(many))!;
     expect(job.data).toEqual({ pushIds: many });
     expect(job.opts.attempts).toBeGreaterThan(1);
-    expect(job.opts.backoff).toMatchObject({ type: 'exponential' });
+    expect(job.opts.backoff).toMatchObject({ type: 'provider' });
   });
 
   it('puts each job in its provider queue only', async () => {

@@ -11,6 +11,9 @@ export interface SendJobPolicy {
 
 export const DEFAULT_SEND_JOB_POLICY: SendJobPolicy = { attempts: 8, backoffMs: 1000 };
 
+/** The workers compute this backoff (exponential, jittered, honouring the provider's Retry-After). */
+export const SEND_BACKOFF_TYPE = 'provider';
+
 export function createPushQueues(connection: Redis, prefix: string): PushQueues {
   const make = (provider: PushProvider) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix });
   return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
@@ -25,14 +28,14 @@ function jobOptions(pushIds: string[], policy: SendJobPolicy): JobsOptions {
   return {
     jobId: sendPushJobId(pushIds),
     attempts: policy.attempts,
-    backoff: { type: 'exponential', delay: policy.backoffMs, jitter: 0.5 },
+    backoff: { type: SEND_BACKOFF_TYPE, delay: policy.backoffMs },
     removeOnComplete: { age: 3600, count: 10000 },
     removeOnFail: { age: 7 * 24 * 3600 },
   };
 }
 
 /** Adds the send jobs, one MULTI per provider queue: each queue gets all of its jobs or none. */
-export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
+export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy: SendJobPolicy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
   const byProvider = new Map<PushProvider, SendJobRequest[]>();
   for (const request of requests) {
     byProvider.set(request.provider, [...(byProvider.get(request.provider) ?? []), request]);

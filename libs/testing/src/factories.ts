@@ -32,3 +32,12 @@ export function webPushSubscription(endpoint = `https://push.example.test/send/$
     keys: { p256dh: ecdh.getPublicKey().toString('base64url'), auth: randomBytes(16).toString('base64url') },
   };
 }
+
+/** A VAPID key pair (P-256), base64url, as web-push's generateVAPIDKeys makes. */
+export function vapidKeys() {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  const key = ecdh.getPrivateKey();
+  const privateKey = Buffer.concat([Buffer.alloc(32 - key.length), key]);
+  return { publicKey: ecdh.getPublicKey().toString('base64url'), privateKey: privateKey.toString('base64url') };
+}

@@ -3,3 +3,4 @@ export * from './ids';
 export * from './factories';
 export * from './gateway';
 export * from './tls';
+export * from './fake-webpush';

@@ -1,0 +1,20 @@
+import pino, { type Logger } from 'pino';
+
+/** Fields that never reach a log line: API keys, credentials, device tokens. One list for every app. */
+export const REDACTED_PATHS = [
+  'req.headers["x-api-key"]',
+  'req.headers.authorization',
+  'req.headers.cookie',
+  '*.token',
+  '*.private_key',
+  '*.privateKey',
+  '*.key',
+  '*.auth',
+  '*.p256dh',
+];
+
+export function createLogger(name: string, level: string): Logger {
+  return pino({ name, level, redact: { paths: REDACTED_PATHS, censor: '[Redacted]' } });
+}
+
+export type { Logger };

@@ -1,0 +1,182 @@
+import { readFileSync } from 'node:fs';
+import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError, parseEnv, type Env } from './env';
+import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './config';
+
+export const PushWorkerEnv = Type.Object({
+  PUSH_WORKER_CONCURRENCY: Type.Integer({ default: 10, minimum: 1, description: 'Send jobs one worker process runs at once' }),
+  PUSH_WORKER_PARALLEL_MESSAGES: Type.Integer({ default: 16, minimum: 1, description: 'Messages of one job sent at once' }),
+  PUSH_CLAIM_LEASE_MS: Type.Integer({ default: 60000, minimum: 1000, description: "How long a worker's claim on a delivery lasts before a crashed worker's sends are taken over" }),
+  PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see README)' }),
+});
+
+export const FcmEnv = Type.Object({
+  FCM_SERVICE_ACCOUNT_FILE: Type.String({ default: '', description: 'Service account JSON of the Firebase project (default brand)' }),
+});
+
+export const ApnsEnv = Type.Object({
+  APNS_KEY_FILE: Type.String({ default: '', description: 'The .p8 signing key from Apple (default brand)' }),
+  APNS_KEY_ID: Type.String({ default: '', description: 'Key id of that key' }),
+  APNS_TEAM_ID: Type.String({ default: '', description: 'Apple developer team id' }),
+  APNS_TOPIC: Type.String({ default: '', description: 'The app bundle id' }),
+  APNS_PRODUCTION: Type.Boolean({ default: false, description: 'true: api.push.apple.com; false: the sandbox endpoint' }),
+  APNS_HOST: Type.String({ default: '', description: 'Overrides the APNs host (proxies, tests)' }),
+  APNS_PORT: Type.Integer({ default: 443, minimum: 1, maximum: 65535, description: 'Overrides the APNs port' }),
+});
+
+export const WebPushEnv = Type.Object({
+  VAPID_PUBLIC_KEY: Type.String({ default: '', description: 'VAPID public key, base64url (default brand)' }),
+  VAPID_PRIVATE_KEY: Type.String({ default: '', description: 'VAPID private key, base64url' }),
+  VAPID_SUBJECT: Type.String({ default: '', description: 'mailto: or https: contact of the sender' }),
+});
+
+export interface FcmCredential {
+  serviceAccount: { project_id: string; client_email: string; private_key: string };
+}
+export interface ApnsCredential {
+  key: string;
+  keyId: string;
+  teamId: string;
+  topic: string;
+  production: boolean;
+  host?: string;
+  port?: number;
+}
+export interface WebPushCredential {
+  vapid: { publicKey: string; privateKey: string; subject: string };
+}
+export interface Credentials {
+  fcm: FcmCredential;
+  apns: ApnsCredential;
+  webpush: WebPushCredential;
+}
+export type PushProviderName = keyof Credentials;
+
+/** Credentials of one provider: the default brand's and each configured brand's. */
+export interface ProviderCredentials<P extends PushProviderName> {
+  default?: Credentials[P];
+  brands: Map<string, Credentials[P]>;
+}
+
+const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, PushSendEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+export type PushWorkerConfig<P extends PushProviderName> = Static<typeof WorkerConfigSchema> & {
+  provider: P;
+  credentials: ProviderCredentials<P>;
+  /** No credentials at all: sends are accepted locally (development only). */
+  sandbox: boolean;
+};
+
+type Problems = string[];
+
+function readText(path: string, what: string, problems: Problems): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    problems.push(`${what}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    return undefined;
+  }
+}
+
+function fcmFromFile(path: string, what: string, problems: Problems): FcmCredential | undefined {
+  const text = readText(path, what, problems);
+  if (text === undefined) return undefined;
+  try {
+    const account = JSON.parse(text);
+    for (const field of ['project_id', 'client_email', 'private_key']) {
+      if (typeof account[field] !== 'string' || !account[field]) problems.push(`${what}: ${path} has no ${field}`);
+    }
+    return { serviceAccount: account };
+  } catch {
+    problems.push(`${what}: ${path} is not JSON`);
+    return undefined;
+  }
+}
+
+function requireAll(values: Record<string, unknown>, what: string, problems: Problems): boolean {
+  const absent = Object.entries(values).filter(([, value]) => value === undefined || value === '').map(([name]) => name);
+  if (absent.length) problems.push(`${what}: set ${absent.join(', ')} as well`);
+  return absent.length === 0;
+}
+
+type BrandEntry = {
+  fcm?: { serviceAccountFile?: string };
+  apns?: { keyFile?: string; keyId?: string; teamId?: string; topic?: string; production?: boolean; host?: string; port?: number };
+  webpush?: { publicKey?: string; privateKey?: string; subject?: string };
+};
+
+function credentialFrom<P extends PushProviderName>(provider: P, entry: BrandEntry, what: string, problems: Problems): Credentials[P] | undefined {
+  if (provider === 'fcm') {
+    const file = entry.fcm?.serviceAccountFile;
+    if (!requireAll({ serviceAccountFile: file }, what, problems)) return undefined;
+    return fcmFromFile(file!, what, problems) as Credentials[P] | undefined;
+  }
+  if (provider === 'apns') {
+    const a = entry.apns ?? {};
+    if (!requireAll({ keyFile: a.keyFile, keyId: a.keyId, teamId: a.teamId, topic: a.topic }, what, problems)) return undefined;
+    const key = readText(a.keyFile!, what, problems);
+    if (key === undefined) return undefined;
+    return { key, keyId: a.keyId!, teamId: a.teamId!, topic: a.topic!, production: a.production === true, host: a.host || undefined, port: a.port } as Credentials[P];
+  }
+  const w = entry.webpush ?? {};
+  if (!requireAll({ publicKey: w.publicKey, privateKey: w.privateKey, subject: w.subject }, what, problems)) return undefined;
+  if (!/^(mailto:|https:)/.test(w.subject!)) problems.push(`${what}: the VAPID subject must start with mailto: or https:`);
+  return { vapid: { publicKey: w.publicKey!, privateKey: w.privateKey!, subject: w.subject! } } as Credentials[P];
+}
+
+function defaultEntry(raw: Static<typeof WorkerConfigSchema>): BrandEntry {
+  return {
+    fcm: { serviceAccountFile: raw.FCM_SERVICE_ACCOUNT_FILE },
+    apns: {
+      keyFile: raw.APNS_KEY_FILE,
+      keyId: raw.APNS_KEY_ID,
+      teamId: raw.APNS_TEAM_ID,
+      topic: raw.APNS_TOPIC,
+      production: raw.APNS_PRODUCTION,
+      host: raw.APNS_HOST,
+      port: raw.APNS_PORT,
+    },
+    webpush: { publicKey: raw.VAPID_PUBLIC_KEY, privateKey: raw.VAPID_PRIVATE_KEY, subject: raw.VAPID_SUBJECT },
+  };
+}
+
+const DEFAULT_VARIABLES: Record<PushProviderName, string[]> = {
+  fcm: ['FCM_SERVICE_ACCOUNT_FILE'],
+  apns: ['APNS_KEY_FILE', 'APNS_KEY_ID', 'APNS_TEAM_ID', 'APNS_TOPIC'],
+  webpush: ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT'],
+};
+
+/**
+ * The configuration of one provider's worker. Credentials come from the environment (the default
+ * brand) and from PUSH_CREDENTIALS_FILE (per brand). With none at all the worker uses its sandbox,
+ * which production refuses.
+ */
+export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
+  const raw = parseEnv(WorkerConfigSchema, env);
+  const problems: Problems = [];
+  const credentials: ProviderCredentials<P> = { brands: new Map() };
+
+  if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
+    credentials.default = credentialFrom(provider, defaultEntry(raw), `default ${provider} credentials`, problems);
+  }
+  if (raw.PUSH_CREDENTIALS_FILE) {
+    const text = readText(raw.PUSH_CREDENTIALS_FILE, 'PUSH_CREDENTIALS_FILE', problems);
+    let brands: Record<string, BrandEntry> = {};
+    try {
+      brands = text === undefined ? {} : (JSON.parse(text).brands ?? {});
+    } catch {
+      problems.push(`PUSH_CREDENTIALS_FILE: ${raw.PUSH_CREDENTIALS_FILE} is not JSON`);
+    }
+    for (const [brandId, entry] of Object.entries(brands)) {
+      if (!/^\d+$/.test(brandId)) problems.push(`PUSH_CREDENTIALS_FILE: brand "${brandId}" is not a brand id`);
+      if (!entry[provider]) continue;
+      const credential = credentialFrom(provider, entry, `PUSH_CREDENTIALS_FILE brand ${brandId} ${provider}`, problems);
+      if (credential) credentials.brands.set(brandId, credential);
+    }
+  }
+  const sandbox = !credentials.default && credentials.brands.size === 0;
+  if (sandbox && raw.NODE_ENV === 'production') {
+    problems.push(`no ${provider} credentials: set ${DEFAULT_VARIABLES[provider].join(', ')} or PUSH_CREDENTIALS_FILE (the sandbox is refused in production)`);
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return { ...raw, provider, credentials, sandbox };
+}

@@ -1,0 +1,262 @@
+import https from 'node:https';
+import { v7 as uuidv7 } from 'uuid';
+import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
+import { createSandboxProvider, createWebPushProvider, type PushProvider } from '@operator/providers';
+import {
+  closePushQueues,
+  createProducerRedis,
+  createPushQueues,
+  createSendWorker,
+  createWorkerRedis,
+  type PushQueues,
+  type Redis,
+} from '@operator/queue';
+import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
+import { acceptMessages } from './accept';
+import { processSendJob, type SendDeps } from './send';
+
+const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 10000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () => {
+  let db: Db;
+  let producer: Redis;
+  let queues: PushQueues;
+  let fake: FakePushService;
+  let provider: PushProvider;
+  let prefix: string;
+  let brand: number;
+  let player: string;
+
+  beforeAll(async () => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
+    producer = createProducerRedis(process.env.REDIS_URL!);
+    await new Promise((resolve) => producer.once('ready', resolve));
+    fake = await FakePushService.start();
+    provider = createWebPushProvider({
+      vapid: { ...vapidKeys(), subject: 'mailto:ops@example.test' },
+      agent: new https.Agent({ ca: testTls().ca, keepAlive: true }),
+      timeoutMs: 3000,
+    });
+  });
+  afterAll(async () => {
+    await provider.close();
+    await fake.close();
+    producer.disconnect();
+    await closeDb(db);
+  });
+
+  beforeEach(() => {
+    prefix = uniqueName('test-send');
+    queues = createPushQueues(producer, prefix);
+    brand = uniqueBrandId();
+    player = uniqueName('player');
+  });
+  afterEach(async () => {
+    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
+    await closePushQueues(queues);
+  });
+
+  const deps = (overrides: Partial<SendDeps> = {}): SendDeps => ({
+    db,
+    provider: 'webpush',
+    providerFor: () => provider,
+    log: silent,
+    leaseMs: 60000,
+    visibilityGraceMs: 30000,
+    parallelMessages: 4,
+    ...overrides,
+  });
+
+  /** A device of the player, subscribed at the fake push service, answering as scripted. */
+  async function device(...answers: FakePushAnswer[]) {
+    const id = uniqueName('sub');
+    const subscription = fake.subscription(id);
+    if (answers.length) fake.respond(id, ...answers);
+    const { device: row } = await registerDevice(db, uuidv7(), {
+      brandId: BigInt(brand),
+      userId: player,
+      provider: 'webpush',
+      platform: 'web',
+      token: subscription.endpoint,
+      p256dh: subscription.keys.p256dh,
+      auth: subscription.keys.auth,
+    });
+    return { id, deviceId: row.id };
+  }
+
+  async function accept(count = 1, policy = { attempts: 4, backoffMs: 50 }) {
+    const requests = Array.from({ length: count }, () => pushRequest(brand, player, { web: { tag: 'promo', require_interaction: 'true' } }));
+    const outcomes = await acceptMessages({ db, redis: producer, queues, jobMaxMessages: 100, sendPolicy: policy }, requests, {});
+    return outcomes.map((outcome) => (outcome.kind === 'accepted' ? outcome.pushId : fail(outcome.kind)));
+  }
+
+  const deliveries = (pushId: string) => db.delivery.findMany({ where: { messageId: pushId }, include: { device: true }, orderBy: { id: 'asc' } });
+  const message = (pushId: string) => db.message.findUniqueOrThrow({ where: { id: pushId } });
+  const receivedBy = (id: string) => fake.received.filter((m) => m.id === id);
+  const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
+
+  it('records each device: sent with the provider id, dead tokens failed and deactivated (only those)', async () => {
+    const ok = await device();
+    const gone = await device(410);
+    const missing = await device(404);
+    const [pushId] = await accept();
+
+    const outcome = await processSendJob(deps(), job([pushId]));
+    expect(outcome).toEqual({ kind: 'done', sent: 1, failed: 2, dropped: 0 });
+
+    const rows = await deliveries(pushId);
+    const byDevice = new Map(rows.map((row) => [row.deviceId, row]));
+    expect(byDevice.get(ok.deviceId)).toMatchObject({ status: 'sent', errorCode: null, providerMessageId: expect.stringContaining('/') });
+    expect(byDevice.get(gone.deviceId)).toMatchObject({ status: 'failed', errorCode: 'unregistered' });
+    expect(byDevice.get(missing.deviceId)).toMatchObject({ status: 'failed', errorCode: 'unregistered' });
+    expect(byDevice.get(ok.deviceId)!.device!.active).toBe(true);
+    expect(byDevice.get(gone.deviceId)!.device).toMatchObject({ active: false, deactivatedReason: 'unregistered' });
+    expect(byDevice.get(missing.deviceId)!.device).toMatchObject({ active: false });
+    expect(await message(pushId)).toMatchObject({ status: 'sent', error: null });
+
+    const [delivered] = receivedBy(ok.id);
+    expect(delivered.payload).toMatchObject({ push_id: pushId, title: 'Weekend reload', options: { tag: 'promo', requireInteraction: true } });
+  });
+
+  it('fails the message with the reasons when no device accepted it', async () => {
+    await device(410);
+    await device(413);
+    const [pushId] = await accept();
+    await processSendJob(deps(), job([pushId]));
+    expect(await message(pushId)).toMatchObject({ status: 'failed', error: 'payload-too-large, unregistered' });
+  });
+
+  it('never sends again to a device already recorded as sent when the job runs again', async () => {
+    const ok = await device();
+    const flaky = await device(500);
+    const [pushId] = await accept();
+
+    expect(await processSendJob(deps(), job([pushId], 1))).toMatchObject({ kind: 'retry' });
+    expect((await deliveries(pushId)).map((d) => d.status).sort()).toEqual(['pending', 'sent']);
+    expect(await message(pushId)).toMatchObject({ status: 'sent' });
+
+    expect(await processSendJob(deps(), job([pushId], 2))).toMatchObject({ kind: 'done', sent: 1 });
+    expect(await processSendJob(deps(), job([pushId], 3))).toMatchObject({ kind: 'done', sent: 0, failed: 0 });
+    expect(receivedBy(ok.id)).toHaveLength(1);
+    expect(receivedBy(flaky.id)).toHaveLength(1);
+    expect((await deliveries(pushId)).every((d) => d.status === 'sent')).toBe(true);
+  });
+
+  it('fails transient errors for good on the last attempt', async () => {
+    await device(503, 503);
+    const [pushId] = await accept();
+    expect(await processSendJob(deps(), job([pushId], 1, 2))).toMatchObject({ kind: 'retry' });
+    expect(await processSendJob(deps(), job([pushId], 2, 2))).toMatchObject({ kind: 'done', failed: 1 });
+    expect(await message(pushId)).toMatchObject({ status: 'failed', error: 'unavailable' });
+  });
+
+  it('stops at refused credentials instead of burning through more devices, and retries later', async () => {
+    const phone = await device(403, 403, 403);
+    const pushIds = await accept(3);
+    const outcome = await processSendJob(deps({ parallelMessages: 1 }), job(pushIds, 1, 3));
+    expect(outcome).toMatchObject({ kind: 'retry', reason: expect.stringContaining('credentials refused') });
+    // One request reached the service; the other messages were not tried with those credentials.
+    expect(fake.requests.filter((r) => r.id === phone.id)).toHaveLength(1);
+    // Nothing was sent or failed for good: every delivery waits for the next attempt.
+    const all = (await Promise.all(pushIds.map(deliveries))).flat();
+    expect(all.map((d) => d.status)).toEqual(['pending', 'pending', 'pending']);
+    expect(all.every((d) => d.errorCode === 'auth')).toBe(true);
+    expect((await db.device.findUniqueOrThrow({ where: { id: phone.deviceId } })).active).toBe(true);
+  });
+
+  it('lets a crashed worker’s claim lapse before sending those deliveries again', async () => {
+    const phone = await device();
+    const [pushId] = await accept();
+    const { claimDeliveries } = await import('@operator/db');
+    await claimDeliveries(db.pool, [pushId], 'webpush', 60000); // a worker claimed them, then died
+
+    expect(await processSendJob(deps({ leaseMs: 300 }), job([pushId]))).toMatchObject({ kind: 'wait' });
+    expect(receivedBy(phone.id)).toHaveLength(0);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(await processSendJob(deps({ leaseMs: 300 }), job([pushId]))).toMatchObject({ kind: 'done', sent: 1 });
+    expect(receivedBy(phone.id)).toHaveLength(1);
+  });
+
+  it('waits for messages not committed yet, and drops them once they can no longer appear', async () => {
+    const unknown = uuidv7();
+    expect(await processSendJob(deps(), { ...job([unknown]), enqueuedAt: Date.now() })).toMatchObject({ kind: 'wait' });
+    expect(await processSendJob(deps(), { ...job([unknown]), enqueuedAt: Date.now() - 60000 })).toEqual({ kind: 'done', sent: 0, failed: 0, dropped: 1 });
+  });
+
+  it('fails the deliveries of a removed device without sending', async () => {
+    const phone = await device();
+    const [pushId] = await accept();
+    await db.device.delete({ where: { id: phone.deviceId } });
+    expect(await processSendJob(deps(), job([pushId]))).toMatchObject({ kind: 'done', sent: 0, failed: 1 });
+    expect(await deliveries(pushId)).toEqual([expect.objectContaining({ status: 'failed', errorCode: 'device-inactive' })]);
+    expect(receivedBy(phone.id)).toHaveLength(0);
+  });
+
+  it('records sandbox sends as sent', async () => {
+    await device();
+    const [pushId] = await accept();
+    const sandbox = createSandboxProvider('webpush');
+    await processSendJob(deps({ providerFor: () => sandbox }), job([pushId]));
+    expect(await deliveries(pushId)).toEqual([expect.objectContaining({ status: 'sent', providerMessageId: expect.stringMatching(/^sandbox-/) })]);
+  });
+
+  describe('through the BullMQ worker', () => {
+    let connection: Redis;
+    beforeEach(() => {
+      connection = createWorkerRedis(process.env.REDIS_URL!);
+    });
+    afterEach(() => connection.disconnect());
+
+    const startWorker = (overrides: Partial<SendDeps> = {}) =>
+      createSendWorker('webpush', (run) => processSendJob(deps(overrides), run), { connection, prefix, concurrency: 2, backoffMs: 50 });
+
+    it('retries a 5xx with backoff until it is sent', async () => {
+      const flaky = await device(500, 502);
+      const [pushId] = await accept();
+      const worker = startWorker();
+      try {
+        await until(async () => (await message(pushId)).status === 'sent', 'the push to be sent');
+        expect(fake.requests.filter((r) => r.id === flaky.id).map((r) => r.status)).toEqual([500, 502, 201]);
+        const [row] = await deliveries(pushId);
+        expect(row).toMatchObject({ status: 'sent', attempts: 3 });
+      } finally {
+        await worker.close();
+      }
+    });
+
+    it('slows the provider down on a 429, honouring Retry-After, without using up attempts', async () => {
+      const busy = await device({ status: 429, headers: { 'Retry-After': '1' } });
+      const [pushId] = await accept(1, { attempts: 1, backoffMs: 50 });
+      const worker = startWorker();
+      try {
+        await until(async () => (await message(pushId)).status === 'sent', 'the push to be sent');
+        const times = fake.requests.filter((r) => r.id === busy.id).map((r) => r.at);
+        expect(times).toHaveLength(2);
+        expect(times[1] - times[0]).toBeGreaterThanOrEqual(950);
+      } finally {
+        await worker.close();
+      }
+    });
+
+    it('finishes the job in flight when closed (graceful shutdown)', async () => {
+      const slow = await device({ status: 201, delayMs: 700 });
+      const [pushId] = await accept();
+      const worker = startWorker();
+      await until(async () => fake.requests.some((r) => r.id === slow.id) || (await deliveries(pushId))[0].status === 'sending', 'the send to start');
+      await worker.close();
+      const [row] = await deliveries(pushId);
+      expect(row.status).toBe('sent');
+      expect(await message(pushId)).toMatchObject({ status: 'sent' });
+    });
+  });
+});

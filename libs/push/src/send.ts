@@ -1,0 +1,166 @@
+import type { PushRequest } from '@operator/contract';
+import {
+  claimDeliveries,
+  deactivateDevices,
+  findMissingMessages,
+  inTransaction,
+  recordOutcomes,
+  settleMessages,
+  type ClaimedDelivery,
+  type Db,
+  type DeliveryOutcome,
+  type SettledMessage,
+} from '@operator/db';
+import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
+
+export interface Logger {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+export interface SendDeps {
+  db: Db;
+  provider: ProviderName;
+  /** The provider client for a brand (one long-lived client per credential). */
+  providerFor(brandId: string): PushProvider;
+  log: Logger;
+  /** How long a worker's claim on a delivery lasts; past it, a crashed worker's sends are taken again. */
+  leaseMs: number;
+  /** How long a job waits for its messages to become visible (the gateway adds jobs just before commit). */
+  visibilityGraceMs: number;
+  /** Messages of one job sent at the same time. */
+  parallelMessages: number;
+}
+
+export interface SendJobContext {
+  pushIds: string[];
+  /** 1 for the first run of the job. */
+  attempt: number;
+  maxAttempts: number;
+  /** When the job was added (ms since epoch). */
+  enqueuedAt: number;
+}
+
+/**
+ * What the queue should do with the job. Expected conditions are values, not exceptions:
+ * - done: every claimed delivery has a final outcome;
+ * - retry: some deliveries failed transiently; run again after the backoff (at least delayMs);
+ * - rate-limited: the provider asked us to slow down; pause this provider's queue for delayMs;
+ * - wait: not ready yet (messages not committed, deliveries held by another worker); look again later.
+ */
+export type SendJobOutcome =
+  | { kind: 'done'; sent: number; failed: number; dropped: number }
+  | { kind: 'retry'; reason: string; delayMs: number }
+  | { kind: 'rate-limited'; delayMs: number }
+  | { kind: 'wait'; reason: string; delayMs: number };
+
+const DEFAULT_RATE_LIMIT_MS = 1000;
+
+function target(delivery: ClaimedDelivery): SendTarget {
+  return { deliveryId: delivery.id, token: delivery.token!, platform: delivery.platform, p256dh: delivery.p256dh, auth: delivery.auth };
+}
+
+async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]);
+    }),
+  );
+}
+
+/**
+ * Sends the pushes of one job to this provider's devices and records each device's outcome.
+ *
+ * Only deliveries still pending are claimed, so a job that runs again (after a crash, a partial
+ * failure or a retry) never sends again to a device already recorded as sent. Dead tokens
+ * deactivate their device; payload errors fail the delivery; transient errors leave it pending for
+ * the next attempt (and fail it on the last); credentials the provider refuses stop the job before
+ * it burns through more tokens.
+ */
+export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
+  const { db, log } = deps;
+  const missing = await findMissingMessages(db.pool, job.pushIds);
+  if (missing.length && Date.now() - job.enqueuedAt < deps.visibilityGraceMs) {
+    return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
+  }
+  if (missing.length) log.warn({ pushIds: missing }, 'dropping pushes that were never committed');
+
+  const claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs);
+  const lastAttempt = job.attempt >= job.maxAttempts;
+  const outcomes: DeliveryOutcome[] = [];
+  const deadDevices: { id: string; reason: string }[] = [];
+  const transient: SendError[] = [];
+  let authFailure: SendError | undefined;
+
+  const byMessage = new Map<string, ClaimedDelivery[]>();
+  for (const delivery of claim.deliveries) {
+    if (!delivery.token || !delivery.deviceActive) {
+      outcomes.push({ deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' });
+      continue;
+    }
+    byMessage.set(delivery.messageId, [...(byMessage.get(delivery.messageId) ?? []), delivery]);
+  }
+
+  const record = (delivery: ClaimedDelivery, result: SendResult) => {
+    if (result.ok) {
+      outcomes.push({ deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId });
+      return;
+    }
+    const { error } = result;
+    // A rate limit pauses the queue without using up an attempt, so it never makes a delivery final.
+    const final = error.class === 'dead-token' || error.class === 'payload' || (lastAttempt && error.code !== 'rate-limited');
+    outcomes.push({ deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message });
+    if (error.class === 'dead-token') deadDevices.push({ id: delivery.deviceId!, reason: error.code });
+    if (error.class === 'transient') transient.push(error);
+    if (error.class === 'auth') authFailure ??= error;
+  };
+
+  await eachLimited([...byMessage], deps.parallelMessages, async ([messageId, deliveries]) => {
+    const message = claim.messages.get(messageId)!;
+    if (authFailure) {
+      // Credentials were refused: do not try them on more devices; these wait for the next attempt.
+      for (const delivery of deliveries) record(delivery, { ok: false, error: authFailure });
+      return;
+    }
+    let results: SendResult[];
+    try {
+      const provider = deps.providerFor(message.brandId);
+      results = await provider.send({ pushId: messageId, request: message.payload as PushRequest }, deliveries.map(target));
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      log.error({ err: error, pushId: messageId }, 'provider failed unexpectedly');
+      results = deliveries.map(() => ({ ok: false, error: { class: 'transient', code: 'unavailable', message: reason } }));
+    }
+    deliveries.forEach((delivery, i) => record(delivery, results[i]));
+  });
+
+  let settled: SettledMessage[] = [];
+  await inTransaction(db, async (tx) => {
+    await recordOutcomes(tx, outcomes);
+    await deactivateDevices(tx, deadDevices);
+    settled = await settleMessages(tx, job.pushIds);
+  });
+
+  const sent = outcomes.filter((o) => o.status === 'sent').length;
+  const failed = outcomes.filter((o) => o.status === 'failed').length;
+  if (deadDevices.length) log.info({ devices: deadDevices.length }, 'deactivated devices with dead tokens');
+  if (settled.length) log.info({ sent: settled.filter((m) => m.status === 'sent').length, failed: settled.filter((m) => m.status === 'failed').length }, 'messages settled');
+
+  if (authFailure && !lastAttempt) {
+    log.error({ provider: deps.provider, code: authFailure.code, reason: authFailure.message }, 'provider refused our credentials; check the configuration');
+    return { kind: 'retry', reason: `credentials refused: ${authFailure.message}`, delayMs: 0 };
+  }
+  const rateLimited = transient.filter((error) => error.code === 'rate-limited');
+  if (rateLimited.length) {
+    return { kind: 'rate-limited', delayMs: Math.max(DEFAULT_RATE_LIMIT_MS, ...rateLimited.map((e) => e.retryAfterMs ?? 0)) };
+  }
+  if (transient.length && !lastAttempt) {
+    return { kind: 'retry', reason: transient[0].message, delayMs: Math.max(0, ...transient.map((e) => e.retryAfterMs ?? 0)) };
+  }
+  if (claim.heldElsewhere > 0) {
+    return { kind: 'wait', reason: 'deliveries held by another worker', delayMs: Math.ceil(deps.leaseMs / 2) };
+  }
+  return { kind: 'done', sent, failed, dropped: missing.length };
+}

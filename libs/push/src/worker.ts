@@ -1,0 +1,72 @@
+import { ConfigError, createLogger, loadPushWorkerConfig, type Credentials, type PushProviderName } from '@operator/config';
+import { closeDb, createDb } from '@operator/db';
+import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
+import { createSendWorker, createWorkerRedis } from '@operator/queue';
+import { processSendJob } from './send';
+
+/**
+ * Runs one provider's send worker until SIGTERM or SIGINT, then finishes the jobs in flight and
+ * closes its clients. `createClient` makes the provider client for one credential.
+ */
+export async function runPushWorker<P extends PushProviderName>(provider: P, createClient: (credential: Credentials[P], label: string) => PushProvider) {
+  let config;
+  try {
+    config = loadPushWorkerConfig(provider);
+  } catch (error) {
+    console.error(error instanceof ConfigError ? error.message : error);
+    process.exit(1);
+  }
+  const log = createLogger(`push-worker-${provider}`, config.LOG_LEVEL);
+  if (config.sandbox) {
+    log.warn(
+      { provider },
+      `SANDBOX: no ${provider} credentials are configured, so pushes are NOT delivered to devices: each send is accepted here and recorded as sent. Configure credentials before real use; production refuses to start like this.`,
+    );
+  }
+  const registry = createProviderRegistry<Credentials[P]>({
+    name: provider,
+    defaultCredential: config.credentials.default,
+    brandCredentials: config.credentials.brands,
+    create: createClient,
+    sandbox: config.sandbox ? createSandboxProvider(provider, (send) => log.info({ pushId: send.pushId }, 'sandbox: push accepted')) : undefined,
+  });
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  const redis = createWorkerRedis(config.REDIS_URL);
+  redis.on('error', (error) => log.warn({ err: error.message }, 'redis connection error'));
+
+  const worker = createSendWorker(
+    provider,
+    (run) =>
+      processSendJob(
+        {
+          db,
+          provider,
+          providerFor: (brandId) => registry.providerFor(brandId),
+          log,
+          leaseMs: config.PUSH_CLAIM_LEASE_MS,
+          visibilityGraceMs: 30000,
+          parallelMessages: config.PUSH_WORKER_PARALLEL_MESSAGES,
+        },
+        run,
+      ),
+    { connection: redis, prefix: config.QUEUE_PREFIX, concurrency: config.PUSH_WORKER_CONCURRENCY, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+  );
+  worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
+  worker.on('error', (error) => log.error({ err: error }, 'worker error'));
+  log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox }, 'push worker started');
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    log.info({ signal }, 'shutting down: finishing jobs in flight');
+    await worker.close();
+    await registry.close();
+    await closeDb(db);
+    await redis.quit().catch(() => redis.disconnect());
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}

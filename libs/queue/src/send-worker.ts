@@ -1,0 +1,89 @@
+import { DelayedError, RateLimitError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { PUSH_QUEUES, type PushProvider, type SendPushJob } from './jobs';
+import { SEND_BACKOFF_TYPE } from './push-queues';
+
+/** The queue's view of what a send job asks for next (see SendJobOutcome in @operator/push). */
+export type SendJobVerdict =
+  | { kind: 'done' }
+  | { kind: 'retry'; reason: string; delayMs: number }
+  | { kind: 'rate-limited'; delayMs: number }
+  | { kind: 'wait'; reason: string; delayMs: number };
+
+export interface SendJobRun {
+  pushIds: string[];
+  attempt: number;
+  maxAttempts: number;
+  enqueuedAt: number;
+}
+
+export interface SendWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  concurrency: number;
+  /** Base of the exponential backoff between attempts. */
+  backoffMs: number;
+  /** How long a job is locked to a worker before another may take it over (the worker renews it while alive). */
+  lockDurationMs?: number;
+}
+
+/** Thrown to make BullMQ retry the job; carries the provider's Retry-After for the backoff. */
+export class RetryLater extends Error {
+  constructor(
+    message: string,
+    readonly minDelayMs: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Exponential backoff with full jitter on its upper half, never shorter than the provider asked. */
+export function sendBackoffMs(attemptsMade: number, baseMs: number, minDelayMs = 0): number {
+  const ceiling = baseMs * 2 ** Math.max(0, attemptsMade - 1);
+  const jittered = ceiling / 2 + Math.random() * (ceiling / 2);
+  return Math.round(Math.max(jittered, minDelayMs));
+}
+
+/**
+ * A BullMQ worker for one provider's queue. `handle` decides; this turns its verdict into queue
+ * mechanics: a retry with backoff, a pause of the whole queue (the provider's rate limit), or a
+ * delay that does not use up an attempt.
+ */
+export function createSendWorker(provider: PushProvider, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
+  const worker: Worker<SendPushJob> = new Worker<SendPushJob>(
+    PUSH_QUEUES[provider],
+    async (job: Job<SendPushJob>, token?: string) => {
+      const verdict = await handle({
+        pushIds: job.data.pushIds,
+        attempt: job.attemptsMade + 1,
+        maxAttempts: job.opts.attempts ?? 1,
+        enqueuedAt: job.timestamp,
+      });
+      switch (verdict.kind) {
+        case 'done':
+          return verdict;
+        case 'wait':
+          await job.moveToDelayed(Date.now() + verdict.delayMs, token);
+          throw new DelayedError(verdict.reason);
+        case 'rate-limited':
+          await worker.rateLimit(verdict.delayMs);
+          throw new RateLimitError();
+        case 'retry':
+          throw new RetryLater(verdict.reason, verdict.delayMs);
+      }
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockDurationMs ?? 30000,
+      settings: {
+        backoffStrategy: (attemptsMade: number, type?: string, error?: Error) => {
+          if (type !== SEND_BACKOFF_TYPE) return 0;
+          return sendBackoffMs(attemptsMade, options.backoffMs, error instanceof RetryLater ? error.minDelayMs : 0);
+        },
+      },
+    },
+  );
+  return worker;
+}

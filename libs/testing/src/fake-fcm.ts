@@ -1,0 +1,491 @@
+import { createPublicKey, generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
+import { testTls } from './tls';
+
+// A local Firebase Cloud Messaging HTTP v1 API over TLS that speaks what firebase-admin speaks:
+// - POST /token: Google's OAuth2 JWT-bearer grant (what a `cert()` credential sends to
+//   oauth2.googleapis.com). The assertion's RS256 signature is checked with the service account's
+//   public key, and its claims (iss, aud, iat/exp, scope) as Google checks them.
+// - POST /v1/projects/{project_id}/messages:send: needs `Authorization: Bearer <issued token>`,
+//   reads `{message}`, refuses what FCM refuses (unknown field names, a bad ttl or colour, a
+//   non-https webpush link, non-string data values), and answers `{name}` or a scripted answer in
+//   Google's error shape (status, FcmError details, headers such as Retry-After).
+// Point a client at it with `fake.agent` (every connection goes to this server, with the test CA).
+
+export const GOOGLE_TOKEN_AUDIENCE = 'https://oauth2.googleapis.com/token';
+const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const ACCEPTED_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
+const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
+const BAD_REQUEST_TYPE = 'type.googleapis.com/google.rpc.BadRequest';
+
+const GOOGLE_STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  503: 'UNAVAILABLE',
+};
+
+/** A service account key file as Google issues it (the fields firebase-admin's `cert()` reads). */
+export interface FakeServiceAccount {
+  type: 'service_account';
+  project_id: string;
+  private_key_id: string;
+  private_key: string;
+  client_email: string;
+  client_id: string;
+  token_uri: string;
+}
+
+/** A scripted answer to one send. `body` defaults to `{name}` for 2xx. */
+export interface FcmAnswer {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Destroy the connection instead of answering (a network failure). */
+  hangUp?: boolean;
+  /** Wait this long before answering. */
+  delayMs?: number;
+}
+
+/** Google's error body: `{error: {code, message, status, details}}`. */
+export function googleError(
+  status: number,
+  message: string,
+  options: { fcmErrorCode?: string; field?: string; googleStatus?: string } = {},
+): { error: { code: number; message: string; status: string; details?: unknown[] } } {
+  const details: unknown[] = [];
+  if (options.fcmErrorCode) details.push({ '@type': FCM_ERROR_TYPE, errorCode: options.fcmErrorCode });
+  if (options.field) details.push({ '@type': BAD_REQUEST_TYPE, fieldViolations: [{ field: options.field, description: message }] });
+  return {
+    error: {
+      code: status,
+      message,
+      status: options.googleStatus ?? GOOGLE_STATUS[status] ?? 'UNKNOWN',
+      ...(details.length ? { details } : {}),
+    },
+  };
+}
+
+const retryAfter = (seconds: number | undefined): Record<string, string> | undefined =>
+  seconds === undefined ? undefined : { 'Retry-After': String(seconds) };
+
+/** Answers as FCM gives them (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode). */
+export const fcmAnswer = {
+  ok: (): FcmAnswer => ({ status: 200 }),
+  error: (status: number, fcmErrorCode: string | undefined, message: string, headers?: Record<string, string>, field?: string): FcmAnswer => ({
+    status,
+    body: googleError(status, message, { fcmErrorCode, field }),
+    headers,
+  }),
+  /** 404 UNREGISTERED: the app was uninstalled or the token expired. */
+  unregistered: (): FcmAnswer => fcmAnswer.error(404, 'UNREGISTERED', 'Requested entity was not found.'),
+  /** 400 INVALID_ARGUMENT about the token (a malformed registration token). */
+  invalidToken: (): FcmAnswer =>
+    fcmAnswer.error(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', undefined, 'message.token'),
+  /** 400 INVALID_ARGUMENT about the message itself. */
+  invalidArgument: (message: string, field?: string): FcmAnswer => fcmAnswer.error(400, 'INVALID_ARGUMENT', message, undefined, field),
+  /** 403 SENDER_ID_MISMATCH: the token belongs to another Firebase project. */
+  senderIdMismatch: (): FcmAnswer => fcmAnswer.error(403, 'SENDER_ID_MISMATCH', 'SenderId mismatch'),
+  /** 401 THIRD_PARTY_AUTH_ERROR: the APNs certificate or key of the project is wrong. */
+  thirdPartyAuth: (): FcmAnswer => fcmAnswer.error(401, 'THIRD_PARTY_AUTH_ERROR', 'Auth error from APNS or Web Push Service'),
+  /** 429 QUOTA_EXCEEDED (RESOURCE_EXHAUSTED), with Retry-After when given. */
+  quotaExceeded: (retryAfterSeconds?: number): FcmAnswer =>
+    fcmAnswer.error(429, 'QUOTA_EXCEEDED', 'Quota exceeded for quota metric "Send requests" of service fcm.googleapis.com.', retryAfter(retryAfterSeconds)),
+  /** 500 INTERNAL. */
+  internal: (retryAfterSeconds?: number): FcmAnswer =>
+    fcmAnswer.error(500, 'INTERNAL', 'Internal error encountered.', retryAfter(retryAfterSeconds)),
+  /** 503 UNAVAILABLE. */
+  unavailable: (retryAfterSeconds?: number): FcmAnswer =>
+    fcmAnswer.error(503, 'UNAVAILABLE', 'The service is currently unavailable.', retryAfter(retryAfterSeconds)),
+  /** The connection is cut before an answer. */
+  hangUp: (): FcmAnswer => ({ status: 0, hangUp: true }),
+};
+
+/** One POST to messages:send, whatever was answered. */
+export interface FakeFcmSend {
+  /** message.token (undefined for topic or condition messages). */
+  token: string | undefined;
+  /** The `message` object exactly as received (FCM's wire names: snake_case, ttl as "3600s"). */
+  message: Record<string, any>;
+  validateOnly: boolean;
+  projectId: string;
+  authorization: string | undefined;
+  host: string | undefined;
+  status: number;
+  /** Why it was refused, 'scripted', or 'sent'. */
+  reason: string;
+}
+
+/** One POST to /token. */
+export interface FakeTokenGrant {
+  status: number;
+  /** The verified claims (null when the assertion could not be read). */
+  claims: Record<string, unknown> | null;
+  reason: string;
+  accessToken: string | null;
+}
+
+export interface FakeFcmOptions {
+  projectId?: string;
+  /** Lifetime of issued access tokens, in seconds (Google: 3599). */
+  tokenLifetimeSeconds?: number;
+  /** Refuse messages whose JSON is larger than this (400 "Message is too big"); unset: no limit. */
+  maxMessageBytes?: number;
+}
+
+/** Sends every connection to the fake (whatever host the URL names), trusting the test CA. */
+export class FakeFcmAgent extends https.Agent {
+  constructor(
+    private readonly targetPort: number,
+    private readonly trustedCa: string,
+  ) {
+    super({ keepAlive: true, ca: trustedCa });
+  }
+
+  // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
+  override createConnection(options: https.RequestOptions): Duplex {
+    const servername = (options as tls.ConnectionOptions).servername || options.hostname || options.host || 'localhost';
+    return tls.connect({ host: '127.0.0.1', port: this.targetPort, servername, ca: this.trustedCa });
+  }
+}
+
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+const invalid = (message: string, field?: string) =>
+  new Refusal(400, googleError(400, message, { fcmErrorCode: 'INVALID_ARGUMENT', field }), message);
+const unknownName = (name: string, where: string) =>
+  invalid(`Invalid JSON payload received. Unknown name "${name}" at '${where}': Cannot find field.`, where);
+
+// Field names of the v1 Message resource (https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages).
+const KNOWN: Record<string, string[]> = {
+  message: ['name', 'data', 'notification', 'android', 'webpush', 'apns', 'fcm_options', 'token', 'topic', 'condition'],
+  'message.notification': ['title', 'body', 'image'],
+  'message.android': ['collapse_key', 'priority', 'ttl', 'restricted_package_name', 'data', 'notification', 'fcm_options', 'direct_boot_ok', 'bandwidth_constrained_ok', 'restricted_satellite_ok'],
+  'message.android.notification': [
+    'title', 'body', 'icon', 'color', 'sound', 'tag', 'click_action', 'body_loc_key', 'body_loc_args', 'title_loc_key',
+    'title_loc_args', 'channel_id', 'ticker', 'sticky', 'event_time', 'local_only', 'notification_priority',
+    'default_sound', 'default_vibrate_timings', 'default_light_settings', 'vibrate_timings', 'visibility',
+    'notification_count', 'light_settings', 'image', 'bypass_proxy_notification', 'proxy',
+  ],
+  'message.android.fcm_options': ['analytics_label'],
+  'message.apns': ['headers', 'payload', 'fcm_options', 'live_activity_token'],
+  'message.apns.fcm_options': ['analytics_label', 'image'],
+  'message.webpush': ['headers', 'data', 'notification', 'fcm_options'],
+  'message.webpush.fcm_options': ['link', 'analytics_label'],
+  'message.fcm_options': ['analytics_label'],
+};
+const STRING_MAPS = ['message.data', 'message.android.data', 'message.webpush.data', 'message.webpush.headers', 'message.apns.headers'];
+
+function at(message: Record<string, any>, path: string): unknown {
+  return path
+    .split('.')
+    .slice(1)
+    .reduce<any>((value, key) => (value && typeof value === 'object' ? value[key] : undefined), message);
+}
+
+/** What FCM itself checks before accepting a message (the parts our tests can get wrong). */
+function checkMessage(message: unknown, maxMessageBytes: number | undefined): asserts message is Record<string, any> {
+  if (!message || typeof message !== 'object' || Array.isArray(message)) throw invalid('Request contains an invalid argument.', 'message');
+  const msg = message as Record<string, any>;
+  for (const [path, names] of Object.entries(KNOWN)) {
+    const value = at(msg, path);
+    if (value === undefined) continue;
+    if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid(`Invalid value at '${path}': must be an object`, path);
+    for (const name of Object.keys(value)) if (!names.includes(name)) throw unknownName(name, path);
+  }
+  for (const path of STRING_MAPS) {
+    const value = at(msg, path);
+    if (value === undefined) continue;
+    for (const [key, item] of Object.entries(value as object)) {
+      if (typeof item !== 'string') throw invalid(`Invalid value at '${path}[${key}]' (TYPE_STRING), ${JSON.stringify(item)}`, `${path}[${key}]`);
+    }
+  }
+  const targets = ['token', 'topic', 'condition'].filter((key) => msg[key] !== undefined);
+  if (targets.length !== 1) throw invalid('Exactly one of token, topic or condition must be set.', 'message');
+  if (msg.token !== undefined && (typeof msg.token !== 'string' || msg.token.trim() === '')) {
+    throw invalid('The registration token is not a valid FCM registration token', 'message.token');
+  }
+  const android = msg.android ?? {};
+  if (android.ttl !== undefined && !/^\d+(\.\d{1,9})?s$/.test(String(android.ttl))) {
+    throw invalid(`Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), ${JSON.stringify(android.ttl)}`, 'message.android.ttl');
+  }
+  if (android.priority !== undefined && !/^(normal|high)$/i.test(String(android.priority))) {
+    throw invalid(`Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), ${JSON.stringify(android.priority)}`, 'message.android.priority');
+  }
+  const color = android.notification?.color;
+  if (color !== undefined && !/^#[0-9a-fA-F]{6}$/.test(String(color))) {
+    throw invalid('Invalid color format. Color must be in the format #rrggbb', 'message.android.notification.color');
+  }
+  const link = msg.webpush?.fcm_options?.link;
+  if (link !== undefined && !/^https:\/\//i.test(String(link))) {
+    throw invalid('The link must be a valid HTTPS URL', 'message.webpush.fcm_options.link');
+  }
+  const aps = msg.apns?.payload?.aps;
+  if (msg.apns?.payload !== undefined && (aps === null || (aps !== undefined && typeof aps !== 'object'))) {
+    throw invalid('Invalid APNs payload', 'message.apns.payload');
+  }
+  if (maxMessageBytes !== undefined && Buffer.byteLength(JSON.stringify(msg)) > maxMessageBytes) {
+    throw invalid('Message is too big', 'message');
+  }
+}
+
+function base64urlJson(part: string): Record<string, unknown> {
+  const value = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object');
+  return value;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class FakeFcm {
+  /** PEM of the CA that signed the fake's certificate. */
+  readonly ca: string;
+  /** Every messages:send request, in arrival order, with what was answered. */
+  readonly requests: FakeFcmSend[] = [];
+  /** Every /token request (the OAuth2 grants). */
+  readonly tokenGrants: FakeTokenGrant[] = [];
+  /** TLS connections accepted so far (a client that keeps connections alive opens few). */
+  connections = 0;
+  port = 0;
+  agent!: FakeFcmAgent;
+  readonly serviceAccount: FakeServiceAccount;
+
+  private readonly server: https.Server;
+  private readonly sockets = new Set<Socket>();
+  private readonly publicKey: KeyObject;
+  private readonly accessTokens = new Set<string>();
+  private readonly scripts = new Map<string, FcmAnswer[]>();
+  private grantRefusal: string | null = null;
+  private sent = 0;
+  private closed = false;
+
+  private constructor(private readonly options: FakeFcmOptions) {
+    const tlsMaterial = testTls();
+    this.ca = tlsMaterial.ca;
+    const projectId = options.projectId ?? `operator-test-${randomBytes(3).toString('hex')}`;
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    this.publicKey = publicKey;
+    this.serviceAccount = {
+      type: 'service_account',
+      project_id: projectId,
+      private_key_id: randomBytes(20).toString('hex'),
+      private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      client_email: `firebase-adminsdk-test@${projectId}.iam.gserviceaccount.com`,
+      client_id: String(BigInt(`0x${randomBytes(8).toString('hex')}`)),
+      token_uri: GOOGLE_TOKEN_AUDIENCE,
+    };
+    this.server = https.createServer({ key: tlsMaterial.key, cert: tlsMaterial.cert }, (req, res) => {
+      this.handle(req, res).catch((err: Error) => {
+        if (!res.headersSent) this.json(res, 500, googleError(500, `fake-fcm: ${err.message}`));
+      });
+    });
+    this.server.on('secureConnection', (socket: Socket) => {
+      this.connections += 1;
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  static async start(options: FakeFcmOptions = {}): Promise<FakeFcm> {
+    const fake = new FakeFcm(options);
+    await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
+    fake.port = (fake.server.address() as { port: number }).port;
+    fake.agent = new FakeFcmAgent(fake.port, fake.ca);
+    return fake;
+  }
+
+  get projectId(): string {
+    return this.serviceAccount.project_id;
+  }
+
+  /** The messages FCM accepted (answered 200), in order. */
+  get delivered(): FakeFcmSend[] {
+    return this.requests.filter((request) => request.status === 200);
+  }
+
+  /** The sends to one token, in order. */
+  sendsTo(token: string): FakeFcmSend[] {
+    return this.requests.filter((request) => request.token === token);
+  }
+
+  /**
+   * Scripts the answers to sends to `token`: one answer per send, in order; the last one then
+   * answers every later send. `respond(t, fcmAnswer.internal(), fcmAnswer.ok())` fails once, then succeeds.
+   */
+  respond(token: string, ...answers: FcmAnswer[]): this {
+    if (answers.length === 0) this.scripts.delete(token);
+    else this.scripts.set(token, [...answers]);
+    return this;
+  }
+
+  /** Makes /token refuse every grant with 400 invalid_grant (pass null to accept again). */
+  refuseGrants(description: string | null = 'Invalid grant: account not found'): this {
+    this.grantRefusal = description;
+    return this;
+  }
+
+  /** Forgets every access token issued so far: sends with them get 401 UNAUTHENTICATED. */
+  revokeAccessTokens(): this {
+    this.accessTokens.clear();
+    return this;
+  }
+
+  /** Clears logs and scripts (issued access tokens stay valid). */
+  reset(): this {
+    this.requests.length = 0;
+    this.tokenGrants.length = 0;
+    this.scripts.clear();
+    this.grantRefusal = null;
+    return this;
+  }
+
+  /** Stops listening and cuts every connection: later connections are refused. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const closing = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    for (const socket of this.sockets) socket.destroy();
+    this.agent?.destroy();
+    await closing;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req);
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'POST' && path === '/token') return this.grant(body, res);
+    const send = path.match(/^\/v1\/projects\/([^/]+)\/messages:send$/);
+    if (req.method === 'POST' && send) return this.send(decodeURIComponent(send[1]), req, body, res);
+    this.json(res, 404, googleError(404, `fake-fcm: no route for ${req.method} ${path}`));
+  }
+
+  private grant(body: string, res: ServerResponse): void {
+    const refuse = (status: number, error: string, description: string, claims: Record<string, unknown> | null = null) => {
+      this.tokenGrants.push({ status, claims, reason: `${error}: ${description}`, accessToken: null });
+      this.json(res, status, { error, error_description: description });
+    };
+    const form = new URLSearchParams(body);
+    if (form.get('grant_type') !== JWT_BEARER) return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + form.get('grant_type'));
+    const parts = (form.get('assertion') ?? '').split('.');
+    if (parts.length !== 3) return refuse(400, 'invalid_grant', 'Invalid JWT: not a JWT');
+    let header: Record<string, unknown>;
+    let claims: Record<string, unknown>;
+    try {
+      header = base64urlJson(parts[0]);
+      claims = base64urlJson(parts[1]);
+    } catch {
+      return refuse(400, 'invalid_grant', 'Invalid JWT: unreadable header or claims');
+    }
+    if (header.alg !== 'RS256') return refuse(400, 'invalid_grant', `Invalid JWT: alg ${String(header.alg)} is not RS256`, claims);
+    const signed = verify('RSA-SHA256', Buffer.from(`${parts[0]}.${parts[1]}`), this.publicKey, Buffer.from(parts[2], 'base64url'));
+    if (!signed) return refuse(400, 'invalid_grant', 'Invalid JWT Signature.', claims);
+    if (claims.iss !== this.serviceAccount.client_email) return refuse(400, 'invalid_grant', 'Invalid grant: account not found', claims);
+    if (claims.aud !== GOOGLE_TOKEN_AUDIENCE) return refuse(400, 'invalid_grant', 'Invalid JWT: Failed audience check.', claims);
+    const now = Math.floor(Date.now() / 1000);
+    const iat = Number(claims.iat);
+    const exp = Number(claims.exp);
+    if (!Number.isFinite(iat) || !Number.isFinite(exp) || iat > now + 300 || exp <= now || exp - iat > 3600) {
+      return refuse(400, 'invalid_grant', 'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.', claims);
+    }
+    const scopes = String(claims.scope ?? '').split(/\s+/);
+    if (!scopes.some((scope) => ACCEPTED_SCOPES.includes(scope))) return refuse(400, 'invalid_scope', 'Invalid OAuth scope or ID token audience provided.', claims);
+    if (this.grantRefusal !== null) return refuse(400, 'invalid_grant', this.grantRefusal, claims);
+    const accessToken = `ya29.fake-${randomBytes(24).toString('base64url')}`;
+    this.accessTokens.add(accessToken);
+    this.tokenGrants.push({ status: 200, claims, reason: 'granted', accessToken });
+    this.json(res, 200, { access_token: accessToken, expires_in: this.options.tokenLifetimeSeconds ?? 3599, token_type: 'Bearer' });
+  }
+
+  private async send(projectId: string, req: IncomingMessage, body: string, res: ServerResponse): Promise<void> {
+    let parsed: any;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      parsed = undefined;
+    }
+    const message: Record<string, any> = parsed && typeof parsed.message === 'object' && parsed.message ? parsed.message : {};
+    const entry: FakeFcmSend = {
+      token: typeof message.token === 'string' ? message.token : undefined,
+      message,
+      validateOnly: parsed?.validate_only === true,
+      projectId,
+      authorization: req.headers.authorization,
+      host: req.headers.host,
+      status: 0,
+      reason: '',
+    };
+    this.requests.push(entry);
+    const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
+      entry.status = status;
+      entry.reason = reason;
+      this.json(res, status, payload, headers);
+    };
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (!bearer || !this.accessTokens.has(bearer)) {
+      const text = 'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.';
+      return answer(401, googleError(401, text), 'no valid access token');
+    }
+    if (projectId !== this.projectId) {
+      const text = `Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/${projectId}' (or it may not exist).`;
+      return answer(403, googleError(403, text), 'other project');
+    }
+    if (parsed === undefined || typeof parsed !== 'object' || parsed === null) {
+      return answer(400, googleError(400, 'Invalid JSON payload received.'), 'not JSON');
+    }
+    for (const key of Object.keys(parsed)) {
+      if (key !== 'message' && key !== 'validate_only') return answer(400, googleError(400, `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`), 'unknown field');
+    }
+    try {
+      checkMessage(parsed.message, this.options.maxMessageBytes);
+    } catch (err) {
+      if (err instanceof Refusal) return answer(err.status, err.body, err.message);
+      throw err;
+    }
+    const script = entry.token === undefined ? undefined : this.scripts.get(entry.token);
+    const scripted = script && (script.length > 1 ? script.shift() : script[0]);
+    if (scripted) {
+      if (scripted.delayMs) await sleep(scripted.delayMs);
+      if (scripted.hangUp) {
+        entry.status = 0;
+        entry.reason = 'hung up';
+        req.socket.destroy();
+        return;
+      }
+      if (scripted.status < 200 || scripted.status >= 300 || scripted.body !== undefined) {
+        return answer(scripted.status, scripted.body ?? googleError(scripted.status, 'scripted'), 'scripted', scripted.headers);
+      }
+    }
+    const name = `projects/${projectId}/messages/${entry.validateOnly ? 'fake_message_id' : `0:${Date.now()}%${++this.sent}`}`;
+    answer(scripted?.status ?? 200, { name }, 'sent', scripted?.headers);
+  }
+
+  private json(res: ServerResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
+    const text = JSON.stringify(payload);
+    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
+    res.end(text);
+  }
+}
