@@ -4,3 +4,4 @@ export * from './factories';
 export * from './gateway';
 export * from './tls';
 export * from './fake-webpush';
+export * from './fake-apns';

@@ -2,8 +2,7 @@ import { createPrivateKey, randomUUID, sign } from 'node:crypto';
 import https from 'node:https';
 import { generateRequestDetails, generateVAPIDKeys, getVapidHeaders, type VapidKeys } from 'web-push';
 import type { PushRequest } from '@operator/contract';
-import { pushRequest } from '../../../testing/src/factories';
-import { FakePushService, type FakeSubscription } from '../../../testing/src/fake-webpush';
+import { FakePushService, pushRequest, type FakeSubscription } from '@operator/testing';
 import type { PushProvider, SendTarget } from '../types';
 import { createWebPushProvider, type WebPushProviderOptions } from './index';
 

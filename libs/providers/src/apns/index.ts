@@ -1,0 +1,1 @@
+export { apnsError, createApnsProvider, type ApnsProviderOptions } from './provider';

@@ -1,0 +1,234 @@
+import apn from '@parse/node-apn';
+import { apnsPayload, durationSeconds } from '../mapping';
+import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '../types';
+
+export interface ApnsProviderOptions {
+  /** The provider token signing key (.p8, PEM). */
+  key: string;
+  keyId: string;
+  teamId: string;
+  /** The app's bundle id: the apns-topic of every push. */
+  topic: string;
+  /** api.push.apple.com when true, api.sandbox.push.apple.com when false (unless host is given). */
+  production: boolean;
+  /** Another APNs host (a local fake); the TLS server name is this host. */
+  host?: string;
+  port?: number;
+  /** Extra certificate authority to trust (a local fake's test CA); the system roots otherwise. */
+  ca?: string | Buffer;
+}
+
+/** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
+interface ApnFailure {
+  device?: string;
+  status?: number | string;
+  response?: { reason?: string; timestamp?: number | string };
+  error?: { message?: string };
+  /** Set by our Retry-After tap (see tapRetryAfter): node-apn itself never passes the header on. */
+  retryAfterHeader?: string;
+}
+
+interface ApnSent {
+  device: string;
+  'apns-id'?: string;
+}
+
+/** Reasons (APNs' words) that mean the device token is no good for this app. */
+const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic']);
+/** Reasons that mean our credentials or configuration are wrong, whatever the status. */
+const AUTH_REASONS = new Set(['TopicDisallowed', 'BadTopic', 'MissingTopic', 'BadCertificate', 'BadCertificateEnvironment', 'InvalidProviderToken', 'MissingProviderToken', 'BadEnvironmentKeyInToken']);
+/** Transient on APNs' side although some come as 4xx: a new JWT is made, the server is going down, the connection idled. */
+const TRANSIENT_REASONS = new Set(['ExpiredProviderToken', 'InternalServerError', 'ServiceUnavailable', 'Shutdown', 'IdleTimeout']);
+const RATE_REASONS = new Set(['TooManyRequests', 'TooManyProviderTokenUpdates']);
+
+/** APNs device tokens are hex; anything else would not even make a valid request path. */
+const DEVICE_TOKEN = /^[0-9a-f]+$/i;
+
+/**
+ * One APNs answer in our taxonomy. `status` undefined: no answer at all (connection refused or
+ * lost, TLS failure, timeout), which is a network error.
+ */
+export function apnsError(status: number | undefined, reason: string | undefined, detail?: string, retryAfter?: string): SendError {
+  if (status === undefined) return sendError('network', `APNs: ${detail ?? reason ?? 'no response'}`);
+  const message = `APNs ${status}${reason ? ` ${reason}` : ''}${detail && detail !== reason ? ` (${detail})` : ''}`;
+  if (status === 410 || reason === 'Unregistered') return sendError('unregistered', message);
+  if (reason && INVALID_TOKEN_REASONS.has(reason)) return sendError('invalid-token', message);
+  if (status === 429 || (reason && RATE_REASONS.has(reason))) return sendError('rate-limited', message, parseRetryAfter(retryAfter));
+  if (reason && TRANSIENT_REASONS.has(reason)) return sendError('unavailable', message, parseRetryAfter(retryAfter));
+  if (status === 403 || (reason && AUTH_REASONS.has(reason))) return sendError('auth', message);
+  if (status === 413 || reason === 'PayloadTooLarge') return sendError('payload-too-large', message);
+  if (status >= 500) return sendError('unavailable', message, parseRetryAfter(retryAfter));
+  // Other 4xx (BadExpirationDate, BadPriority, BadMessageId, BadCollapseId, PayloadEmpty, BadPath,
+  // MethodNotAllowed, InvalidPushType, ...): the request itself is refused; sending it again will not help.
+  if (status >= 400) return sendError('payload-invalid', message);
+  return sendError('unavailable', message);
+}
+
+/** A node-apn failure entry in our taxonomy. */
+function failureError(failure: ApnFailure): SendError {
+  const detail = failure.error?.message;
+  let status = failure.status === undefined || failure.status === null ? undefined : Number(failure.status);
+  if (status !== undefined && !Number.isFinite(status)) status = undefined;
+  // An error answer with an empty body comes back as a bare error whose message carries the status.
+  const bare = status === undefined ? detail?.match(/with status (\d{3})\b/) : null;
+  if (bare) status = Number(bare[1]);
+  // node-apn keeps APNs' reason in response.reason, except for two it turns into error messages:
+  // 403 ExpiredProviderToken (after making a new JWT) and 500 InternalServerError.
+  let reason = failure.response?.reason;
+  if (!reason && status === 403 && detail === 'ExpiredProviderToken') reason = detail;
+  if (!reason && status === 500) reason = 'InternalServerError';
+  return apnsError(status, reason, detail, failure.retryAfterHeader);
+}
+
+type Stream = { once(event: 'response', listener: (headers: Record<string, string | string[] | undefined>) => void): unknown };
+type Session = { request: (...args: unknown[]) => Stream; destroyed?: boolean; destroy?: () => void };
+type ApnClient = {
+  request?: (this: ApnClient, session: Session, ...rest: unknown[]) => Promise<unknown>;
+  retryRequest?: (error: unknown, ...rest: unknown[]) => Promise<unknown>;
+  session?: Session | null;
+  manageChannelsSession?: Session | null;
+};
+
+/**
+ * node-apn reads `Retry-After` from HTTP/2 response headers under that capitalised name (HTTP/2
+ * names are always lower case, so it never finds it) and deletes it from failures anyway. This
+ * wraps its per-request function to note the header of each response on the failure it rejects
+ * with. node-apn calls session.request() synchronously at the start of Client#request, so the
+ * temporary wrapper is in place exactly for that call. Without these internals it does nothing.
+ */
+function tapRetryAfter(client: ApnClient | undefined): void {
+  const original = client?.request;
+  if (!client || typeof original !== 'function') return;
+  client.request = function (this: ApnClient, session: Session, ...rest: unknown[]) {
+    if (!session || typeof session.request !== 'function') return original.call(this, session, ...rest);
+    let retryAfter: string | undefined;
+    const own = Object.prototype.hasOwnProperty.call(session, 'request');
+    const request = session.request;
+    session.request = function (this: unknown, ...args: unknown[]) {
+      const stream = request.apply(this, args);
+      stream.once('response', (headers) => {
+        const value = headers['retry-after'];
+        retryAfter = Array.isArray(value) ? value[0] : value;
+      });
+      return stream;
+    };
+    let pending: Promise<unknown>;
+    try {
+      pending = original.call(this, session, ...rest);
+    } finally {
+      if (own) session.request = request;
+      else delete (session as Partial<Session>).request;
+    }
+    return pending.catch((failure: unknown) => {
+      if (retryAfter !== undefined && failure && typeof failure === 'object') (failure as ApnFailure).retryAfterHeader = retryAfter;
+      throw failure;
+    });
+  };
+}
+
+/**
+ * node-apn sends every retryable failure (408, 429, 5xx, ExpiredProviderToken) through
+ * Client#retryRequest, which with retries off only rethrows it, except when the session has been
+ * closed meanwhile (node-apn closes it after any 500): then it throws a new error without status
+ * or reason, and a 429 or 503 in the same batch as a 500 would look like a network error. Rethrow
+ * the answer as it came. Without these internals, connectionRetryLimit 0 still stops retries.
+ */
+function keepRetryableAnswers(client: ApnClient | undefined): void {
+  if (!client || typeof client.retryRequest !== 'function') return;
+  client.retryRequest = async (error: unknown) => {
+    throw error;
+  };
+}
+
+/** Seconds since the epoch at which APNs stops trying; 0: deliver once, now or never. */
+function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | undefined {
+  if (ttlSeconds === undefined) return undefined;
+  return ttlSeconds === 0 ? 0 : Math.floor(now / 1000) + ttlSeconds;
+}
+
+/**
+ * APNs over HTTP/2 with a provider token (JWT), through @parse/node-apn. One long-lived connection
+ * per provider, reused by every send; node-apn reconnects when it drops.
+ *
+ * Headers: apns-topic is the configured bundle id, apns-push-type `alert` (every contract push has
+ * a title and body), apns-priority 10 (the contract has no iOS priority; android.priority is
+ * Android's), apns-expiration from android.ttl (the contract's only time to live), counted from
+ * the send. No apns-collapse-id: the contract has no field meant for it (thread-id is in aps).
+ *
+ * node-apn's own retries are off (connectionRetryLimit 0, and keepRetryableAnswers): the queue
+ * retries transient failures with its backoff, where node-apn would retry 429/5xx at once. An
+ * ExpiredProviderToken answer makes node-apn sign a new JWT; the push comes back `unavailable`
+ * and the retry uses the new token.
+ */
+export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
+  const providerOptions: apn.ProviderOptions = {
+    token: { key: options.key, keyId: options.keyId, teamId: options.teamId },
+    production: options.production,
+    connectionRetryLimit: 0,
+  };
+  if (options.host !== undefined) providerOptions.address = options.host;
+  if (options.port !== undefined) providerOptions.port = options.port;
+  if (options.ca !== undefined) providerOptions.ca = [options.ca];
+  const provider = new apn.Provider(providerOptions);
+  const client = (provider as unknown as { client?: ApnClient }).client;
+  tapRetryAfter(client);
+  keepRetryableAnswers(client);
+  let closed = false;
+
+  return {
+    name: 'apns',
+
+    async send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]> {
+      if (closed) throw new Error('APNs provider is closed');
+      if (targets.length === 0) return [];
+      const { request, pushId } = notification;
+
+      const note = new apn.Notification();
+      note.rawPayload = apnsPayload(request, pushId);
+      note.topic = options.topic;
+      note.pushType = 'alert';
+      note.priority = 10;
+      const expiry = expiryFor(durationSeconds(request.android?.ttl));
+      if (expiry !== undefined) note.expiry = expiry;
+
+      // One request per distinct token: a device listed twice gets the push once, both targets its result.
+      const tokens = [...new Set(targets.map((target) => target.token).filter((token) => DEVICE_TOKEN.test(token)))];
+      const byToken = new Map<string, SendResult>();
+      if (tokens.length > 0) {
+        const { sent, failed } = await provider.send(note, tokens);
+        for (const item of sent as ApnSent[]) byToken.set(item.device, { ok: true, providerMessageId: item['apns-id'] ?? null });
+        for (const item of failed as ApnFailure[]) {
+          if (item.device !== undefined) byToken.set(item.device, { ok: false, error: failureError(item) });
+        }
+      }
+      return targets.map(
+        (target) =>
+          byToken.get(target.token) ??
+          (DEVICE_TOKEN.test(target.token)
+            ? { ok: false, error: sendError('network', 'APNs: no result for this device') }
+            : { ok: false, error: sendError('invalid-token', 'APNs device token is not hex') }),
+      );
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      // node-apn's shutdown awaits session.close(callback); for a session already destroyed (the
+      // connection was refused or cut) that callback never comes. Forget such sessions first, and
+      // cut any that do not close in time (close waits for requests in flight).
+      if (client) {
+        if (client.session?.destroyed) client.session = null;
+        if (client.manageChannelsSession?.destroyed) client.manageChannelsSession = null;
+      }
+      const timer = setTimeout(() => {
+        client?.session?.destroy?.();
+        client?.manageChannelsSession?.destroy?.();
+      }, 6000).unref();
+      try {
+        await new Promise<void>((resolve) => provider.shutdown(() => resolve()));
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
