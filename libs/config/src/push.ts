@@ -92,8 +92,11 @@ function fcmFromFile(path: string, what: string, problems: Problems): FcmCredent
   }
 }
 
-function requireAll(values: Record<string, unknown>, what: string, problems: Problems): boolean {
-  const absent = Object.entries(values).filter(([, value]) => value === undefined || value === '').map(([name]) => name);
+/** `names` renames fields in the problem (the default brand's come from environment variables). */
+function requireAll(values: Record<string, unknown>, what: string, problems: Problems, names: Record<string, string> = {}): boolean {
+  const absent = Object.entries(values)
+    .filter(([, value]) => value === undefined || value === '')
+    .map(([name]) => names[name] ?? name);
   if (absent.length) problems.push(`${what}: set ${absent.join(', ')} as well`);
   return absent.length === 0;
 }
@@ -104,21 +107,27 @@ type BrandEntry = {
   webpush?: { publicKey?: string; privateKey?: string; subject?: string };
 };
 
-function credentialFrom<P extends PushProviderName>(provider: P, entry: BrandEntry, what: string, problems: Problems): Credentials[P] | undefined {
+function credentialFrom<P extends PushProviderName>(
+  provider: P,
+  entry: BrandEntry,
+  what: string,
+  problems: Problems,
+  names: Record<string, string> = {},
+): Credentials[P] | undefined {
   if (provider === 'fcm') {
     const file = entry.fcm?.serviceAccountFile;
-    if (!requireAll({ serviceAccountFile: file }, what, problems)) return undefined;
+    if (!requireAll({ serviceAccountFile: file }, what, problems, names)) return undefined;
     return fcmFromFile(file!, what, problems) as Credentials[P] | undefined;
   }
   if (provider === 'apns') {
     const a = entry.apns ?? {};
-    if (!requireAll({ keyFile: a.keyFile, keyId: a.keyId, teamId: a.teamId, topic: a.topic }, what, problems)) return undefined;
+    if (!requireAll({ keyFile: a.keyFile, keyId: a.keyId, teamId: a.teamId, topic: a.topic }, what, problems, names)) return undefined;
     const key = readText(a.keyFile!, what, problems);
     if (key === undefined) return undefined;
     return { key, keyId: a.keyId!, teamId: a.teamId!, topic: a.topic!, production: a.production === true, host: a.host || undefined, port: a.port } as Credentials[P];
   }
   const w = entry.webpush ?? {};
-  if (!requireAll({ publicKey: w.publicKey, privateKey: w.privateKey, subject: w.subject }, what, problems)) return undefined;
+  if (!requireAll({ publicKey: w.publicKey, privateKey: w.privateKey, subject: w.subject }, what, problems, names)) return undefined;
   if (!/^(mailto:|https:)/.test(w.subject!)) problems.push(`${what}: the VAPID subject must start with mailto: or https:`);
   return { vapid: { publicKey: w.publicKey!, privateKey: w.privateKey!, subject: w.subject! } } as Credentials[P];
 }
@@ -139,6 +148,18 @@ function defaultEntry(raw: Static<typeof WorkerConfigSchema>): BrandEntry {
   };
 }
 
+/** The environment variable behind each field of the default brand's entry. */
+const DEFAULT_NAMES: Record<string, string> = {
+  serviceAccountFile: 'FCM_SERVICE_ACCOUNT_FILE',
+  keyFile: 'APNS_KEY_FILE',
+  keyId: 'APNS_KEY_ID',
+  teamId: 'APNS_TEAM_ID',
+  topic: 'APNS_TOPIC',
+  publicKey: 'VAPID_PUBLIC_KEY',
+  privateKey: 'VAPID_PRIVATE_KEY',
+  subject: 'VAPID_SUBJECT',
+};
+
 const DEFAULT_VARIABLES: Record<PushProviderName, string[]> = {
   fcm: ['FCM_SERVICE_ACCOUNT_FILE'],
   apns: ['APNS_KEY_FILE', 'APNS_KEY_ID', 'APNS_TEAM_ID', 'APNS_TOPIC'],
@@ -156,7 +177,7 @@ export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, en
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
-    credentials.default = credentialFrom(provider, defaultEntry(raw), `default ${provider} credentials`, problems);
+    credentials.default = credentialFrom(provider, defaultEntry(raw), `default ${provider} credentials`, problems, DEFAULT_NAMES);
   }
   if (raw.PUSH_CREDENTIALS_FILE) {
     const text = readText(raw.PUSH_CREDENTIALS_FILE, 'PUSH_CREDENTIALS_FILE', problems);
@@ -168,6 +189,10 @@ export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, en
     }
     for (const [brandId, entry] of Object.entries(brands)) {
       if (!/^\d+$/.test(brandId)) problems.push(`PUSH_CREDENTIALS_FILE: brand "${brandId}" is not a brand id`);
+      if (entry === null || typeof entry !== 'object') {
+        problems.push(`PUSH_CREDENTIALS_FILE: brand ${brandId} must be an object of provider credentials`);
+        continue;
+      }
       if (!entry[provider]) continue;
       const credential = credentialFrom(provider, entry, `PUSH_CREDENTIALS_FILE brand ${brandId} ${provider}`, problems);
       if (credential) credentials.brands.set(brandId, credential);

@@ -112,8 +112,14 @@ export const fcmAnswer = {
 export interface FakeFcmSend {
   /** message.token (undefined for topic or condition messages). */
   token: string | undefined;
-  /** The `message` object exactly as received (FCM's wire names: snake_case, ttl as "3600s"). */
+  /**
+   * The `message` as FCM reads it: every field under its proto name (collapse_key, fcm_options,
+   * body_loc_args), whichever JSON spelling was sent; ttl as sent ("3600s"). Struct contents
+   * (apns.payload, webpush.notification) are kept as sent. Raw when it could not be read.
+   */
   message: Record<string, any>;
+  /** The `message` object exactly as received. */
+  raw: Record<string, any>;
   validateOnly: boolean;
   projectId: string;
   authorization: string | undefined;
@@ -171,50 +177,70 @@ const invalid = (message: string, field?: string) =>
 const unknownName = (name: string, where: string) =>
   invalid(`Invalid JSON payload received. Unknown name "${name}" at '${where}': Cannot find field.`, where);
 
-// Field names of the v1 Message resource (https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages).
-const KNOWN: Record<string, string[]> = {
-  message: ['name', 'data', 'notification', 'android', 'webpush', 'apns', 'fcm_options', 'token', 'topic', 'condition'],
-  'message.notification': ['title', 'body', 'image'],
-  'message.android': ['collapse_key', 'priority', 'ttl', 'restricted_package_name', 'data', 'notification', 'fcm_options', 'direct_boot_ok', 'bandwidth_constrained_ok', 'restricted_satellite_ok'],
-  'message.android.notification': [
+// The v1 Message resource (https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages).
+// Like every Google JSON API (proto3 JSON), FCM accepts each field under its proto name
+// (collapse_key) or its lowerCamelCase JSON name (collapseKey); firebase-admin sends a mix of both.
+// 'struct' fields take any JSON object (apns.payload, webpush.notification); 'map' fields take
+// string values only.
+type Shape = { [protoName: string]: Shape | 'leaf' | 'map' | 'struct' };
+const ANDROID_NOTIFICATION: Shape = Object.fromEntries(
+  [
     'title', 'body', 'icon', 'color', 'sound', 'tag', 'click_action', 'body_loc_key', 'body_loc_args', 'title_loc_key',
     'title_loc_args', 'channel_id', 'ticker', 'sticky', 'event_time', 'local_only', 'notification_priority',
     'default_sound', 'default_vibrate_timings', 'default_light_settings', 'vibrate_timings', 'visibility',
-    'notification_count', 'light_settings', 'image', 'bypass_proxy_notification', 'proxy',
-  ],
-  'message.android.fcm_options': ['analytics_label'],
-  'message.apns': ['headers', 'payload', 'fcm_options', 'live_activity_token'],
-  'message.apns.fcm_options': ['analytics_label', 'image'],
-  'message.webpush': ['headers', 'data', 'notification', 'fcm_options'],
-  'message.webpush.fcm_options': ['link', 'analytics_label'],
-  'message.fcm_options': ['analytics_label'],
+    'notification_count', 'image', 'bypass_proxy_notification', 'proxy',
+  ].map((name) => [name, 'leaf' as const]),
+);
+ANDROID_NOTIFICATION.light_settings = 'struct';
+const MESSAGE_SHAPE: Shape = {
+  name: 'leaf',
+  data: 'map',
+  notification: { title: 'leaf', body: 'leaf', image: 'leaf' },
+  android: {
+    collapse_key: 'leaf', priority: 'leaf', ttl: 'leaf', restricted_package_name: 'leaf', data: 'map',
+    notification: ANDROID_NOTIFICATION, fcm_options: { analytics_label: 'leaf' },
+    direct_boot_ok: 'leaf', bandwidth_constrained_ok: 'leaf', restricted_satellite_ok: 'leaf',
+  },
+  webpush: { headers: 'map', data: 'map', notification: 'struct', fcm_options: { link: 'leaf', analytics_label: 'leaf' } },
+  apns: { headers: 'map', payload: 'struct', fcm_options: { analytics_label: 'leaf', image: 'leaf' }, live_activity_token: 'leaf' },
+  fcm_options: { analytics_label: 'leaf' },
+  token: 'leaf',
+  topic: 'leaf',
+  condition: 'leaf',
 };
-const STRING_MAPS = ['message.data', 'message.android.data', 'message.webpush.data', 'message.webpush.headers', 'message.apns.headers'];
+const camel = (protoName: string) => protoName.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
 
-function at(message: Record<string, any>, path: string): unknown {
-  return path
-    .split('.')
-    .slice(1)
-    .reduce<any>((value, key) => (value && typeof value === 'object' ? value[key] : undefined), message);
-}
-
-/** What FCM itself checks before accepting a message (the parts our tests can get wrong). */
-function checkMessage(message: unknown, maxMessageBytes: number | undefined): asserts message is Record<string, any> {
-  if (!message || typeof message !== 'object' || Array.isArray(message)) throw invalid('Request contains an invalid argument.', 'message');
-  const msg = message as Record<string, any>;
-  for (const [path, names] of Object.entries(KNOWN)) {
-    const value = at(msg, path);
-    if (value === undefined) continue;
-    if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid(`Invalid value at '${path}': must be an object`, path);
-    for (const name of Object.keys(value)) if (!names.includes(name)) throw unknownName(name, path);
-  }
-  for (const path of STRING_MAPS) {
-    const value = at(msg, path);
-    if (value === undefined) continue;
-    for (const [key, item] of Object.entries(value as object)) {
-      if (typeof item !== 'string') throw invalid(`Invalid value at '${path}[${key}]' (TYPE_STRING), ${JSON.stringify(item)}`, `${path}[${key}]`);
+/** The message under FCM's proto field names, as FCM reads it; refuses what FCM's parser refuses. */
+function normalize(value: unknown, shape: Shape, path: string): Record<string, any> {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid(`Invalid value at '${path}': must be an object`, path);
+  const out: Record<string, any> = {};
+  for (const [key, item] of Object.entries(value)) {
+    const protoName = Object.keys(shape).find((name) => name === key || camel(name) === key);
+    if (!protoName) throw unknownName(key, path);
+    const where = `${path}.${protoName}`;
+    if (protoName in out) throw invalid(`Invalid JSON payload received. Duplicate field "${protoName}" at '${path}'.`, where);
+    const kind = shape[protoName];
+    if (kind === 'map') {
+      if (!item || typeof item !== 'object' || Array.isArray(item)) throw invalid(`Invalid value at '${where}': must be a map`, where);
+      for (const [entry, text] of Object.entries(item)) {
+        if (typeof text !== 'string') throw invalid(`Invalid value at '${where}[${entry}]' (TYPE_STRING), ${JSON.stringify(text)}`, `${where}[${entry}]`);
+      }
+      out[protoName] = item;
+    } else if (kind === 'struct') {
+      if (!item || typeof item !== 'object' || Array.isArray(item)) throw invalid(`Invalid value at '${where}' (type.googleapis.com/google.protobuf.Struct)`, where);
+      out[protoName] = item;
+    } else if (kind === 'leaf') {
+      out[protoName] = item;
+    } else {
+      out[protoName] = normalize(item, kind, where);
     }
   }
+  return out;
+}
+
+/** What FCM itself checks before accepting a message (the parts a client can get wrong). */
+function checkMessage(message: unknown, maxMessageBytes: number | undefined): Record<string, any> {
+  const msg = normalize(message, MESSAGE_SHAPE, 'message');
   const targets = ['token', 'topic', 'condition'].filter((key) => msg[key] !== undefined);
   if (targets.length !== 1) throw invalid('Exactly one of token, topic or condition must be set.', 'message');
   if (msg.token !== undefined && (typeof msg.token !== 'string' || msg.token.trim() === '')) {
@@ -242,6 +268,7 @@ function checkMessage(message: unknown, maxMessageBytes: number | undefined): as
   if (maxMessageBytes !== undefined && Buffer.byteLength(JSON.stringify(msg)) > maxMessageBytes) {
     throw invalid('Message is too big', 'message');
   }
+  return msg;
 }
 
 function base64urlJson(part: string): Record<string, unknown> {
@@ -427,10 +454,11 @@ export class FakeFcm {
     } catch {
       parsed = undefined;
     }
-    const message: Record<string, any> = parsed && typeof parsed.message === 'object' && parsed.message ? parsed.message : {};
+    const raw: Record<string, any> = parsed && typeof parsed.message === 'object' && parsed.message ? parsed.message : {};
     const entry: FakeFcmSend = {
-      token: typeof message.token === 'string' ? message.token : undefined,
-      message,
+      token: typeof raw.token === 'string' ? raw.token : undefined,
+      message: raw,
+      raw,
       validateOnly: parsed?.validate_only === true,
       projectId,
       authorization: req.headers.authorization,
@@ -460,7 +488,7 @@ export class FakeFcm {
       if (key !== 'message' && key !== 'validate_only') return answer(400, googleError(400, `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`), 'unknown field');
     }
     try {
-      checkMessage(parsed.message, this.options.maxMessageBytes);
+      entry.message = checkMessage(parsed.message, this.options.maxMessageBytes);
     } catch (err) {
       if (err instanceof Refusal) return answer(err.status, err.body, err.message);
       throw err;

@@ -1,0 +1,377 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, type Env } from './env';
+import { loadPushWorkerConfig, type PushProviderName } from './push';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'push-config-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+let fileCount = 0;
+/** Writes a real temporary file and returns its path. */
+function file(content: string, name = `file-${++fileCount}`): string {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+}
+const jsonFile = (value: unknown) => file(JSON.stringify(value), `file-${++fileCount}.json`);
+
+/** Runs the loader and returns the ConfigError it throws. */
+function configError(provider: PushProviderName, env: Env): ConfigError {
+  try {
+    loadPushWorkerConfig(provider, env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error(`expected a ConfigError for ${provider} ${JSON.stringify(env)}`);
+}
+
+const SERVICE_ACCOUNT = {
+  type: 'service_account',
+  project_id: 'demo-project',
+  client_email: 'push@demo-project.iam.gserviceaccount.com',
+  private_key: '-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n',
+};
+const P8_KEY = '-----BEGIN PRIVATE KEY-----\nMIGTAgEAMBMG\n-----END PRIVATE KEY-----\n';
+const VAPID = {
+  VAPID_PUBLIC_KEY: 'BPublicKeyBase64url',
+  VAPID_PRIVATE_KEY: 'privateKeyBase64url',
+  VAPID_SUBJECT: 'mailto:push@example.com',
+};
+function apnsEnv(): Env {
+  return { APNS_KEY_FILE: file(P8_KEY, `key-${++fileCount}.p8`), APNS_KEY_ID: 'KEYID12345', APNS_TEAM_ID: 'TEAMID1234', APNS_TOPIC: 'com.example.app' };
+}
+
+describe('loadPushWorkerConfig: no credentials', () => {
+  it.each(['fcm', 'apns', 'webpush'] as const)('%s runs on the sandbox with the defaults', (provider) => {
+    const config = loadPushWorkerConfig(provider, {});
+    expect(config.provider).toBe(provider);
+    expect(config.sandbox).toBe(true);
+    expect(config.credentials.default).toBeUndefined();
+    expect(config.credentials.brands).toBeInstanceOf(Map);
+    expect(config.credentials.brands.size).toBe(0);
+    expect(config).toMatchObject({
+      NODE_ENV: 'development',
+      PUSH_WORKER_CONCURRENCY: 10,
+      PUSH_WORKER_PARALLEL_MESSAGES: 16,
+      PUSH_CLAIM_LEASE_MS: 60000,
+      PUSH_SEND_ATTEMPTS: 8,
+      PUSH_SEND_BACKOFF_MS: 1000,
+      PUSH_CREDENTIALS_FILE: '',
+      APNS_PRODUCTION: false,
+      APNS_PORT: 443,
+      APNS_HOST: '',
+    });
+  });
+
+  it('reads the worker variables as numbers', () => {
+    const config = loadPushWorkerConfig('fcm', {
+      PUSH_WORKER_CONCURRENCY: '3',
+      PUSH_WORKER_PARALLEL_MESSAGES: '4',
+      PUSH_CLAIM_LEASE_MS: '5000',
+      PUSH_SEND_ATTEMPTS: '2',
+      PUSH_SEND_BACKOFF_MS: '250',
+    });
+    expect(config).toMatchObject({
+      PUSH_WORKER_CONCURRENCY: 3,
+      PUSH_WORKER_PARALLEL_MESSAGES: 4,
+      PUSH_CLAIM_LEASE_MS: 5000,
+      PUSH_SEND_ATTEMPTS: 2,
+      PUSH_SEND_BACKOFF_MS: 250,
+    });
+  });
+
+  it('refuses a lease below one second', () => {
+    expect(configError('fcm', { PUSH_CLAIM_LEASE_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_CLAIM_LEASE_MS')]);
+  });
+});
+
+describe('loadPushWorkerConfig: production', () => {
+  it.each([
+    ['fcm', 'FCM_SERVICE_ACCOUNT_FILE'],
+    ['apns', 'APNS_KEY_FILE, APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC'],
+    ['webpush', 'VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT'],
+  ] as const)('refuses the %s sandbox, naming %s and PUSH_CREDENTIALS_FILE', (provider, variables) => {
+    const error = configError(provider, { NODE_ENV: 'production' });
+    expect(error.problems).toHaveLength(1);
+    expect(error.problems[0]).toContain(`no ${provider} credentials`);
+    expect(error.problems[0]).toContain(variables);
+    expect(error.problems[0]).toContain('PUSH_CREDENTIALS_FILE');
+    expect(error.message).toContain(variables);
+  });
+
+  it('runs fcm with a service account', () => {
+    const config = loadPushWorkerConfig('fcm', { NODE_ENV: 'production', FCM_SERVICE_ACCOUNT_FILE: jsonFile(SERVICE_ACCOUNT) });
+    expect(config.sandbox).toBe(false);
+    expect(config.NODE_ENV).toBe('production');
+  });
+
+  it('runs apns with a key', () => {
+    expect(loadPushWorkerConfig('apns', { NODE_ENV: 'production', ...apnsEnv() }).sandbox).toBe(false);
+  });
+
+  it('runs webpush with VAPID keys', () => {
+    expect(loadPushWorkerConfig('webpush', { NODE_ENV: 'production', ...VAPID }).sandbox).toBe(false);
+  });
+
+  it('runs with brand credentials only', () => {
+    const credentials = jsonFile({ brands: { '3': { webpush: { publicKey: 'pub', privateKey: 'priv', subject: 'https://example.com' } } } });
+    const config = loadPushWorkerConfig('webpush', { NODE_ENV: 'production', PUSH_CREDENTIALS_FILE: credentials });
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toBeUndefined();
+  });
+});
+
+describe('loadPushWorkerConfig: fcm default credentials', () => {
+  it('reads the service account file', () => {
+    const config = loadPushWorkerConfig('fcm', { FCM_SERVICE_ACCOUNT_FILE: jsonFile(SERVICE_ACCOUNT) });
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toEqual({ serviceAccount: SERVICE_ACCOUNT });
+    expect(config.credentials.brands.size).toBe(0);
+  });
+
+  it('names a missing file', () => {
+    const path = join(dir, 'does-not-exist.json');
+    const error = configError('fcm', { FCM_SERVICE_ACCOUNT_FILE: path });
+    expect(error.problems).toEqual([expect.stringContaining(path)]);
+    expect(error.problems[0]).toContain('cannot read');
+    expect(error.problems[0]).toContain('ENOENT');
+  });
+
+  it('refuses a file that is not JSON', () => {
+    const path = file('this is not json');
+    expect(configError('fcm', { FCM_SERVICE_ACCOUNT_FILE: path }).problems).toEqual([`default fcm credentials: ${path} is not JSON`]);
+  });
+
+  it('refuses a service account without a private_key', () => {
+    const { private_key: _, ...account } = SERVICE_ACCOUNT;
+    const path = jsonFile(account);
+    expect(configError('fcm', { FCM_SERVICE_ACCOUNT_FILE: path }).problems).toEqual([`default fcm credentials: ${path} has no private_key`]);
+  });
+
+  it('names every field the service account lacks', () => {
+    const path = jsonFile({ project_id: 'demo-project', client_email: '' });
+    expect(configError('fcm', { FCM_SERVICE_ACCOUNT_FILE: path }).problems).toEqual([
+      `default fcm credentials: ${path} has no client_email`,
+      `default fcm credentials: ${path} has no private_key`,
+    ]);
+  });
+});
+
+describe('loadPushWorkerConfig: apns default credentials', () => {
+  it('reads the key file and the four variables', () => {
+    const env = apnsEnv();
+    const config = loadPushWorkerConfig('apns', env);
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toEqual({
+      key: P8_KEY,
+      keyId: 'KEYID12345',
+      teamId: 'TEAMID1234',
+      topic: 'com.example.app',
+      production: false,
+      host: undefined,
+      port: 443,
+    });
+  });
+
+  it('carries APNS_PRODUCTION, APNS_HOST and APNS_PORT', () => {
+    const config = loadPushWorkerConfig('apns', { ...apnsEnv(), APNS_PRODUCTION: 'true', APNS_HOST: 'apns-proxy.internal', APNS_PORT: '2197' });
+    expect(config.APNS_PRODUCTION).toBe(true);
+    expect(config.credentials.default).toMatchObject({ production: true, host: 'apns-proxy.internal', port: 2197 });
+  });
+
+  it('reports the variables missing from a partial set in one problem', () => {
+    const { APNS_KEY_FILE, APNS_KEY_ID } = apnsEnv();
+    const error = configError('apns', { APNS_KEY_FILE, APNS_KEY_ID });
+    expect(error.problems).toEqual(['default apns credentials: set APNS_TEAM_ID, APNS_TOPIC as well']);
+  });
+
+  it('names an unreadable key file', () => {
+    const path = join(dir, 'missing.p8');
+    const error = configError('apns', { ...apnsEnv(), APNS_KEY_FILE: path });
+    expect(error.problems).toEqual([expect.stringContaining(`cannot read ${path}`)]);
+  });
+
+  it('refuses an APNS_PRODUCTION that is not a boolean', () => {
+    expect(configError('apns', { ...apnsEnv(), APNS_PRODUCTION: 'maybe' }).problems).toEqual([
+      'APNS_PRODUCTION must be true or false, got "maybe"',
+    ]);
+  });
+});
+
+describe('loadPushWorkerConfig: webpush default credentials', () => {
+  it('reads the three VAPID variables', () => {
+    const config = loadPushWorkerConfig('webpush', VAPID);
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toEqual({
+      vapid: { publicKey: 'BPublicKeyBase64url', privateKey: 'privateKeyBase64url', subject: 'mailto:push@example.com' },
+    });
+  });
+
+  it('accepts an https: subject', () => {
+    expect(loadPushWorkerConfig('webpush', { ...VAPID, VAPID_SUBJECT: 'https://example.com/contact' }).credentials.default?.vapid.subject).toBe(
+      'https://example.com/contact',
+    );
+  });
+
+  it('refuses a subject that is neither mailto: nor https:', () => {
+    const error = configError('webpush', { ...VAPID, VAPID_SUBJECT: 'push@example.com' });
+    expect(error.problems).toEqual([expect.stringContaining('must start with mailto: or https:')]);
+  });
+
+  it('refuses an http: subject', () => {
+    expect(configError('webpush', { ...VAPID, VAPID_SUBJECT: 'http://example.com' }).problems).toHaveLength(1);
+  });
+
+  it('reports the VAPID variables missing from a partial set', () => {
+    expect(configError('webpush', { VAPID_PUBLIC_KEY: 'pub' }).problems).toEqual([
+      'default webpush credentials: set VAPID_PRIVATE_KEY, VAPID_SUBJECT as well',
+    ]);
+  });
+});
+
+describe('loadPushWorkerConfig: PUSH_CREDENTIALS_FILE', () => {
+  it('reports a brand entry that is not an object', () => {
+    const error = configError('fcm', { PUSH_CREDENTIALS_FILE: jsonFile({ brands: { '7': null } }) });
+    expect(error.problems).toEqual(['PUSH_CREDENTIALS_FILE: brand 7 must be an object of provider credentials']);
+  });
+
+  function brandsFile(): string {
+    return jsonFile({
+      brands: {
+        '7': {
+          fcm: { serviceAccountFile: jsonFile(SERVICE_ACCOUNT) },
+          webpush: { publicKey: 'pub-7', privateKey: 'priv-7', subject: 'mailto:brand7@example.com' },
+        },
+        '9': {
+          apns: {
+            keyFile: file(P8_KEY, `brand-9-${++fileCount}.p8`),
+            keyId: 'KEY9',
+            teamId: 'TEAM9',
+            topic: 'com.example.nine',
+            production: true,
+            host: 'apns.internal',
+            port: 8443,
+          },
+        },
+      },
+    });
+  }
+
+  it('gives webpush only the brands with webpush credentials', () => {
+    const config = loadPushWorkerConfig('webpush', { PUSH_CREDENTIALS_FILE: brandsFile() });
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toBeUndefined();
+    expect([...config.credentials.brands.keys()]).toEqual(['7']);
+    expect(config.credentials.brands.get('7')).toEqual({ vapid: { publicKey: 'pub-7', privateKey: 'priv-7', subject: 'mailto:brand7@example.com' } });
+  });
+
+  it('gives apns only the brands with apns credentials', () => {
+    const config = loadPushWorkerConfig('apns', { PUSH_CREDENTIALS_FILE: brandsFile() });
+    expect(config.sandbox).toBe(false);
+    expect([...config.credentials.brands.keys()]).toEqual(['9']);
+    expect(config.credentials.brands.get('9')).toEqual({
+      key: P8_KEY,
+      keyId: 'KEY9',
+      teamId: 'TEAM9',
+      topic: 'com.example.nine',
+      production: true,
+      host: 'apns.internal',
+      port: 8443,
+    });
+  });
+
+  it('gives fcm the brand service account', () => {
+    const config = loadPushWorkerConfig('fcm', { PUSH_CREDENTIALS_FILE: brandsFile() });
+    expect([...config.credentials.brands.keys()]).toEqual(['7']);
+    expect(config.credentials.brands.get('7')).toEqual({ serviceAccount: SERVICE_ACCOUNT });
+  });
+
+  it('keeps the default next to the brands', () => {
+    const config = loadPushWorkerConfig('webpush', { ...VAPID, PUSH_CREDENTIALS_FILE: brandsFile() });
+    expect(config.credentials.default?.vapid.publicKey).toBe('BPublicKeyBase64url');
+    expect(config.credentials.brands.get('7')?.vapid.publicKey).toBe('pub-7');
+  });
+
+  it('is a sandbox when no brand has credentials for the provider', () => {
+    const config = loadPushWorkerConfig('fcm', { PUSH_CREDENTIALS_FILE: jsonFile({ brands: { '9': { apns: {} } } }) });
+    expect(config.sandbox).toBe(true);
+    expect(config.credentials.brands.size).toBe(0);
+  });
+
+  it('refuses a brand key that is not a brand id', () => {
+    const path = jsonFile({ brands: { acme: { webpush: { publicKey: 'pub', privateKey: 'priv', subject: 'mailto:a@example.com' } } } });
+    expect(configError('webpush', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual(['PUSH_CREDENTIALS_FILE: brand "acme" is not a brand id']);
+  });
+
+  it('refuses a non-numeric brand key even when it has no credentials for this provider', () => {
+    const path = jsonFile({ brands: { '7a': { apns: {} } } });
+    expect(configError('webpush', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual(['PUSH_CREDENTIALS_FILE: brand "7a" is not a brand id']);
+  });
+
+  it('names an unreadable file', () => {
+    const path = join(dir, 'no-credentials.json');
+    const error = configError('fcm', { PUSH_CREDENTIALS_FILE: path });
+    expect(error.problems).toEqual([`PUSH_CREDENTIALS_FILE: cannot read ${path} (ENOENT)`]);
+  });
+
+  it('refuses a file that is not JSON', () => {
+    const path = file('{"brands": {');
+    expect(configError('fcm', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual([`PUSH_CREDENTIALS_FILE: ${path} is not JSON`]);
+  });
+
+  it('names the fields a brand entry lacks', () => {
+    const path = jsonFile({ brands: { '5': { apns: { keyId: 'K', teamId: 'T' } } } });
+    expect(configError('apns', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual(['PUSH_CREDENTIALS_FILE brand 5 apns: set keyFile, topic as well']);
+  });
+
+  it('reports several problems together in one ConfigError', () => {
+    const missing = join(dir, 'missing-account.json');
+    const path = jsonFile({
+      brands: {
+        acme: {},
+        '1': { fcm: { serviceAccountFile: missing } },
+        '2': { fcm: {} },
+        '3': { fcm: { serviceAccountFile: file('not json') } },
+      },
+    });
+    const error = configError('fcm', { NODE_ENV: 'production', PUSH_CREDENTIALS_FILE: path, FCM_SERVICE_ACCOUNT_FILE: jsonFile({ project_id: 'p' }) });
+    // Brands come in object-key order: integer-like keys first, then the rest.
+    expect(error.problems).toEqual([
+      expect.stringMatching(/^default fcm credentials: .* has no client_email$/),
+      expect.stringMatching(/^default fcm credentials: .* has no private_key$/),
+      `PUSH_CREDENTIALS_FILE brand 1 fcm: cannot read ${missing} (ENOENT)`,
+      'PUSH_CREDENTIALS_FILE brand 2 fcm: set serviceAccountFile as well',
+      expect.stringMatching(/^PUSH_CREDENTIALS_FILE brand 3 fcm: .* is not JSON$/),
+      'PUSH_CREDENTIALS_FILE: brand "acme" is not a brand id',
+    ]);
+    for (const problem of error.problems) expect(error.message).toContain(problem);
+  });
+});
+
+describe("loadPushWorkerConfig: another provider's variables", () => {
+  it('fcm ignores the VAPID variables', () => {
+    const config = loadPushWorkerConfig('fcm', VAPID);
+    expect(config.sandbox).toBe(true);
+    expect(config.credentials.default).toBeUndefined();
+  });
+
+  it('fcm in production is not satisfied by VAPID variables', () => {
+    expect(configError('fcm', { NODE_ENV: 'production', ...VAPID }).problems).toEqual([expect.stringContaining('no fcm credentials')]);
+  });
+
+  it('webpush ignores the APNs and FCM variables, even broken ones', () => {
+    const config = loadPushWorkerConfig('webpush', { APNS_KEY_ID: 'only-this', FCM_SERVICE_ACCOUNT_FILE: join(dir, 'nowhere.json') });
+    expect(config.sandbox).toBe(true);
+  });
+
+  it('apns ignores a broken VAPID subject', () => {
+    expect(loadPushWorkerConfig('apns', { ...VAPID, VAPID_SUBJECT: 'nope', ...apnsEnv() }).sandbox).toBe(false);
+  });
+});
