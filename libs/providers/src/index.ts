@@ -4,3 +4,4 @@ export * from './registry';
 export * from './sandbox';
 export * from './webpush';
 export * from './apns';
+export * from './fcm';

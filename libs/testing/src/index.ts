@@ -5,3 +5,4 @@ export * from './gateway';
 export * from './tls';
 export * from './fake-webpush';
 export * from './fake-apns';
+export * from './fake-fcm';

@@ -1,0 +1,5 @@
+// Sends the push-fcm queue's jobs to Firebase Cloud Messaging (HTTP v1 API).
+import { createFcmProvider } from '@operator/providers';
+import { runPushWorker } from '@operator/push';
+
+void runPushWorker('fcm', (credential, label) => createFcmProvider({ serviceAccount: credential.serviceAccount, appName: `push-worker-fcm-${label}` }));

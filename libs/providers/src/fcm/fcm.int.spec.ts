@@ -1,0 +1,360 @@
+import { randomUUID } from 'node:crypto';
+import { getApps } from 'firebase-admin/app';
+import type { PushRequest } from '@operator/contract';
+import { FakeFcm, fcmAnswer, fcmToken, pushRequest } from '@operator/testing';
+import type { Notification, PushProvider, SendResult, SendTarget } from '../types';
+import { createFcmProvider, type FcmProviderOptions } from './index';
+
+// FCM through firebase-admin, over real TLS sockets, to a local FCM HTTP v1 API that checks the
+// OAuth2 grant (RS256 assertion signed with the service account key) and the Bearer token of every
+// send: what the fake received is what Google would receive.
+
+function target(token = fcmToken(), platform: SendTarget['platform'] = 'android'): SendTarget {
+  return { deliveryId: randomUUID(), token, platform, p256dh: null, auth: null };
+}
+
+function notification(overrides: Partial<PushRequest> = {}): Notification {
+  return { pushId: randomUUID(), request: pushRequest(4242, 'player-7', overrides) };
+}
+
+const failure = (result: SendResult) => (result.ok ? null : result.error);
+
+describe('FCM provider against a local FCM over TLS', () => {
+  let fake: FakeFcm;
+  let provider: PushProvider;
+  const extra: { provider: PushProvider; fake?: FakeFcm }[] = [];
+
+  const providerFor = (server: FakeFcm, options: Partial<FcmProviderOptions> = {}) => {
+    const created = createFcmProvider({ serviceAccount: server.serviceAccount, httpAgent: server.agent, ...options });
+    extra.push({ provider: created });
+    return created;
+  };
+
+  beforeAll(async () => {
+    fake = await FakeFcm.start();
+    provider = createFcmProvider({ serviceAccount: fake.serviceAccount, httpAgent: fake.agent });
+  });
+
+  afterEach(async () => {
+    await Promise.all(extra.splice(0).map(({ provider: created }) => created.close()));
+  });
+
+  afterAll(async () => {
+    await provider.close();
+    await fake.close();
+  });
+
+  it('puts every contract field where FCM v1 expects it, under the wire names', async () => {
+    const push = notification({
+      title: 'Weekend reload',
+      body: 'Your 50 free spins are waiting',
+      image_url: 'https://cdn.example.test/promo/spins.png',
+      android: {
+        priority: 'high',
+        ttl: '3600',
+        collapse_key: 'weekend',
+        restricted_package_name: 'com.example.casino',
+        icon: 'ic_promo',
+        color_rgb: 'FF0000',
+        sound: 'coins.wav',
+        tag: 'promo',
+        click_action: 'OPEN_PROMO',
+        body_loc_key: 'promo_body',
+        body_loc_arcs: ['50', 'spins'],
+        title_loc_keys: 'promo_title',
+        title_loc_args: ['Weekend'],
+        channel_id: 'promotions',
+      },
+      ios: { badge: '3', category: 'PROMO', thread_id: 'weekend', sub_title: 'Only today', loc_key: 'promo_body', loc_args: ['50'] },
+      web: {
+        icon: 'https://cdn.example.test/icon.png',
+        badge: 'https://cdn.example.test/badge.png',
+        dir: 'ltr',
+        lang: 'en',
+        renotify: 'true',
+        require_interaction: 'yes',
+        silent: 'false',
+        tag: 'promo',
+        timestamp: 1_700_000_000,
+        vibrate: ['200', '100'],
+        link: 'https://casino.example.test/promo',
+      },
+    });
+    const token = fcmToken();
+    const [result] = await provider.send(push, [target(token)]);
+    expect(result).toEqual({ ok: true, providerMessageId: expect.stringMatching(new RegExp(`^projects/${fake.projectId}/messages/`)) });
+
+    const [sent] = fake.sendsTo(token);
+    expect(sent.authorization).toMatch(/^Bearer ya29\.fake-/);
+    expect(sent.host).toBe('fcm.googleapis.com');
+    const message = sent.message;
+    expect(message.token).toBe(token);
+    expect(message.data).toEqual({ push_id: push.pushId });
+    expect(message.notification).toEqual({ title: 'Weekend reload', body: 'Your 50 free spins are waiting', image: 'https://cdn.example.test/promo/spins.png' });
+
+    expect(message.android).toEqual({
+      priority: 'high',
+      ttl: '3600s',
+      collapse_key: 'weekend',
+      restricted_package_name: 'com.example.casino',
+      notification: {
+        icon: 'ic_promo',
+        color: '#ff0000',
+        sound: 'coins.wav',
+        tag: 'promo',
+        click_action: 'OPEN_PROMO',
+        body_loc_key: 'promo_body',
+        body_loc_args: ['50', 'spins'],
+        title_loc_key: 'promo_title',
+        title_loc_args: ['Weekend'],
+        channel_id: 'promotions',
+        image: 'https://cdn.example.test/promo/spins.png',
+      },
+    });
+
+    expect(message.apns).toEqual({
+      payload: {
+        aps: {
+          alert: { title: 'Weekend reload', body: 'Your 50 free spins are waiting', subtitle: 'Only today', 'loc-key': 'promo_body', 'loc-args': ['50'] },
+          badge: 3,
+          category: 'PROMO',
+          'thread-id': 'weekend',
+          'mutable-content': 1,
+        },
+        push_id: push.pushId,
+        image_url: 'https://cdn.example.test/promo/spins.png',
+      },
+      fcm_options: { image: 'https://cdn.example.test/promo/spins.png' },
+    });
+
+    expect(message.webpush).toEqual({
+      notification: {
+        title: 'Weekend reload',
+        body: 'Your 50 free spins are waiting',
+        icon: 'https://cdn.example.test/icon.png',
+        badge: 'https://cdn.example.test/badge.png',
+        image: 'https://cdn.example.test/promo/spins.png',
+        dir: 'ltr',
+        lang: 'en',
+        renotify: true,
+        requireInteraction: true,
+        silent: false,
+        tag: 'promo',
+        timestamp: 1_700_000_000_000,
+        vibrate: [200, 100],
+        data: { push_id: push.pushId, link: 'https://casino.example.test/promo' },
+      },
+      data: { push_id: push.pushId },
+      fcm_options: { link: 'https://casino.example.test/promo' },
+    });
+    // firebase-admin sends these two under their JSON names; FCM (proto3 JSON) reads both spellings.
+    expect(sent.raw.webpush.fcmOptions).toEqual({ link: 'https://casino.example.test/promo' });
+    expect(sent.raw.apns.fcmOptions).toEqual({ image: 'https://cdn.example.test/promo/spins.png' });
+  });
+
+  it('leaves out what FCM would refuse or could not use, and still delivers', async () => {
+    const push = notification({
+      image_url: 'not a url',
+      android: { priority: 'urgent', ttl: 'soon', color_rgb: 'red', body_loc_arcs: ['orphan'], title_loc_args: ['orphan'], channel_id: 'promotions' },
+      web: { link: 'http://casino.example.test/promo', renotify: 'maybe' },
+    });
+    const token = fcmToken();
+    const [result] = await provider.send(push, [target(token)]);
+    expect(result.ok).toBe(true);
+    const { message } = fake.sendsTo(token)[0];
+    expect(message.notification).toEqual({ title: push.request.title, body: push.request.body });
+    expect(message.android).toEqual({ notification: { channel_id: 'promotions' } });
+    expect(message.apns.fcm_options).toBeUndefined();
+    expect(message.webpush.fcm_options).toBeUndefined();
+    expect(message.webpush.notification).not.toHaveProperty('renotify');
+    expect(message.data).toEqual({ push_id: push.pushId });
+    expect(message.webpush.data).toEqual({ push_id: push.pushId });
+    expect(message.apns.payload.push_id).toBe(push.pushId);
+  });
+
+  it('sends TTLs as FCM durations: "2h" as 7200s, "#00ff00" kept, more than 4 weeks capped', async () => {
+    const [short, long] = [fcmToken(), fcmToken()];
+    await provider.send(notification({ android: { ttl: '2h', color_rgb: '#00FF00', priority: 'Normal' } }), [target(short)]);
+    await provider.send(notification({ android: { ttl: '90d' } }), [target(long)]);
+    expect(fake.sendsTo(short)[0].message.android).toEqual({ ttl: '7200s', priority: 'normal', notification: { color: '#00ff00' } });
+    expect(fake.sendsTo(long)[0].message.android.ttl).toBe(`${28 * 24 * 3600}s`);
+  });
+
+  it('answers one result per device, in order, for a mixed send', async () => {
+    const tokens = { ok: fcmToken(), gone: fcmToken(), malformed: fcmToken(), busy: fcmToken(), broken: fcmToken() };
+    fake.respond(tokens.gone, fcmAnswer.unregistered());
+    fake.respond(tokens.malformed, fcmAnswer.invalidToken());
+    fake.respond(tokens.busy, fcmAnswer.quotaExceeded(7));
+    fake.respond(tokens.broken, fcmAnswer.internal());
+    const push = notification();
+    const results = await provider.send(push, Object.values(tokens).map((token) => target(token)));
+
+    expect(results).toHaveLength(5);
+    expect(results[0]).toEqual({ ok: true, providerMessageId: expect.stringMatching(/^projects\/.+\/messages\/.+/) });
+    expect(failure(results[1])).toMatchObject({ class: 'dead-token', code: 'unregistered', message: expect.stringContaining('UNREGISTERED') });
+    expect(failure(results[2])).toMatchObject({ class: 'dead-token', code: 'invalid-token', message: expect.stringContaining('not a valid FCM registration token') });
+    expect(failure(results[3])).toEqual({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('429'), retryAfterMs: 7000 });
+    expect(failure(results[4])).toMatchObject({ class: 'transient', code: 'unavailable', message: expect.stringContaining('500') });
+    // firebase-admin does not retry 500 or 429 itself: one request each.
+    expect(fake.sendsTo(tokens.broken)).toHaveLength(1);
+    expect(fake.sendsTo(tokens.busy)).toHaveLength(1);
+    for (const token of Object.values(tokens)) expect(fake.sendsTo(token)[0].message.data).toEqual({ push_id: push.pushId });
+  });
+
+  it('a 500 is a result; sent again, the device gets it', async () => {
+    const token = fcmToken();
+    fake.respond(token, fcmAnswer.internal(), fcmAnswer.ok());
+    const push = notification();
+    const [first] = await provider.send(push, [target(token)]);
+    expect(failure(first)).toMatchObject({ class: 'transient', code: 'unavailable' });
+    const [second] = await provider.send(push, [target(token)]);
+    expect(second).toEqual({ ok: true, providerMessageId: expect.any(String) });
+    expect(fake.sendsTo(token).map((sent) => sent.status)).toEqual([500, 200]);
+  });
+
+  it('a 503 is retried once at once by firebase-admin; one asking for 30 s comes back at once with retryAfterMs', async () => {
+    const [flaky, down] = [fcmToken(), fcmToken()];
+    fake.respond(flaky, fcmAnswer.unavailable(), fcmAnswer.ok());
+    fake.respond(down, fcmAnswer.unavailable(30));
+    const started = Date.now();
+    const [recovered, refused] = await provider.send(notification(), [target(flaky), target(down)]);
+    expect(recovered.ok).toBe(true);
+    expect(fake.sendsTo(flaky).map((sent) => sent.status)).toEqual([503, 200]);
+    expect(failure(refused)).toMatchObject({ class: 'transient', code: 'unavailable', retryAfterMs: 30_000 });
+    expect(fake.sendsTo(down)).toHaveLength(1);
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('with sdkRetry false, even one 503 is a result', async () => {
+    const token = fcmToken();
+    fake.respond(token, fcmAnswer.unavailable(), fcmAnswer.ok());
+    const [result] = await providerFor(fake, { sdkRetry: false }).send(notification(), [target(token)]);
+    expect(failure(result)).toMatchObject({ class: 'transient', code: 'unavailable' });
+    expect(fake.sendsTo(token)).toHaveLength(1);
+  });
+
+  it('classes refusals of the message itself as payload errors', async () => {
+    const [bad, big, ours] = [fcmToken(), fcmToken(), fcmToken()];
+    fake.respond(bad, fcmAnswer.invalidArgument("Invalid value at 'message.android.notification.tag'", 'message.android.notification.tag'));
+    fake.respond(big, fcmAnswer.invalidArgument('Message is too big', 'message'));
+    const results = await provider.send(notification(), [target(bad), target(big), target(ours)]);
+    expect(failure(results[0])).toMatchObject({ class: 'payload', code: 'payload-invalid', message: expect.stringContaining('message.android.notification.tag') });
+    expect(failure(results[1])).toMatchObject({ class: 'payload', code: 'payload-too-large' });
+    expect(results[2].ok).toBe(true);
+  });
+
+  it('classes project-level credential problems as auth', async () => {
+    const [apns, mismatch] = [fcmToken(), fcmToken()];
+    fake.respond(apns, fcmAnswer.thirdPartyAuth());
+    fake.respond(mismatch, fcmAnswer.senderIdMismatch());
+    const results = await provider.send(notification(), [target(apns, 'ios'), target(mismatch)]);
+    expect(failure(results[0])).toMatchObject({ class: 'auth', code: 'auth', message: expect.stringContaining('third-party-auth-error') });
+    expect(failure(results[1])).toMatchObject({ class: 'auth', code: 'auth', message: expect.stringContaining('mismatched-credential') });
+  });
+
+  it('an empty token is a dead token and never reaches FCM', async () => {
+    const before = fake.requests.length;
+    const [result] = await provider.send(notification(), [target('  ')]);
+    expect(failure(result)).toMatchObject({ class: 'dead-token', code: 'invalid-token' });
+    expect(fake.requests.length).toBe(before);
+  });
+
+  it('sends in chunks of `concurrency` and keeps results in target order', async () => {
+    const tokens = Array.from({ length: 5 }, () => fcmToken());
+    fake.respond(tokens[1], fcmAnswer.unregistered());
+    fake.respond(tokens[4], fcmAnswer.quotaExceeded(2));
+    const results = await providerFor(fake, { concurrency: 2 }).send(notification(), tokens.map((token) => target(token)));
+    expect(results.map((result) => (result.ok ? 'ok' : result.error.code))).toEqual(['ok', 'unregistered', 'ok', 'ok', 'rate-limited']);
+    const ids = results.filter((result) => result.ok).map((result) => (result.ok ? result.providerMessageId : null));
+    expect(new Set(ids).size).toBe(3);
+  });
+
+  it('a refused OAuth grant is an auth error for every device, and sending works again once fixed', async () => {
+    const server = await FakeFcm.start();
+    try {
+      server.refuseGrants('Invalid grant: account not found');
+      const own = providerFor(server);
+      const results = await own.send(notification(), [target(), target()]);
+      for (const result of results) {
+        expect(failure(result)).toMatchObject({ class: 'auth', code: 'auth', message: expect.stringContaining('invalid_grant') });
+      }
+      expect(server.requests).toHaveLength(0);
+      expect(server.tokenGrants.every((grant) => grant.status === 400)).toBe(true);
+
+      server.refuseGrants(null);
+      const [again] = await own.send(notification(), [target()]);
+      expect(again.ok).toBe(true);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('an access token FCM no longer accepts (401) is an auth error', async () => {
+    const server = await FakeFcm.start();
+    try {
+      const own = providerFor(server);
+      expect((await own.send(notification(), [target()]))[0].ok).toBe(true);
+      server.revokeAccessTokens();
+      const [result] = await own.send(notification(), [target()]);
+      expect(failure(result)).toMatchObject({ class: 'auth', code: 'auth' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('FCM down is a network error, with or without a cached access token', async () => {
+    const server = await FakeFcm.start();
+    const warm = providerFor(server);
+    expect((await warm.send(notification(), [target()]))[0].ok).toBe(true);
+    await server.close();
+
+    const started = Date.now();
+    const [cached] = await warm.send(notification(), [target()]);
+    expect(failure(cached)).toMatchObject({ class: 'transient', code: 'network', message: expect.stringContaining('ECONNREFUSED') });
+    // No token yet: the token request itself fails; that is the network, not our credentials.
+    const [cold] = await providerFor(server).send(notification(), [target()]);
+    expect(failure(cold)).toMatchObject({ class: 'transient', code: 'network', message: expect.stringContaining('ECONNREFUSED') });
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('a connection cut before the answer is retried once by firebase-admin, then a network error', async () => {
+    const token = fcmToken();
+    fake.respond(token, fcmAnswer.hangUp());
+    const [result] = await provider.send(notification(), [target(token)]);
+    expect(failure(result)).toMatchObject({ class: 'transient', code: 'network' });
+    expect(fake.sendsTo(token)).toHaveLength(2);
+  });
+
+  it('reuses its client: one OAuth grant and kept-alive connections across sends', async () => {
+    const server = await FakeFcm.start();
+    try {
+      const own = providerFor(server);
+      for (let round = 0; round < 3; round += 1) {
+        const results = await own.send(notification(), [target()]);
+        expect(results[0].ok).toBe(true);
+      }
+      expect(server.tokenGrants).toHaveLength(1);
+      expect(server.tokenGrants[0]).toMatchObject({
+        status: 200,
+        claims: { iss: server.serviceAccount.client_email, aud: 'https://oauth2.googleapis.com/token' },
+      });
+      const bearer = new Set(server.requests.map((sent) => sent.authorization));
+      expect(bearer.size).toBe(1);
+      // One connection to the token host, one to FCM: requests one after another share it.
+      expect(server.connections).toBe(2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('close() deletes its firebase-admin App; a closed provider refuses to send', async () => {
+    const appsBefore = getApps().length;
+    const own = createFcmProvider({ serviceAccount: fake.serviceAccount, httpAgent: fake.agent, appName: 'close-test' });
+    expect(getApps().length).toBe(appsBefore + 1);
+    expect(getApps().some((app) => app.name.startsWith('close-test-'))).toBe(true);
+    await own.close();
+    await own.close();
+    expect(getApps().length).toBe(appsBefore);
+    await expect(own.send(notification(), [target()])).rejects.toThrow(/closed/);
+  });
+});

@@ -1,0 +1,9 @@
+export { toFcmMessage, type TokenMessage } from './message';
+export {
+  createFcmProvider,
+  fcmSendError,
+  serviceAccountCredential,
+  type FcmProviderOptions,
+  type FcmSdkRetry,
+  type FcmServiceAccount,
+} from './provider';

@@ -1,0 +1,142 @@
+import { pushRequest } from '@operator/testing';
+import { androidPriority, androidTtlMs, isFcmUrl, isHttpsUrl, rgbColor, toFcmMessage } from './message';
+import { fcmSendError, type CredentialFailure } from './provider';
+
+const RESPONSE_FACTS = Symbol.for('operator.fcm.responseFacts');
+
+/** An error shaped like firebase-admin's (code + message), optionally with the HTTP facts the provider keeps. */
+function adminError(code: string, message = 'said by FCM', facts?: { status: number; retryAfter?: string; fields?: string[] }) {
+  const error = Object.assign(new Error(message), { code });
+  if (facts) Object.defineProperty(error, RESPONSE_FACTS, { value: { fields: [], ...facts } });
+  return error;
+}
+
+describe('toFcmMessage', () => {
+  it('builds firebase-admin camelCase fields from the contract spellings', () => {
+    const request = pushRequest(1, 'player', {
+      image_url: 'https://cdn.example.test/a.png',
+      android: { body_loc_key: 'b', body_loc_arcs: ['x'], title_loc_keys: 't', title_loc_args: ['y'], ttl: '60s', priority: 'HIGH', color_rgb: 'abcdef' },
+      web: { link: 'https://example.test/go', silent: 'true' },
+    });
+    const message = toFcmMessage({ pushId: 'push-1', request }, 'token-1');
+    expect(message.token).toBe('token-1');
+    expect(message.data).toEqual({ push_id: 'push-1' });
+    expect(message.notification).toEqual({ title: request.title, body: request.body, imageUrl: 'https://cdn.example.test/a.png' });
+    expect(message.android).toEqual({
+      priority: 'high',
+      ttl: 60_000,
+      notification: { bodyLocKey: 'b', bodyLocArgs: ['x'], titleLocKey: 't', titleLocArgs: ['y'], color: '#abcdef', imageUrl: 'https://cdn.example.test/a.png' },
+    });
+    expect(message.apns?.fcmOptions).toEqual({ imageUrl: 'https://cdn.example.test/a.png' });
+    expect(message.apns?.payload?.push_id).toBe('push-1');
+    expect(message.webpush?.fcmOptions).toEqual({ link: 'https://example.test/go' });
+    expect(message.webpush?.notification).toMatchObject({ title: request.title, body: request.body, silent: true, image: 'https://cdn.example.test/a.png' });
+    expect(message.webpush?.data).toEqual({ push_id: 'push-1' });
+  });
+
+  it('always carries the three platform blocks, without undefined fields', () => {
+    const message = toFcmMessage({ pushId: 'p', request: pushRequest(1, 'player') }, 't');
+    expect(Object.keys(message).sort()).toEqual(['android', 'apns', 'data', 'notification', 'token', 'webpush']);
+    expect(message.android).toEqual({});
+    expect(JSON.stringify(message)).not.toContain('undefined');
+    expect(Object.values(message.notification ?? {})).not.toContain(undefined);
+  });
+});
+
+describe('field helpers', () => {
+  it.each([
+    ['ff0000', '#ff0000'],
+    ['#FF0000', '#ff0000'],
+    [' #a1B2c3 ', '#a1b2c3'],
+    ['red', undefined],
+    ['#fff', undefined],
+    ['#ff00000', undefined],
+    [undefined, undefined],
+  ])('colour %p -> %p', (input, output) => expect(rgbColor(input)).toBe(output));
+
+  it.each([
+    ['high', 'high'],
+    [' Normal ', 'normal'],
+    ['urgent', undefined],
+    [undefined, undefined],
+  ])('priority %p -> %p', (input, output) => expect(androidPriority(input)).toBe(output));
+
+  it.each([
+    ['3600', 3_600_000],
+    ['3600s', 3_600_000],
+    ['1h', 3_600_000],
+    ['0', 0],
+    ['60d', 28 * 24 * 3600 * 1000],
+    ['soon', undefined],
+  ])('ttl %p -> %p ms', (input, output) => expect(androidTtlMs(input)).toBe(output));
+
+  it('accepts only the URLs firebase-admin and FCM accept', () => {
+    expect(isFcmUrl('https://cdn.example.test/a/b.png?x=1')).toBe(true);
+    expect(isFcmUrl('http://cdn.example.test/a.png')).toBe(true);
+    expect(isFcmUrl('ftp://cdn.example.test/a.png')).toBe(false);
+    expect(isFcmUrl('not a url')).toBe(false);
+    expect(isHttpsUrl('https://example.test/')).toBe(true);
+    expect(isHttpsUrl('http://example.test/')).toBe(false);
+    expect(isHttpsUrl('/relative')).toBe(false);
+  });
+});
+
+describe('fcmSendError', () => {
+  it.each([
+    ['messaging/registration-token-not-registered', 'dead-token', 'unregistered'],
+    ['messaging/invalid-registration-token', 'dead-token', 'invalid-token'],
+    ['messaging/payload-size-limit-exceeded', 'payload', 'payload-too-large'],
+    ['messaging/invalid-payload', 'payload', 'payload-invalid'],
+    ['messaging/invalid-package-name', 'payload', 'payload-invalid'],
+    ['messaging/message-rate-exceeded', 'transient', 'rate-limited'],
+    ['messaging/quota-exceeded', 'transient', 'rate-limited'],
+    ['messaging/device-message-rate-exceeded', 'transient', 'rate-limited'],
+    ['messaging/server-unavailable', 'transient', 'unavailable'],
+    ['messaging/internal-error', 'transient', 'unavailable'],
+    ['messaging/unknown-error', 'transient', 'unavailable'],
+    ['app/network-error', 'transient', 'network'],
+    ['app/network-timeout', 'transient', 'network'],
+    ['messaging/authentication-error', 'auth', 'auth'],
+    ['messaging/third-party-auth-error', 'auth', 'auth'],
+    ['messaging/mismatched-credential', 'auth', 'auth'],
+    ['app/invalid-credential', 'auth', 'auth'],
+    ['something/new', 'transient', 'unavailable'],
+    ['ECONNREFUSED', 'transient', 'network'],
+  ])('%s -> %s / %s', (code, errorClass, errorCode) => {
+    expect(fcmSendError(adminError(code))).toMatchObject({ class: errorClass, code: errorCode, message: expect.stringContaining('said by FCM') });
+  });
+
+  it('tells an INVALID_ARGUMENT about the token from one about the message', () => {
+    expect(fcmSendError(adminError('messaging/invalid-argument', 'The registration token is not a valid FCM registration token')).code).toBe('invalid-token');
+    expect(fcmSendError(adminError('messaging/invalid-argument', 'Request contains an invalid argument.', { status: 400, fields: ['message.token'] })).code).toBe(
+      'invalid-token',
+    );
+    expect(fcmSendError(adminError('messaging/invalid-argument', "Invalid value at 'message.android.ttl'")).code).toBe('payload-invalid');
+    // A named field other than the token wins over the words.
+    const packageMismatch = adminError('messaging/invalid-argument', 'Package name does not match the registration token', {
+      status: 400,
+      fields: ['message.android.restricted_package_name'],
+    });
+    expect(fcmSendError(packageMismatch).code).toBe('payload-invalid');
+    expect(fcmSendError(adminError('messaging/invalid-argument', 'Message is too big')).code).toBe('payload-too-large');
+  });
+
+  it('gives retryAfterMs from the response when there was one', () => {
+    expect(fcmSendError(adminError('messaging/message-rate-exceeded', 'slow down', { status: 429, retryAfter: '7' }))).toEqual({
+      class: 'transient',
+      code: 'rate-limited',
+      message: 'messaging/message-rate-exceeded (HTTP 429): slow down',
+      retryAfterMs: 7000,
+    });
+    expect(fcmSendError(adminError('messaging/message-rate-exceeded'))).not.toHaveProperty('retryAfterMs');
+  });
+
+  it('classes an access token failure by its cause', () => {
+    const failed = (failure: CredentialFailure) => fcmSendError(adminError('app/invalid-credential'), failure);
+    expect(failed({ status: 400, message: 'invalid_grant' }).class).toBe('auth');
+    expect(failed({ status: 401, message: 'invalid_client' }).class).toBe('auth');
+    expect(failed({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' })).toMatchObject({ class: 'transient', code: 'network' });
+    expect(failed({ status: 503, retryAfter: '2', message: 'busy' })).toMatchObject({ code: 'unavailable', retryAfterMs: 2000 });
+    expect(failed({ status: 429, message: 'slow down' })).toMatchObject({ code: 'rate-limited' });
+  });
+});

@@ -1,0 +1,120 @@
+import type * as messaging from 'firebase-admin/messaging';
+import type { Android } from '@operator/contract';
+import { apnsPayload, compact, durationSeconds, webNotification } from '../mapping';
+import type { Notification } from '../types';
+
+// The contract's push (2.1, 2.3-2.5) as one FCM HTTP v1 message, through firebase-admin's types
+// (camelCase here; firebase-admin renames to FCM's wire names, e.g. bodyLocArgs -> body_loc_args,
+// and turns ttl milliseconds into "3600s"). All three platform blocks are always present: FCM
+// applies the one that matches the device the token belongs to.
+
+/** firebase-admin's `messaging.TokenMessage`. */
+export type TokenMessage = messaging.TokenMessage;
+
+/** FCM keeps a message at most 4 weeks; longer TTLs are capped there. */
+export const FCM_MAX_TTL_SECONDS = 28 * 24 * 3600;
+
+/** "high"/"normal" (any case); anything else: left out (FCM's default applies). */
+export function androidPriority(value: string | undefined): 'high' | 'normal' | undefined {
+  const word = value?.trim().toLowerCase();
+  return word === 'high' || word === 'normal' ? word : undefined;
+}
+
+/** "ff0000" or "#FF0000" as "#ff0000"; not six hex digits: left out. */
+export function rgbColor(value: string | undefined): string | undefined {
+  const match = value?.trim().match(/^#?([0-9a-fA-F]{6})$/);
+  return match ? `#${match[1].toLowerCase()}` : undefined;
+}
+
+/** A TTL from the contract ("3600", "3600s", "1h") in milliseconds, capped at FCM's 4 weeks. */
+export function androidTtlMs(value: string | undefined): number | undefined {
+  const seconds = durationSeconds(value);
+  return seconds === undefined ? undefined : Math.min(seconds, FCM_MAX_TTL_SECONDS) * 1000;
+}
+
+/**
+ * Whether firebase-admin accepts the string as an image URL (its own check: http(s), a plain host
+ * name, no characters outside RFC 3986). An image URL it refuses would fail the whole message on
+ * the client side, so such an image is left out of the FCM fields rather than losing the push.
+ */
+export function isFcmUrl(value: string | undefined): value is string {
+  if (typeof value !== 'string' || /[^a-z0-9:/?#[\]@!$&'()*+,;=.\-_~%]/i.test(value)) return false;
+  try {
+    const url = new URL(value);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return false;
+    const host = /^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*$/.test(url.hostname);
+    if (!host && !/^\[[a-fA-F0-9:.]+\]$/.test(url.hostname)) return false;
+    return url.pathname === '' || url.pathname === '/' || /^(\/[\w\-.~!$'()*+,;=:@%]+)*\/?$/.test(url.pathname);
+  } catch {
+    return false;
+  }
+}
+
+/** FCM only opens https links from web notifications (it refuses the message otherwise). */
+export function isHttpsUrl(value: string | undefined): value is string {
+  if (!value) return false;
+  try {
+    return new URL(value).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+const orNothing = <T extends object>(value: T): T | undefined => (Object.keys(value).length > 0 ? value : undefined);
+const nonEmpty = (list: string[] | undefined): string[] | undefined => (list && list.length > 0 ? list : undefined);
+
+function androidNotification(android: Android, imageUrl: string | undefined): messaging.AndroidNotification {
+  // Arguments without their key mean nothing to the device, and firebase-admin refuses them.
+  const bodyLocKey = android.body_loc_key;
+  const titleLocKey = android.title_loc_keys;
+  return compact({
+    icon: android.icon,
+    color: rgbColor(android.color_rgb),
+    sound: android.sound,
+    tag: android.tag,
+    clickAction: android.click_action,
+    bodyLocKey,
+    bodyLocArgs: bodyLocKey ? nonEmpty(android.body_loc_arcs) : undefined,
+    titleLocKey,
+    titleLocArgs: titleLocKey ? nonEmpty(android.title_loc_args) : undefined,
+    channelId: android.channel_id,
+    imageUrl,
+  }) as messaging.AndroidNotification;
+}
+
+/** One FCM message for one registration token. */
+export function toFcmMessage(notification: Notification, token: string): TokenMessage {
+  const { request, pushId } = notification;
+  const android: Android = request.android ?? {};
+  const imageUrl = isFcmUrl(request.image_url) ? request.image_url : undefined;
+  const web = webNotification(request, pushId);
+  const link = request.web?.link;
+
+  const androidConfig = compact({
+    priority: androidPriority(android.priority),
+    ttl: androidTtlMs(android.ttl),
+    collapseKey: android.collapse_key,
+    restrictedPackageName: android.restricted_package_name,
+    notification: orNothing(androidNotification(android, imageUrl)),
+  }) as messaging.AndroidConfig;
+
+  const apnsConfig = compact({
+    payload: apnsPayload(request, pushId) as unknown as messaging.ApnsPayload,
+    fcmOptions: imageUrl ? { imageUrl } : undefined,
+  }) as messaging.ApnsConfig;
+
+  const webpushConfig = compact({
+    notification: { title: web.title, ...web.options } as messaging.WebpushNotification,
+    data: { push_id: pushId },
+    fcmOptions: isHttpsUrl(link) ? { link } : undefined,
+  }) as messaging.WebpushConfig;
+
+  return {
+    token,
+    notification: compact({ title: request.title, body: request.body, imageUrl }),
+    data: { push_id: pushId },
+    android: androidConfig,
+    apns: apnsConfig,
+    webpush: webpushConfig,
+  };
+}
