@@ -6,9 +6,19 @@ import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
 import { apiKeyGuard } from './auth';
 import { registerErrorHandling } from './errors';
+import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
+import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
 import { pushRoutes } from './routes/push';
+import { statusRoutes } from './routes/status';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request body as received, for the JSON bodies of this API. */
+    rawBody?: string;
+  }
+}
 
 export interface GatewayDeps {
   config: GatewayConfig;
@@ -28,9 +38,16 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     return503OnClosing: true,
   });
   app.setValidatorCompiler(typeboxValidatorCompiler);
-  // Every body of this API is JSON, whatever Content-Type a client declares.
-  app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('*', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  // Every body of this API is JSON, whatever Content-Type a client declares. The text is kept too:
+  // the CRM's `meta` is stored and returned exactly as it was written.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
+    request.rawBody = body as string;
+    parseJson(request, body as string, done);
+  };
+  app.removeContentTypeParser(['application/json', 'text/plain']);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseKeepingText);
+  app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
   registerErrorHandling(app);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
@@ -59,12 +76,17 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
       headerNames: crmHeaderNames(config.CRM_HEADER_WORD),
       batchMaxMessages: config.BATCH_MAX_MESSAGES,
     });
+    await crm.register(statusRoutes, { db });
   });
 
   app.register(async (internal) => {
     internal.addHook('onRequest', apiKeyGuard(config.internalApiKeys));
     await internal.register(deviceRoutes, { db });
+    await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
   });
+
+  // Devices report with the push's tracking token, never an API key.
+  app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
 
   return app;
 }

@@ -2,6 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 
+const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
+
 /** Runs the loader and returns the ConfigError it throws. */
 function configError(env: Env): ConfigError {
   try {
@@ -34,6 +36,9 @@ describe('loadGatewayConfig: defaults', () => {
       MAX_EVENT_LOOP_DELAY_MS: 1000,
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
+      TRACKING_SECRET: 'dev-tracking-secret',
+      WEBHOOK_MAX_AGE: '24h',
+      webhookMaxAgeMs: 86400000,
       operatorApiKeys: ['dev-operator-key'],
       internalApiKeys: ['dev-internal-key'],
     });
@@ -152,8 +157,13 @@ describe('loadGatewayConfig: problems', () => {
 });
 
 describe('loadGatewayConfig: production', () => {
+  it('refuses the development tracking secret', () => {
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' });
+    expect(error.problems).toEqual(['TRACKING_SECRET holds the development secret; set a real one in production']);
+  });
+
   it('lists a malformed variable and the development keys together', () => {
-    const error = configError({ NODE_ENV: 'production', PORT: 'abc' });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, PORT: 'abc' });
     expect(error.problems).toEqual([
       'PORT must be a number, got "abc"',
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
@@ -162,7 +172,7 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses the development keys when the key variables are unset', () => {
-    const error = configError({ NODE_ENV: 'production' });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET });
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
       'INTERNAL_API_KEYS holds the development key; set real keys in production',
@@ -170,7 +180,7 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses the development keys when listed among real ones', () => {
-    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: `crm-key, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},backend-key` });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: `crm-key, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},backend-key` });
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
       'INTERNAL_API_KEYS holds the development key; set real keys in production',
@@ -178,12 +188,12 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses only the list that holds a development key', () => {
-    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
     expect(error.problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
   });
 
   it('accepts real keys', () => {
-    const config = loadGatewayConfig({ NODE_ENV: 'production', ...REAL_KEYS });
+    const config = loadGatewayConfig({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS });
     expect(config.NODE_ENV).toBe('production');
     expect(config.operatorApiKeys).toEqual(['crm-key-1', 'crm-key-2']);
     expect(config.internalApiKeys).toEqual(['backend-key']);
@@ -196,7 +206,7 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('reports key problems together with other key problems', () => {
-    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: DEV_OPERATOR_KEY, INTERNAL_API_KEYS: DEV_OPERATOR_KEY });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: DEV_OPERATOR_KEY, INTERNAL_API_KEYS: DEV_OPERATOR_KEY });
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key',
       'OPERATOR_API_KEYS holds the development key; set real keys in production',

@@ -1,32 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
+import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys.
 
 export const DEV_OPERATOR_KEY = 'dev-operator-key';
 export const DEV_INTERNAL_KEY = 'dev-internal-key';
-
-export const RuntimeEnv = Type.Object({
-  NODE_ENV: Type.String({ default: 'development', description: 'production turns on the production checks' }),
-  LOG_LEVEL: Type.String({ default: 'info', description: 'fatal, error, warn, info, debug, trace or silent' }),
-});
-
-export const DatabaseEnv = Type.Object({
-  DATABASE_URL: Type.String({ default: 'postgresql://postgres@127.0.0.1:5432/operator_api', description: 'PostgreSQL URL' }),
-  DATABASE_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, description: 'Connections per process' }),
-});
-
-export const RedisEnv = Type.Object({
-  REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
-  QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
-});
-
-/** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike. */
-export const PushSendEnv = Type.Object({
-  PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),
-  PUSH_SEND_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts (doubles each time, jittered)' }),
-});
 
 export const GatewayEnv = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', description: 'Address the gateway listens on' }),
@@ -40,12 +21,13 @@ export const GatewayEnv = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS'> & {
   operatorApiKeys: string[];
   internalApiKeys: string[];
+  webhookMaxAgeMs: number;
 };
 
 /** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
@@ -74,7 +56,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     if (!(error instanceof ConfigError)) throw error;
     problems.unshift(...error.problems);
   }
+  if (raw) problems.push(...trackingProblems(raw));
   if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, ...rest } = raw;
-  return { ...rest, operatorApiKeys, internalApiKeys };
+  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE) };
 }

@@ -1,4 +1,6 @@
 export * from './env';
+export * from './base';
 export * from './config';
 export * from './push';
 export * from './logger';
+export * from './events';

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { ConfigError, type Env } from './env';
 import { loadPushWorkerConfig, type PushProviderName } from './push';
 
+const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
+
 let dir: string;
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'push-config-'));
@@ -98,7 +100,7 @@ describe('loadPushWorkerConfig: production', () => {
     ['apns', 'APNS_KEY_FILE, APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC'],
     ['webpush', 'VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT'],
   ] as const)('refuses the %s sandbox, naming %s and PUSH_CREDENTIALS_FILE', (provider, variables) => {
-    const error = configError(provider, { NODE_ENV: 'production' });
+    const error = configError(provider, { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET });
     expect(error.problems).toHaveLength(1);
     expect(error.problems[0]).toContain(`no ${provider} credentials`);
     expect(error.problems[0]).toContain(variables);
@@ -107,22 +109,22 @@ describe('loadPushWorkerConfig: production', () => {
   });
 
   it('runs fcm with a service account', () => {
-    const config = loadPushWorkerConfig('fcm', { NODE_ENV: 'production', FCM_SERVICE_ACCOUNT_FILE: jsonFile(SERVICE_ACCOUNT) });
+    const config = loadPushWorkerConfig('fcm', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, FCM_SERVICE_ACCOUNT_FILE: jsonFile(SERVICE_ACCOUNT) });
     expect(config.sandbox).toBe(false);
     expect(config.NODE_ENV).toBe('production');
   });
 
   it('runs apns with a key', () => {
-    expect(loadPushWorkerConfig('apns', { NODE_ENV: 'production', ...apnsEnv() }).sandbox).toBe(false);
+    expect(loadPushWorkerConfig('apns', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...apnsEnv() }).sandbox).toBe(false);
   });
 
   it('runs webpush with VAPID keys', () => {
-    expect(loadPushWorkerConfig('webpush', { NODE_ENV: 'production', ...VAPID }).sandbox).toBe(false);
+    expect(loadPushWorkerConfig('webpush', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...VAPID }).sandbox).toBe(false);
   });
 
   it('runs with brand credentials only', () => {
     const credentials = jsonFile({ brands: { '3': { webpush: { publicKey: 'pub', privateKey: 'priv', subject: 'https://example.com' } } } });
-    const config = loadPushWorkerConfig('webpush', { NODE_ENV: 'production', PUSH_CREDENTIALS_FILE: credentials });
+    const config = loadPushWorkerConfig('webpush', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, PUSH_CREDENTIALS_FILE: credentials });
     expect(config.sandbox).toBe(false);
     expect(config.credentials.default).toBeUndefined();
   });
@@ -341,7 +343,7 @@ describe('loadPushWorkerConfig: PUSH_CREDENTIALS_FILE', () => {
         '3': { fcm: { serviceAccountFile: file('not json') } },
       },
     });
-    const error = configError('fcm', { NODE_ENV: 'production', PUSH_CREDENTIALS_FILE: path, FCM_SERVICE_ACCOUNT_FILE: jsonFile({ project_id: 'p' }) });
+    const error = configError('fcm', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, PUSH_CREDENTIALS_FILE: path, FCM_SERVICE_ACCOUNT_FILE: jsonFile({ project_id: 'p' }) });
     // Brands come in object-key order: integer-like keys first, then the rest.
     expect(error.problems).toEqual([
       expect.stringMatching(/^default fcm credentials: .* has no client_email$/),
@@ -363,7 +365,7 @@ describe("loadPushWorkerConfig: another provider's variables", () => {
   });
 
   it('fcm in production is not satisfied by VAPID variables', () => {
-    expect(configError('fcm', { NODE_ENV: 'production', ...VAPID }).problems).toEqual([expect.stringContaining('no fcm credentials')]);
+    expect(configError('fcm', { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...VAPID }).problems).toEqual([expect.stringContaining('no fcm credentials')]);
   });
 
   it('webpush ignores the APNs and FCM variables, even broken ones', () => {

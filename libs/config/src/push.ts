@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './config';
+import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { TrackingEnv, trackingProblems } from './events';
 
 export const PushWorkerEnv = Type.Object({
   PUSH_WORKER_CONCURRENCY: Type.Integer({ default: 10, minimum: 1, description: 'Send jobs one worker process runs at once' }),
@@ -58,7 +59,7 @@ export interface ProviderCredentials<P extends PushProviderName> {
   brands: Map<string, Credentials[P]>;
 }
 
-const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, PushSendEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
 export type PushWorkerConfig<P extends PushProviderName> = Static<typeof WorkerConfigSchema> & {
   provider: P;
   credentials: ProviderCredentials<P>;
@@ -173,7 +174,7 @@ const DEFAULT_VARIABLES: Record<PushProviderName, string[]> = {
  */
 export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
   const raw = parseEnv(WorkerConfigSchema, env);
-  const problems: Problems = [];
+  const problems: Problems = trackingProblems(raw);
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {

@@ -2,3 +2,4 @@ export * from './push';
 export * from './device';
 export * from './headers';
 export * from './validation';
+export * from './raw-json';

@@ -119,8 +119,9 @@ export interface SettledMessage {
 
 /**
  * Moves accepted messages forward from their deliveries: `sent` as soon as one device accepted
- * it, `failed` (with the reasons) once every delivery is final and none was sent. Answers the
- * messages that changed; a message already moved on is left alone.
+ * it, `failed` (with the reasons) once every delivery is final and none was sent. Each change
+ * writes its status event in the same statement (the outbox). Answers the messages that changed; a
+ * message already moved on is left alone.
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
   if (!pushIds.length) return [];
@@ -130,14 +131,19 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
               count(*) FILTER (WHERE status = 'sent') AS sent,
               count(*) FILTER (WHERE status IN ('pending', 'sending')) AS open,
               string_agg(DISTINCT error_code, ', ' ORDER BY error_code) AS errors
-         FROM deliveries WHERE message_id = ANY($1::uuid[]) GROUP BY message_id)
-     UPDATE messages m
-        SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
-            error = CASE WHEN t.sent > 0 THEN NULL ELSE t.errors END,
-            updated_at = now()
-       FROM tally t
-      WHERE m.id = t.message_id AND m.status = 'accepted' AND (t.sent > 0 OR t.open = 0)
-      RETURNING m.id, m.status::text AS status, m.error`,
+         FROM deliveries WHERE message_id = ANY($1::uuid[]) GROUP BY message_id),
+     settled AS (
+       UPDATE messages m
+          SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
+              error = CASE WHEN t.sent > 0 THEN NULL ELSE t.errors END,
+              updated_at = now()
+         FROM tally t
+        WHERE m.id = t.message_id AND m.status = 'accepted' AND (t.sent > 0 OR t.open = 0)
+        RETURNING m.id, m.status::text AS status, m.error),
+     evented AS (
+       INSERT INTO events (id, topic, ordering_key, push_id, status, error)
+       SELECT gen_random_uuid(), 'push.status', s.id::text, s.id, s.status, s.error FROM settled s ORDER BY s.id)
+     SELECT id, status, error FROM settled`,
     [pushIds],
   );
   return rows;

@@ -15,7 +15,8 @@ export type NewMessage = MessageKey & {
   origin: string | null;
   /** The request as sent, unknown fields included. */
   payload: unknown;
-  meta: unknown;
+  /** `meta` as the exact JSON text the CRM sent (kept byte for byte), or null. */
+  meta: string | null;
   crmHeaders: Record<string, string>;
 };
 
@@ -73,7 +74,7 @@ export async function insertMessages(sql: Sql, messages: NewMessage[]): Promise<
       column((m) => m.triggerHash),
       column((m) => m.origin),
       column((m) => json(m.payload)),
-      column((m) => json(m.meta)),
+      column((m) => m.meta),
       column((m) => json(m.crmHeaders)),
     ],
   );

@@ -45,7 +45,11 @@ export interface Aps {
 }
 
 /** The APNs payload of a push: `aps`, plus our keys beside it (push_id, and image_url for a notification service extension). */
-export function apnsPayload(request: PushRequest, pushId: string): { aps: Aps; push_id: string; image_url?: string } {
+export function apnsPayload(
+  request: PushRequest,
+  pushId: string,
+  trackingToken?: string,
+): { aps: Aps; push_id: string; tracking_token?: string; image_url?: string } {
   const ios = request.ios ?? {};
   const alert = compact({
     title: request.title,
@@ -67,7 +71,12 @@ export function apnsPayload(request: PushRequest, pushId: string): { aps: Aps; p
     'thread-id': ios.thread_id,
     'mutable-content': request.image_url ? (1 as const) : undefined,
   }) as Aps;
-  return compact({ aps, push_id: pushId, image_url: request.image_url }) as { aps: Aps; push_id: string; image_url?: string };
+  return compact({ aps, push_id: pushId, tracking_token: trackingToken, image_url: request.image_url }) as {
+    aps: Aps;
+    push_id: string;
+    tracking_token?: string;
+    image_url?: string;
+  };
 }
 
 export interface WebNotification {
@@ -85,7 +94,7 @@ export interface WebNotification {
     tag?: string;
     timestamp?: number;
     vibrate?: number[];
-    data: { push_id: string; link?: string };
+    data: { push_id: string; tracking_token?: string; link?: string };
   };
 }
 
@@ -96,7 +105,7 @@ function epochMs(timestamp: number | undefined): number | undefined {
 }
 
 /** What a service worker passes to showNotification(title, options). */
-export function webNotification(request: PushRequest, pushId: string): WebNotification {
+export function webNotification(request: PushRequest, pushId: string, trackingToken?: string): WebNotification {
   const web = request.web ?? {};
   const vibrate = web.vibrate?.map(Number).filter((ms) => Number.isFinite(ms) && ms >= 0);
   return {
@@ -114,7 +123,7 @@ export function webNotification(request: PushRequest, pushId: string): WebNotifi
       tag: web.tag,
       timestamp: epochMs(web.timestamp),
       vibrate: vibrate?.length ? vibrate : undefined,
-      data: compact({ push_id: pushId, link: web.link }),
+      data: compact({ push_id: pushId, tracking_token: trackingToken, link: web.link }),
     }) as WebNotification['options'],
   };
 }

@@ -8,6 +8,8 @@ export interface Notification {
   pushId: string;
   /** The CRM's request as stored (contract 2.1), unknown fields included. */
   request: PushRequest;
+  /** Proves a device's open/click report for this push (an HMAC of the push id); sent beside push_id. */
+  trackingToken?: string;
 }
 
 /** One device to send to. */

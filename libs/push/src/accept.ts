@@ -40,7 +40,13 @@ interface Pending {
 
 const toBig = (value: number) => BigInt(value);
 
-function toNewMessage(request: PushRequest, headers: CrmHeaders): NewMessage {
+/** `meta` as the CRM wrote it when its raw text is known, else as serialized here. */
+function metaText(request: PushRequest, rawMeta: string | undefined): string | null {
+  if (rawMeta !== undefined && rawMeta !== 'null') return rawMeta;
+  return request.meta === undefined ? null : JSON.stringify(request.meta);
+}
+
+function toNewMessage(request: PushRequest, headers: CrmHeaders, rawMeta: string | undefined): NewMessage {
   const { activity } = request;
   return {
     id: uuidv7(),
@@ -53,7 +59,7 @@ function toNewMessage(request: PushRequest, headers: CrmHeaders): NewMessage {
     triggerHash: activity.trigger_hash,
     origin: activity.origin ?? null,
     payload: request,
-    meta: request.meta,
+    meta: metaText(request, rawMeta),
     crmHeaders: headers,
   };
 }
@@ -70,7 +76,8 @@ function unavailable(error: unknown): never {
 }
 
 /**
- * Accepts valid push requests exactly once per (activity.brand_id, activity.id).
+ * Accepts valid push requests exactly once per (activity.brand_id, activity.id). `rawMetas` holds
+ * each request's `meta` as the CRM wrote it, so it can be returned byte for byte.
  *
  * A message is answered as accepted only once it is committed in PostgreSQL together with its
  * deliveries, and its send job is in Redis: the jobs are added inside the transaction, just before
@@ -78,9 +85,14 @@ function unavailable(error: unknown): never {
  * or an identical request racing this one) are answered with their first push_id and not queued
  * again. Throws UnavailableError when a store is down, so the whole request is answered 503.
  */
-export async function acceptMessages(deps: AcceptDeps, requests: PushRequest[], headers: CrmHeaders): Promise<Outcome[]> {
+export async function acceptMessages(
+  deps: AcceptDeps,
+  requests: PushRequest[],
+  headers: CrmHeaders,
+  rawMetas: (string | undefined)[] = [],
+): Promise<Outcome[]> {
   if (!redisReady(deps.redis)) throw new UnavailableError('queue is unavailable, retry later');
-  const messages = requests.map((request) => toNewMessage(request, headers));
+  const messages = requests.map((request, i) => toNewMessage(request, headers, rawMetas[i]));
   const keys = messages.map(messageKey);
 
   let known: Map<string, string>;

@@ -74,6 +74,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     leaseMs: 60000,
     visibilityGraceMs: 30000,
     parallelMessages: 4,
+    trackingSecret: 'test-tracking-secret',
     ...overrides,
   });
 

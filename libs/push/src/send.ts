@@ -12,6 +12,7 @@ import {
   type SettledMessage,
 } from '@operator/db';
 import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
+import { trackingToken } from './tracking';
 
 export interface Logger {
   info(details: object, message: string): void;
@@ -31,6 +32,8 @@ export interface SendDeps {
   visibilityGraceMs: number;
   /** Messages of one job sent at the same time. */
   parallelMessages: number;
+  /** Key of each push's tracking token. */
+  trackingSecret: string;
 }
 
 export interface SendJobContext {
@@ -127,7 +130,8 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     let results: SendResult[];
     try {
       const provider = deps.providerFor(message.brandId);
-      results = await provider.send({ pushId: messageId, request: message.payload as PushRequest }, deliveries.map(target));
+      const notification = { pushId: messageId, request: message.payload as PushRequest, trackingToken: trackingToken(deps.trackingSecret, messageId) };
+      results = await provider.send(notification, deliveries.map(target));
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       log.error({ err: error, pushId: messageId }, 'provider failed unexpectedly');

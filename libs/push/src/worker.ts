@@ -46,6 +46,7 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
           leaseMs: config.PUSH_CLAIM_LEASE_MS,
           visibilityGraceMs: 30000,
           parallelMessages: config.PUSH_WORKER_PARALLEL_MESSAGES,
+          trackingSecret: config.TRACKING_SECRET,
         },
         run,
       ),

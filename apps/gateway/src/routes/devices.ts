@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
 import { checkDeviceCredential, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
-import { deleteDevice, isDbUnavailable, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
-import { UnavailableError } from '@operator/push';
+import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
+import { orUnavailable } from './unavailable';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 503: ErrorSchema };
@@ -21,15 +21,6 @@ export function deviceView(device: Device): DeviceView {
     created_at: device.createdAt.toISOString(),
     updated_at: device.updatedAt.toISOString(),
   };
-}
-
-async function orUnavailable<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (isDbUnavailable(error)) throw new UnavailableError('device store is unavailable, retry later', { cause: error });
-    throw error;
-  }
 }
 
 /** The device registry: the operator's own back end tells us which devices each player has. */

@@ -7,6 +7,7 @@ import {
   ErrorSchema,
   PushAcceptedSchema,
   PushRequestSchema,
+  rawField,
   readCrmHeaders,
   type BatchResult,
   type CrmHeaderField,
@@ -40,7 +41,8 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       },
     },
     async (request, reply) => {
-      const [outcome] = await acceptMessages(accept, [request.body], readCrmHeaders(request.headers, headerNames));
+      const rawMeta = request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'meta') as string | undefined);
+      const [outcome] = await acceptMessages(accept, [request.body], readCrmHeaders(request.headers, headerNames), [rawMeta]);
       switch (outcome.kind) {
         case 'accepted':
           return reply.code(200).send({ push_id: outcome.pushId });
@@ -71,10 +73,12 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
         else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.error}` });
       });
 
+      const rawMetas = request.rawBody === undefined ? [] : (rawField(request.rawBody, 'meta') as (string | undefined)[]);
       const outcomes = await acceptMessages(
         accept,
         valid.map((entry) => entry.message),
         readCrmHeaders(request.headers, headerNames),
+        valid.map((entry) => rawMetas[entry.index]),
       );
       outcomes.forEach((outcome, i) => {
         const id = valid[i].message.activity.id;

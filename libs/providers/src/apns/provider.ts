@@ -184,7 +184,7 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
       const { request, pushId } = notification;
 
       const note = new apn.Notification();
-      note.rawPayload = apnsPayload(request, pushId);
+      note.rawPayload = apnsPayload(request, pushId, notification.trackingToken);
       note.topic = options.topic;
       note.pushType = 'alert';
       note.priority = 10;

@@ -84,10 +84,11 @@ function androidNotification(android: Android, imageUrl: string | undefined): me
 
 /** One FCM message for one registration token. */
 export function toFcmMessage(notification: Notification, token: string): TokenMessage {
-  const { request, pushId } = notification;
+  const { request, pushId, trackingToken } = notification;
+  const data = compact({ push_id: pushId, tracking_token: trackingToken }) as Record<string, string>;
   const android: Android = request.android ?? {};
   const imageUrl = isFcmUrl(request.image_url) ? request.image_url : undefined;
-  const web = webNotification(request, pushId);
+  const web = webNotification(request, pushId, trackingToken);
   const link = request.web?.link;
 
   const androidConfig = compact({
@@ -99,20 +100,20 @@ export function toFcmMessage(notification: Notification, token: string): TokenMe
   }) as messaging.AndroidConfig;
 
   const apnsConfig = compact({
-    payload: apnsPayload(request, pushId) as unknown as messaging.ApnsPayload,
+    payload: apnsPayload(request, pushId, trackingToken) as unknown as messaging.ApnsPayload,
     fcmOptions: imageUrl ? { imageUrl } : undefined,
   }) as messaging.ApnsConfig;
 
   const webpushConfig = compact({
     notification: { title: web.title, ...web.options } as messaging.WebpushNotification,
-    data: { push_id: pushId },
+    data,
     fcmOptions: isHttpsUrl(link) ? { link } : undefined,
   }) as messaging.WebpushConfig;
 
   return {
     token,
     notification: compact({ title: request.title, body: request.body, imageUrl }),
-    data: { push_id: pushId },
+    data,
     android: androidConfig,
     apns: apnsConfig,
     webpush: webpushConfig,

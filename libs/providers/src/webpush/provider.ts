@@ -28,8 +28,8 @@ const DEFAULT_CONCURRENCY = 16;
 
 /** The JSON a service worker receives: `self.registration.showNotification(title, options)`; push_id for open/click reports. */
 export function webPushPayload(notification: Notification): string {
-  const { title, options } = webNotification(notification.request, notification.pushId);
-  return JSON.stringify({ title, options, push_id: notification.pushId });
+  const { title, options } = webNotification(notification.request, notification.pushId, notification.trackingToken);
+  return JSON.stringify({ title, options, push_id: notification.pushId, ...(notification.trackingToken ? { tracking_token: notification.trackingToken } : {}) });
 }
 
 export function createWebPushProvider(options: WebPushProviderOptions): PushProvider {

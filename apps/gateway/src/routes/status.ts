@@ -1,0 +1,72 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { readPushFeed, readPushStatus, sequenceFeed, type Db, type PushStatusRow } from '@operator/db';
+import { pushEventBody } from '@operator/webhooks';
+import { orUnavailable } from './unavailable';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_STATUS_IDS = 100;
+const MAX_FEED_LIMIT = 1000;
+
+/** A push's state as JSON text, with `meta` spliced in exactly as the CRM sent it. */
+function statusJson(row: PushStatusRow): string {
+  const head = JSON.stringify({
+    push_id: row.id,
+    status: row.status,
+    ...(row.error ? { error: row.error } : {}),
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+    deliveries: row.deliveries,
+  });
+  return `${head.slice(0, -1)},"meta":${row.meta ?? '{}'}}`;
+}
+
+/** Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta. */
+export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
+  app.get<{ Querystring: { push_id?: string | string[] } }>(
+    '/channels/push/status',
+    { schema: { querystring: Type.Object({ push_id: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])) }) } },
+    async (request, reply) => {
+      const raw = request.query.push_id;
+      const ids = [...new Set(raw === undefined ? [] : Array.isArray(raw) ? raw : [raw])];
+      if (!ids.length) return reply.code(400).send({ error: 'give one or more push_id query parameters' });
+      if (ids.length > MAX_STATUS_IDS) return reply.code(400).send({ error: `at most ${MAX_STATUS_IDS} push_id at once` });
+      const bad = ids.find((id) => !UUID.test(id));
+      if (bad) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
+      const rows = await orUnavailable(readPushStatus(db.pool, ids));
+      const found = new Set(rows.map((row) => row.id));
+      const notFound = JSON.stringify(ids.filter((id) => !found.has(id)));
+      return reply.type('application/json').send(`{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
+    },
+  );
+
+  app.get<{ Querystring: { after?: string; limit?: string } }>(
+    '/channels/push/events',
+    {
+      schema: {
+        querystring: Type.Object({
+          after: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$', errorMessage: 'must be a cursor from an earlier answer' })),
+          limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', errorMessage: `must be a number from 1 to ${MAX_FEED_LIMIT}` })),
+        }),
+      },
+    },
+    async (request, reply) => {
+      const limit = Number(request.query.limit ?? 100);
+      if (limit < 1 || limit > MAX_FEED_LIMIT) return reply.code(400).send({ error: `limit must be a number from 1 to ${MAX_FEED_LIMIT}` });
+      const after = BigInt(request.query.after ?? '0');
+      await orUnavailable(sequenceFeed(db));
+      const rows = await orUnavailable(readPushFeed(db.pool, after, limit));
+      const events = rows.map((row) => `{"cursor":"${row.feedSeq}",${pushEventBody(row).slice(1)}`);
+      const next = rows.length ? rows[rows.length - 1].feedSeq : after.toString();
+      return reply.type('application/json').send(`{"events":[${events.join(',')}],"next_cursor":"${next}"}`);
+    },
+  );
+
+  app.get<{ Params: { push_id: string } }>('/channels/push/:push_id', async (request, reply) => {
+    const id = request.params.push_id;
+    if (!UUID.test(id)) return reply.code(404).send({ error: `no push ${id}` });
+    const [row] = await orUnavailable(readPushStatus(db.pool, [id]));
+    if (!row) return reply.code(404).send({ error: `no push ${id}` });
+    return reply.type('application/json').send(statusJson(row));
+  });
+}

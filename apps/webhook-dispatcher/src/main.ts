@@ -1,0 +1,58 @@
+// Delivers the outbox's events to the CRM: push statuses to CRM_STATUS_WEBHOOK_URL, bonus and
+// balance events to CRM_EVENTS_BASE_URL. Several instances may run; each event goes out once per
+// successful answer, in order per push.
+import { ConfigError, createLogger, loadDispatcherConfig } from '@operator/config';
+import { closeDb, createDb, PUSH_STATUS_TOPIC } from '@operator/db';
+import { createDispatcher } from '@operator/webhooks';
+
+function main() {
+  const config = loadDispatcherConfig();
+  const log = createLogger('webhook-dispatcher', config.LOG_LEVEL);
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  const eventsBase = config.CRM_EVENTS_BASE_URL.replace(/\/+$/, '');
+  const dispatcher = createDispatcher({
+    db,
+    log,
+    urls: {
+      [PUSH_STATUS_TOPIC]: config.CRM_STATUS_WEBHOOK_URL || undefined,
+      bonus: eventsBase ? `${eventsBase}/v1/integration/bonus` : undefined,
+      balance: eventsBase ? `${eventsBase}/v1/integration/user/balances` : undefined,
+    },
+    secret: config.CRM_WEBHOOK_SECRET,
+    auth: {
+      basic: config.CRM_WEBHOOK_USERNAME ? { username: config.CRM_WEBHOOK_USERNAME, password: config.CRM_WEBHOOK_PASSWORD } : undefined,
+      apiKey: config.CRM_WEBHOOK_API_KEY ? { header: config.CRM_WEBHOOK_API_KEY_HEADER, value: config.CRM_WEBHOOK_API_KEY } : undefined,
+    },
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    concurrency: config.WEBHOOK_CONCURRENCY,
+    batchSize: 100,
+    leaseMs: Math.max(30000, config.WEBHOOK_TIMEOUT_MS * 3),
+    maxAgeMs: config.maxAgeMs,
+    backoffMs: config.WEBHOOK_BACKOFF_MS,
+    maxBackoffMs: config.WEBHOOK_MAX_BACKOFF_MS,
+    idleMs: config.WEBHOOK_POLL_MS,
+  });
+  if (!config.CRM_STATUS_WEBHOOK_URL) log.info({}, 'CRM_STATUS_WEBHOOK_URL is not set: push statuses are available by polling only');
+  if (!eventsBase) log.info({}, 'CRM_EVENTS_BASE_URL is not set: bonus and balance events wait in the outbox');
+  dispatcher.start();
+  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null }, 'webhook dispatcher started');
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    log.info({ signal }, 'shutting down: finishing the deliveries in flight');
+    await dispatcher.stop();
+    await closeDb(db);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+try {
+  main();
+} catch (error) {
+  console.error(error instanceof ConfigError ? error.message : error);
+  process.exit(1);
+}

@@ -1,0 +1,24 @@
+import { Type } from '@sinclair/typebox';
+
+// Settings every process shares, one schema per concern.
+
+export const RuntimeEnv = Type.Object({
+  NODE_ENV: Type.String({ default: 'development', description: 'production turns on the production checks' }),
+  LOG_LEVEL: Type.String({ default: 'info', description: 'fatal, error, warn, info, debug, trace or silent' }),
+});
+
+export const DatabaseEnv = Type.Object({
+  DATABASE_URL: Type.String({ default: 'postgresql://postgres@127.0.0.1:5432/operator_api', description: 'PostgreSQL URL' }),
+  DATABASE_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, description: 'Connections per process' }),
+});
+
+export const RedisEnv = Type.Object({
+  REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
+  QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
+});
+
+/** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike. */
+export const PushSendEnv = Type.Object({
+  PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),
+  PUSH_SEND_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts (doubles each time, jittered)' }),
+});

@@ -1,0 +1,74 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError, parseEnv, type Env } from './env';
+import { DatabaseEnv, RuntimeEnv } from './base';
+
+export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
+export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
+
+/** Signs the tracking token each push carries (gateway and workers share it). */
+export const TrackingEnv = Type.Object({
+  TRACKING_SECRET: Type.String({ default: DEV_TRACKING_SECRET, minLength: 16, description: 'Key of the HMAC that makes each push’s tracking token' }),
+});
+
+export const WebhookAgeEnv = Type.Object({
+  WEBHOOK_MAX_AGE: Type.String({ default: '24h', pattern: '^\\d+\\s*[smhd]?$', description: 'How long an event is retried before it goes to the dead letters ("24h", "90m", "3600")' }),
+});
+
+export const DispatcherEnv = Type.Object({
+  CRM_STATUS_WEBHOOK_URL: Type.String({ default: '', description: 'Where push status events are POSTed; empty: polling only' }),
+  CRM_EVENTS_BASE_URL: Type.String({ default: '', description: "The CRM's real-time data API; bonus events go to /v1/integration/bonus, balances to /v1/integration/user/balances" }),
+  CRM_WEBHOOK_SECRET: Type.String({ default: DEV_WEBHOOK_SECRET, minLength: 16, description: 'Key of the HMAC-SHA256 X-Signature on every request' }),
+  CRM_WEBHOOK_USERNAME: Type.String({ default: '', description: 'Basic auth user towards the CRM (with CRM_WEBHOOK_PASSWORD)' }),
+  CRM_WEBHOOK_PASSWORD: Type.String({ default: '', description: 'Basic auth password towards the CRM' }),
+  CRM_WEBHOOK_API_KEY_HEADER: Type.String({ default: 'X-Api-Key', description: 'Header that carries CRM_WEBHOOK_API_KEY' }),
+  CRM_WEBHOOK_API_KEY: Type.String({ default: '', description: 'API key towards the CRM, if it wants one' }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'Time to wait for the CRM to answer one event' }),
+  WEBHOOK_CONCURRENCY: Type.Integer({ default: 16, minimum: 1, description: 'Events posted at once' }),
+  WEBHOOK_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts' }),
+  WEBHOOK_MAX_BACKOFF_MS: Type.Integer({ default: 600000, minimum: 1, description: 'Longest wait between two attempts' }),
+  WEBHOOK_POLL_MS: Type.Integer({ default: 200, minimum: 10, description: 'Pause between looks at the outbox when it is empty' }),
+});
+
+const UNIT_MS: Record<string, number> = { '': 1000, s: 1000, m: 60000, h: 3600000, d: 86400000 };
+
+/** "24h", "90m", "30s", "2d" or plain seconds, in milliseconds. */
+export function durationMs(text: string): number {
+  const match = text.trim().match(/^(\d+)\s*([smhd]?)$/);
+  if (!match) throw new ConfigError([`"${text}" is not a duration (like 24h, 90m, 3600)`]);
+  return Number(match[1]) * UNIT_MS[match[2]];
+}
+
+const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, DispatcherEnv, WebhookAgeEnv]);
+export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number };
+
+function checkUrl(name: string, value: string, problems: string[]) {
+  if (!value) return;
+  try {
+    const url = new URL(value);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') problems.push(`${name} must be an http(s) URL`);
+  } catch {
+    problems.push(`${name} must be a URL, got "${value}"`);
+  }
+}
+
+export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
+  const raw = parseEnv(DispatcherConfigSchema, env);
+  const problems: string[] = [];
+  checkUrl('CRM_STATUS_WEBHOOK_URL', raw.CRM_STATUS_WEBHOOK_URL, problems);
+  checkUrl('CRM_EVENTS_BASE_URL', raw.CRM_EVENTS_BASE_URL, problems);
+  if (Boolean(raw.CRM_WEBHOOK_USERNAME) !== Boolean(raw.CRM_WEBHOOK_PASSWORD)) {
+    problems.push('CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD go together');
+  }
+  if (raw.NODE_ENV === 'production' && raw.CRM_WEBHOOK_SECRET === DEV_WEBHOOK_SECRET) {
+    problems.push('CRM_WEBHOOK_SECRET holds the development secret; set a real one in production');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE) };
+}
+
+/** TRACKING_SECRET, refused in production while it is the development one. */
+export function trackingProblems(env: { NODE_ENV: string; TRACKING_SECRET: string }): string[] {
+  return env.NODE_ENV === 'production' && env.TRACKING_SECRET === DEV_TRACKING_SECRET
+    ? ['TRACKING_SECRET holds the development secret; set a real one in production']
+    : [];
+}

@@ -1,0 +1,17 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The token a push carries so the player's device can report it delivered, opened or clicked: an
+ * HMAC of the push id. It proves the report is about a push the device received, and no API key
+ * ever ships inside an app.
+ */
+export function trackingToken(secret: string, pushId: string): string {
+  return createHmac('sha256', secret).update(`push:${pushId}`).digest('base64url');
+}
+
+export function isValidTrackingToken(secret: string, pushId: string, token: unknown): boolean {
+  if (typeof token !== 'string') return false;
+  const expected = Buffer.from(trackingToken(secret, pushId));
+  const given = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}

@@ -1,0 +1,26 @@
+import type { PushEventRow } from '@operator/db';
+
+/**
+ * The JSON body of a push status event, as text. `meta` is spliced in as the exact JSON the CRM
+ * sent with the push, so it comes back byte for byte; a push sent without meta carries `{}`.
+ */
+export function pushEventBody(row: PushEventRow): string {
+  const head = {
+    event_id: row.id,
+    push_id: row.pushId,
+    status: row.status,
+    timestamp: row.occurredAt.toISOString(),
+    activity: {
+      id: Number(row.crmMessageId),
+      brand_id: Number(row.brandId),
+      user_id: row.userId,
+      activity_id: Number(row.activityId),
+      action_group_id: Number(row.actionGroupId),
+      action_id: Number(row.actionId),
+      trigger_hash: row.triggerHash,
+    },
+    ...(row.error ? { error: row.error } : {}),
+  };
+  const json = JSON.stringify(head);
+  return `${json.slice(0, -1)},"meta":${row.meta ?? '{}'}}`;
+}

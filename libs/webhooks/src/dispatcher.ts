@@ -1,0 +1,182 @@
+import {
+  claimDueEvents,
+  pushEventRows,
+  recordDispatch,
+  sequenceFeed,
+  type Db,
+  type DispatchResult,
+  type DueEvent,
+} from '@operator/db';
+import { pushEventBody } from './body';
+import { SIGNATURE_HEADER, signatureHeader } from './signature';
+
+export interface Logger {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+export interface WebhookAuth {
+  basic?: { username: string; password: string };
+  apiKey?: { header: string; value: string };
+}
+
+export interface DispatcherOptions {
+  db: Db;
+  log: Logger;
+  /** Where each topic's events go; a topic without a URL is not dispatched (polling only). */
+  urls: Record<string, string | undefined>;
+  secret: string;
+  auth: WebhookAuth;
+  timeoutMs: number;
+  concurrency: number;
+  batchSize: number;
+  /** How long a claimed event stays ours; a dispatcher killed mid-post leaves it to be taken again after this. */
+  leaseMs: number;
+  maxAgeMs: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** Pause between polls when there is nothing to send. */
+  idleMs: number;
+}
+
+const RETRIED_STATUSES = new Set([408, 425, 429]);
+
+export function isRetried(status: number): boolean {
+  return status >= 500 || RETRIED_STATUSES.has(status);
+}
+
+/** Exponential backoff with jitter, capped; never sooner than the receiver's Retry-After. */
+export function webhookBackoffMs(attempt: number, baseMs: number, maxMs: number, retryAfterMs = 0): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1));
+  return Math.max(Math.round(ceiling / 2 + Math.random() * (ceiling / 2)), retryAfterMs);
+}
+
+function retryAfterMs(header: string | null): number {
+  if (!header) return 0;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? 0 : Math.max(0, date - Date.now());
+}
+
+export interface Dispatcher {
+  /** One round: claim due events, post them, record the outcomes. Answers how many were claimed. */
+  runOnce(): Promise<number>;
+  /** Runs rounds until stop(). */
+  start(): void;
+  /** Finishes the round in flight, then stops. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Delivers outbox events to the CRM: JSON POSTs, signed, authenticated as configured. Retries
+ * timeouts, network errors, 408, 425, 429 and 5xx with backoff until the event's maximum age;
+ * other answers, and events past their age, go to the dead letters. Events of one push go in order.
+ */
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  const { db, log } = options;
+  const topics = Object.entries(options.urls)
+    .filter(([, url]) => url)
+    .map(([topic]) => topic);
+  const baseHeaders: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'crm-operator-api/webhook' };
+  if (options.auth.basic) {
+    const { username, password } = options.auth.basic;
+    baseHeaders.authorization = `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
+  }
+  if (options.auth.apiKey) baseHeaders[options.auth.apiKey.header.toLowerCase()] = options.auth.apiKey.value;
+
+  async function post(url: string, body: string): Promise<{ ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number }> {
+    try {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { ...baseHeaders, [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
+        body,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+      if (response.ok) return { ok: true };
+      return {
+        ok: false,
+        retry: isRetried(response.status),
+        error: `HTTP ${response.status}`,
+        retryAfterMs: retryAfterMs(response.headers.get('retry-after')),
+      };
+    } catch (error) {
+      const reason = (error as Error).name === 'TimeoutError' ? `timeout after ${options.timeoutMs} ms` : ((error as Error).cause as Error)?.message ?? (error as Error).message;
+      return { ok: false, retry: true, error: reason, retryAfterMs: 0 };
+    }
+  }
+
+  async function dispatch(event: DueEvent, body: string): Promise<DispatchResult> {
+    const outcome = await post(options.urls[event.topic]!, body);
+    if (outcome.ok) return { id: event.id, outcome: 'delivered' };
+    const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
+    const nextAt = Date.now() + webhookBackoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
+    if (!outcome.retry) return { id: event.id, outcome: 'dead', error: outcome.error };
+    if (nextAt > expiresAt) return { id: event.id, outcome: 'dead', error: `${outcome.error}; gave up after the maximum age` };
+    return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
+  }
+
+  async function runOnce(): Promise<number> {
+    await sequenceFeed(db);
+    const events = await claimDueEvents(db.pool, topics, options.batchSize, options.leaseMs);
+    if (!events.length) return 0;
+    const pushRows = new Map((await pushEventRows(db.pool, events.filter((e) => e.pushId).map((e) => e.id))).map((row) => [row.id, row]));
+    const results: DispatchResult[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(options.concurrency, events.length) }, async () => {
+        while (next < events.length) {
+          const event = events[next++];
+          const body = event.body ?? (pushRows.has(event.id) ? pushEventBody(pushRows.get(event.id)!) : undefined);
+          if (body === undefined) {
+            results.push({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
+            continue;
+          }
+          results.push(await dispatch(event, body));
+        }
+      }),
+    );
+    await recordDispatch(db.pool, results);
+    const dead = results.filter((r) => r.outcome === 'dead');
+    if (dead.length) log.warn({ events: dead.map((r) => r.id) }, 'events moved to the dead letters');
+    return events.length;
+  }
+
+  let running = false;
+  let loop: Promise<void> | undefined;
+  let wake: (() => void) | undefined;
+
+  return {
+    runOnce,
+    start() {
+      if (running) return;
+      running = true;
+      loop = (async () => {
+        while (running) {
+          let claimed = 0;
+          try {
+            claimed = await runOnce();
+          } catch (error) {
+            log.error({ err: error }, 'dispatch round failed');
+          }
+          if (running && claimed < options.batchSize) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, options.idleMs);
+              wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+          }
+        }
+      })();
+    },
+    async stop() {
+      running = false;
+      wake?.();
+      await loop;
+    },
+  };
+}
