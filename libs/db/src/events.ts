@@ -23,7 +23,7 @@ export async function recordEngagement(sql: Sql, pushId: string, type: Engagemen
   await sql.query(`UPDATE messages SET status = $2::"MessageStatus", updated_at = now() WHERE id = $1`, [pushId, type]);
   await sql.query(
     `INSERT INTO events (id, topic, ordering_key, push_id, status)
-     SELECT e.id, $1, $2, $2::uuid, e.status FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS e(id, status, n) ORDER BY e.n`,
+     SELECT e.id, $1, $2::text, $2::text::uuid, e.status FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS e(id, status, n) ORDER BY e.n`,
     [PUSH_STATUS_TOPIC, pushId, steps.map(() => randomUUID()), steps],
   );
   return { found: true, changed: true, status: type };
