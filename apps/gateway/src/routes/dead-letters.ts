@@ -29,7 +29,7 @@ export async function deadLetterRoutes(app: FastifyInstance, { db, maxAgeMs }: {
     {
       schema: {
         body: Type.Object({
-          event_ids: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F-]{36}$', errorMessage: 'must be an event id' }), { maxItems: 10000 })),
+          event_ids: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$', errorMessage: 'must be an event id' }), { maxItems: 10000 })),
         }),
       },
     },

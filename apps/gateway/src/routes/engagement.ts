@@ -11,6 +11,8 @@ const CORS = {
   'access-control-max-age': '86400',
 };
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 const EngagementSchema = Type.Object({
   type: Type.Union([Type.Literal('delivered'), Type.Literal('opened'), Type.Literal('clicked')]),
   token: Type.String({ minLength: 1, maxLength: 128 }),
@@ -33,6 +35,7 @@ export async function engagementRoutes(app: FastifyInstance, { db, trackingSecre
     },
     async (request, reply) => {
       const pushId = request.params.push_id.toLowerCase();
+      if (!UUID.test(pushId)) return reply.code(404).send({ error: `no push ${pushId}` });
       if (!isValidTrackingToken(trackingSecret, pushId, request.body.token)) {
         return reply.code(403).send({ error: 'tracking token does not match this push' });
       }

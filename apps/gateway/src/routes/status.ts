@@ -35,7 +35,7 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       if (bad) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
       const rows = await orUnavailable(readPushStatus(db.pool, ids));
       const found = new Set(rows.map((row) => row.id));
-      const notFound = JSON.stringify(ids.filter((id) => !found.has(id)));
+      const notFound = JSON.stringify(ids.filter((id) => !found.has(id.toLowerCase())));
       return reply.type('application/json').send(`{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
     },
   );
