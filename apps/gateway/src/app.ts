@@ -1,11 +1,14 @@
 import Fastify, { type FastifyServerOptions } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, typeboxValidatorCompiler } from '@operator/contract';
+import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
 import { apiKeyGuard } from './auth';
 import { registerErrorHandling } from './errors';
+import { bonusRoutes } from './routes/bonus';
+import { bonusAdminRoutes } from './routes/bonus-admin';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
@@ -77,12 +80,14 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
       batchMaxMessages: config.BATCH_MAX_MESSAGES,
     });
     await crm.register(statusRoutes, { db });
+    await crm.register(bonusRoutes, { db, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
   });
 
   app.register(async (internal) => {
     internal.addHook('onRequest', apiKeyGuard(config.internalApiKeys));
     await internal.register(deviceRoutes, { db });
     await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
+    await internal.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
   });
 
   // Devices report with the push's tracking token, never an API key.

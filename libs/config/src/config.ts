@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
+import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys.
@@ -21,13 +22,14 @@ export const GatewayEnv = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS'> & {
   operatorApiKeys: string[];
   internalApiKeys: string[];
   webhookMaxAgeMs: number;
+  bonus: BonusSettings;
 };
 
 /** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
@@ -56,8 +58,9 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     if (!(error instanceof ConfigError)) throw error;
     problems.unshift(...error.problems);
   }
-  if (raw) problems.push(...trackingProblems(raw));
+  const bonus = raw ? bonusSettings(raw) : undefined;
+  if (raw) problems.push(...trackingProblems(raw), ...bonus!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, ...rest } = raw;
-  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE) };
+  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings };
 }

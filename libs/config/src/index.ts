@@ -4,3 +4,4 @@ export * from './config';
 export * from './push';
 export * from './logger';
 export * from './events';
+export * from './bonus';

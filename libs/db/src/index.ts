@@ -3,4 +3,5 @@ export * from './messages';
 export * from './devices';
 export * from './deliveries';
 export * from './events';
+export * from './bonus';
 export { Prisma } from './generated/client';

@@ -120,6 +120,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   async function runOnce(): Promise<number> {
     await sequenceFeed(db);
+    // A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
+    // past the lease another dispatcher takes the event and sends it too. Events not started by then
+    // stay claimed until the lease lapses, then go out in a later round (ours or another's).
+    const lastStart = Date.now() + options.leaseMs - options.timeoutMs - options.leaseMs / 10;
     const events = await claimDueEvents(db.pool, topics, options.batchSize, options.leaseMs);
     if (!events.length) return 0;
     const pushRows = new Map((await pushEventRows(db.pool, events.filter((e) => e.pushId).map((e) => e.id))).map((row) => [row.id, row]));
@@ -128,6 +132,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     await Promise.all(
       Array.from({ length: Math.min(options.concurrency, events.length) }, async () => {
         while (next < events.length) {
+          if (next >= options.concurrency && Date.now() > lastStart) break;
           const event = events[next++];
           const body = event.body ?? (pushRows.has(event.id) ? pushEventBody(pushRows.get(event.id)!) : undefined);
           if (body === undefined) {

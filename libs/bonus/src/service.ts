@@ -1,0 +1,182 @@
+import { randomUUID } from 'node:crypto';
+import {
+  claimDueCredits,
+  dueForExpiry,
+  finishCredit,
+  getBonus,
+  getCredit,
+  inTransaction,
+  insertEvent,
+  insertPlayerBonus,
+  lockAcceptedCredit,
+  lockPlayerBonus,
+  playerAccounts,
+  postTransaction,
+  retryCredit,
+  setPlayerBonusStatus,
+  type CreditRow,
+  type Db,
+  type PlayerBonusRow,
+  type Sql,
+} from '@operator/db';
+import { canMove, FINAL_BONUS_STATUSES, TURNED_REAL_STATUSES } from './catalog';
+import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type EventSettings } from './events';
+import type { Wallet } from './wallet';
+
+export interface Logger {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+export interface BonusDeps {
+  db: Db;
+  wallet: Wallet;
+  events: EventSettings;
+  log: Logger;
+  /** Attempts before a credit the wallet keeps refusing transiently is failed. */
+  maxAttempts: number;
+  backoffMs: number;
+  /** How long a claimed credit stays this worker's. */
+  leaseMs: number;
+}
+
+const HOUSE = 'house';
+
+async function writeBalanceEvent(sql: Sql, deps: BonusDeps, userId: string, currency: string) {
+  const accounts = await playerAccounts(sql, userId, currency);
+  await insertEvent(sql, { topic: BALANCE_TOPIC, orderingKey: `balance:${userId}`, status: 'balance', body: balanceEventBody(userId, currency, accounts, deps.events) });
+}
+
+async function writeBonusEvent(sql: Sql, deps: BonusDeps, bonus: PlayerBonusRow, status: string, crmHeaders: Record<string, string>, bonusTurnedReal?: bigint) {
+  await insertEvent(sql, {
+    topic: BONUS_TOPIC,
+    orderingKey: `bonus:${bonus.id}`,
+    status,
+    body: bonusEventBody(bonus, status, { crmHeaders }, deps.events, { bonusTurnedReal }),
+  });
+}
+
+/**
+ * Finishes a credit the wallet carried out, in one transaction: the ledger legs (built-in wallet),
+ * the player's bonus (bonus credits) and the events. The credit row is locked and must still be
+ * accepted, so a credit is finished once however many workers race for it.
+ */
+async function complete(deps: BonusDeps, credit: CreditRow, reference: string | null): Promise<void> {
+  const bonus = credit.kind === 'bonus' && credit.bonusCode ? await getBonus(deps.db.pool, credit.bonusCode) : undefined;
+  await inTransaction(deps.db, async (sql) => {
+    if (!(await lockAcceptedCredit(sql, credit.id))) return;
+    const moneyKind = credit.kind === 'bonus' ? 'bonus_money' : 'real_money';
+    if (deps.wallet.postsToLedger) {
+      await postTransaction(sql, credit.id, credit.kind === 'bonus' ? 'bonus-credit' : `funds-${credit.type}`, [
+        { owner: HOUSE, currency: credit.currency, kind: 'house', amountMinor: -credit.amountMinor },
+        { owner: credit.userId, currency: credit.currency, kind: moneyKind, amountMinor: credit.amountMinor },
+      ]);
+    }
+    if (credit.kind === 'bonus') {
+      const validityDays = bonus?.validityDays ?? 30;
+      const wagering = Number(bonus?.wageringRequirement ?? '0');
+      const playerBonus = await insertPlayerBonus(sql, {
+        id: randomUUID(),
+        creditId: credit.id,
+        userId: credit.userId,
+        bonusCode: credit.bonusCode!,
+        type: bonus?.type ?? 'Undefined',
+        product: bonus?.product ?? 'Casino',
+        amountMinor: credit.amountMinor,
+        currency: credit.currency,
+        requiredWageringMinor: (credit.amountMinor * BigInt(Math.round(wagering * 100))) / 100n,
+        status: 'Created',
+        expiresAt: new Date(Date.now() + validityDays * 86400000),
+      });
+      await writeBonusEvent(sql, deps, playerBonus, 'Created', credit.crmHeaders);
+    }
+    if (deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, credit.userId, credit.currency);
+    await finishCredit(sql, credit.id, { status: 'completed', reference });
+  });
+}
+
+/** Carries out one accepted credit through the wallet: completed, retried later, or failed for good. */
+export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise<'completed' | 'retry' | 'failed'> {
+  const result = await deps.wallet.carryOut(credit);
+  if (result.ok) {
+    await complete(deps, credit, result.reference);
+    return 'completed';
+  }
+  const attempt = credit.attempts + 1;
+  if (result.retry && attempt < deps.maxAttempts) {
+    const delay = deps.backoffMs * 2 ** (attempt - 1);
+    await retryCredit(deps.db.pool, credit.id, new Date(Date.now() + delay / 2 + Math.random() * (delay / 2)), result.error);
+    deps.log.warn({ creditId: credit.id, attempt, reason: result.error }, 'credit not carried out yet; retrying later');
+    return 'retry';
+  }
+  await inTransaction(deps.db, async (sql) => {
+    if (await lockAcceptedCredit(sql, credit.id)) await finishCredit(sql, credit.id, { status: 'failed', error: result.error });
+  });
+  deps.log.error({ creditId: credit.id, reason: result.error }, 'credit refused for good');
+  return 'failed';
+}
+
+/** One round of the bonus worker: the due credits, then the bonuses past their validity. */
+export async function runBonusRound(deps: BonusDeps, batch = 50): Promise<number> {
+  const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs);
+  for (const credit of credits) {
+    try {
+      await processCredit(deps, credit);
+    } catch (error) {
+      deps.log.error({ err: error, creditId: credit.id }, 'credit failed unexpectedly; it is retried after its lease');
+    }
+  }
+  await expireDueBonuses(deps, batch);
+  return credits.length;
+}
+
+export type StatusChange = { ok: true; changed: boolean; bonus: PlayerBonusRow } | { ok: false; error: 'not-found' | 'not-allowed'; from?: string };
+
+/**
+ * Moves a player's bonus to another status and reports it. Final statuses settle the bonus money
+ * in the built-in ledger: Completed and AutoCompleted turn it into real money; Forfeited, Expired,
+ * Lost and Reversed take it back. A status a bonus already has, or a move out of a final status,
+ * changes nothing and reports nothing.
+ */
+export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status: string, userId?: string): Promise<StatusChange> {
+  return inTransaction(deps.db, async (sql) => {
+    const bonus = await lockPlayerBonus(sql, bonusId);
+    if (!bonus || (userId !== undefined && bonus.userId !== userId)) return { ok: false, error: 'not-found' };
+    if (bonus.status === status) return { ok: true, changed: false, bonus };
+    if (!canMove(bonus.status, status)) return { ok: false, error: 'not-allowed', from: bonus.status };
+    await setPlayerBonusStatus(sql, bonus.id, status);
+    let turnedReal: bigint | undefined;
+    if (FINAL_BONUS_STATUSES.has(status) && deps.wallet.postsToLedger) {
+      const [account] = (await playerAccounts(sql, bonus.userId, bonus.currency)).filter((a) => a.kind === 'bonus_money');
+      const amount = account ? (account.balanceMinor < bonus.amountMinor ? account.balanceMinor : bonus.amountMinor) : 0n;
+      if (amount > 0n) {
+        const keep = TURNED_REAL_STATUSES.has(status);
+        await postTransaction(sql, randomUUID(), keep ? 'bonus-turned-real' : `bonus-${status.toLowerCase()}`, [
+          { owner: bonus.userId, currency: bonus.currency, kind: 'bonus_money', amountMinor: -amount },
+          keep
+            ? { owner: bonus.userId, currency: bonus.currency, kind: 'real_money', amountMinor: amount }
+            : { owner: HOUSE, currency: bonus.currency, kind: 'house', amountMinor: amount },
+        ]);
+        if (keep) turnedReal = amount;
+      }
+    }
+    const credit = await getCredit(sql, bonus.creditId);
+    const moved = { ...bonus, status };
+    await writeBonusEvent(sql, deps, moved, status, credit?.crmHeaders ?? {}, turnedReal);
+    if (FINAL_BONUS_STATUSES.has(status) && deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, bonus.userId, bonus.currency);
+    return { ok: true, changed: true, bonus: moved };
+  });
+}
+
+/** Expires the live bonuses past their validity: a status change like any other. */
+export async function expireDueBonuses(deps: BonusDeps, limit = 100): Promise<number> {
+  const due = await dueForExpiry(deps.db.pool, limit);
+  let expired = 0;
+  for (const id of due) {
+    const change = await changeBonusStatus(deps, id, 'Expired');
+    if (change.ok && change.changed) expired++;
+  }
+  if (expired) deps.log.info({ expired }, 'bonuses expired');
+  return expired;
+}

@@ -1,0 +1,543 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { PushRequest } from '@operator/contract';
+import {
+  closeDb,
+  createDb,
+  inTransaction,
+  listDeadLetters,
+  recordEngagement,
+  redriveDeadLetters,
+  registerDevice,
+  STATUS_RANK,
+  type Db,
+  type EngagementType,
+} from '@operator/db';
+import { createSandboxProvider, type PushProvider } from '@operator/providers';
+import { acceptMessages, processSendJob } from '@operator/push';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { pushRequest, uniqueBrandId, uniqueName, webPushSubscription } from '@operator/testing';
+import { FakeCrm, type CrmRequest } from '../../testing/src/fake-crm';
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher';
+import { verifySignature } from './signature';
+
+// The dispatcher against a local CRM receiver, over the test database. Events come from the real
+// paths (accept, send with the sandbox provider, engagement reports). The outbox is shared with
+// other tests, so every assertion looks only at this test's pushes, and the receiver's script
+// (failures, refusals, delays) applies only to them: other events are answered 200 at once.
+
+const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const SECRET = 'whsec-test-secret';
+/** `meta` as a CRM might write it: spaces, 1.0, a number past 2^53, an escape. It must come back byte for byte. */
+const ODD_META = '{ "campaign" : "spring",  "n": 1.0, "big": 12345678901234567890, "u": "\\u00e9" }';
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(probe: () => Promise<T | undefined | false> | T | undefined | false, what: string, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(15);
+  }
+}
+
+interface EventRow {
+  id: string;
+  pushId: string;
+  status: string;
+  error: string | null;
+  occurredAt: Date;
+  state: 'pending' | 'delivered' | 'dead';
+  attempts: number;
+  lastError: string | null;
+}
+
+interface Push {
+  pushId: string;
+  request: PushRequest;
+}
+
+const pushIdOf = (request: CrmRequest): string | undefined => request.json?.push_id;
+
+describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
+  let db: Db;
+  let producer: Redis;
+  let queues: PushQueues;
+  let crm: FakeCrm;
+  const sandbox = createSandboxProvider('webpush');
+  let brand: number;
+  let player: string;
+  /** This test's push ids: the receiver's script applies to their events only. */
+  let mine: Set<string>;
+  const running: Dispatcher[] = [];
+
+  beforeAll(async () => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 8 });
+    producer = createProducerRedis(process.env.REDIS_URL!);
+    await new Promise((resolve) => producer.once('ready', resolve));
+    crm = await FakeCrm.start();
+  });
+  afterAll(async () => {
+    await crm.close();
+    producer.disconnect();
+    await closeDb(db);
+  });
+
+  beforeEach(() => {
+    queues = createPushQueues(producer, uniqueName('test-webhooks'));
+    brand = uniqueBrandId();
+    player = uniqueName('player');
+    mine = new Set();
+    crm.reset().only((request) => mine.has(pushIdOf(request) ?? ''));
+  });
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((dispatcher) => dispatcher.stop()));
+    await crm.up();
+    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
+    await closePushQueues(queues);
+  });
+
+  const options = (overrides: Partial<DispatcherOptions> = {}): DispatcherOptions => ({
+    db,
+    log: silent,
+    urls: { 'push.status': crm.url('/webhooks/push-status') },
+    secret: SECRET,
+    auth: {},
+    timeoutMs: 300,
+    concurrency: 4,
+    batchSize: 50,
+    leaseMs: 500,
+    maxAgeMs: 3_600_000,
+    backoffMs: 20,
+    maxBackoffMs: 200,
+    idleMs: 20,
+    ...overrides,
+  });
+
+  function start(overrides: Partial<DispatcherOptions> = {}): Dispatcher {
+    const dispatcher = createDispatcher(options(overrides));
+    running.push(dispatcher);
+    dispatcher.start();
+    return dispatcher;
+  }
+
+  async function device(user = player) {
+    const subscription = webPushSubscription();
+    const { device: row } = await registerDevice(db, uuidv7(), {
+      brandId: BigInt(brand),
+      userId: user,
+      provider: 'webpush',
+      platform: 'web',
+      token: subscription.endpoint,
+      p256dh: subscription.keys.p256dh,
+      auth: subscription.keys.auth,
+    });
+    return row.id;
+  }
+
+  /** Accepts pushes through the gateway's store path, with `rawMeta` as the CRM's meta text (null: no meta). */
+  async function accept(count = 1, rawMeta: string | null = ODD_META, user = player): Promise<Push[]> {
+    const requests = Array.from({ length: count }, () =>
+      pushRequest(brand, user, { meta: rawMeta === null ? undefined : (JSON.parse(rawMeta) as Record<string, unknown>) }),
+    );
+    const outcomes = await acceptMessages(
+      { db, redis: producer, queues, jobMaxMessages: 100, sendPolicy: { attempts: 4, backoffMs: 50 } },
+      requests,
+      {},
+      requests.map(() => rawMeta ?? undefined),
+    );
+    return outcomes.map((outcome, i) => {
+      if (outcome.kind !== 'accepted') throw new Error(`push not accepted: ${outcome.kind}`);
+      mine.add(outcome.pushId);
+      return { pushId: outcome.pushId, request: requests[i] };
+    });
+  }
+
+  /** Runs the send job as the worker would (sandbox: every device accepts), which writes `sent` / `failed`. */
+  const send = (pushes: Push[], provider: PushProvider = sandbox) =>
+    processSendJob(
+      {
+        db,
+        provider: 'webpush',
+        providerFor: () => provider,
+        log: silent,
+        leaseMs: 60000,
+        visibilityGraceMs: 30000,
+        parallelMessages: 4,
+        trackingSecret: 'test-tracking-secret',
+      },
+      { pushIds: pushes.map((p) => p.pushId), attempt: 1, maxAttempts: 4, enqueuedAt: Date.now() },
+    );
+
+  const engage = (push: Push, type: EngagementType) => inTransaction(db, (sql) => recordEngagement(sql, push.pushId, type));
+
+  async function eventRows(pushes: Push[]): Promise<EventRow[]> {
+    const { rows } = await db.pool.query<EventRow>(
+      `SELECT id, push_id AS "pushId", status, error, occurred_at AS "occurredAt", dispatch_state::text AS state, attempts,
+              last_error AS "lastError"
+         FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY seq`,
+      [pushes.map((p) => p.pushId)],
+    );
+    return rows;
+  }
+
+  /** Waits until no event of these pushes is pending any more. */
+  const settled = (pushes: Push[], ms = 5000) =>
+    until(async () => {
+      const rows = await eventRows(pushes);
+      return rows.length > 0 && rows.every((row) => row.state !== 'pending') && rows;
+    }, 'the events to be dispatched', ms);
+
+  const of = (pushes: Push[]) => {
+    const ids = new Set(pushes.map((p) => p.pushId));
+    return (request: CrmRequest) => ids.has(pushIdOf(request) ?? '');
+  };
+  const receivedFor = (pushes: Push[]) => crm.received.filter(of(pushes));
+  const acceptedFor = (pushes: Push[]) => crm.accepted.filter(of(pushes));
+
+  /** Every request of a push carries a status at least as far along as the one before. */
+  function expectInOrder(requests: CrmRequest[]) {
+    const byPush = new Map<string, string[]>();
+    for (const request of requests) byPush.set(request.json.push_id, [...(byPush.get(request.json.push_id) ?? []), request.json.status]);
+    for (const statuses of byPush.values()) {
+      const ranks = statuses.map((status) => STATUS_RANK[status]);
+      expect(ranks).toEqual([...ranks].sort((a, b) => a - b));
+    }
+  }
+
+  /** Each event accepted exactly once; the accepted ids are exactly the events of these pushes. */
+  function expectEachOnce(pushes: Push[], rows: EventRow[]) {
+    const accepted = acceptedFor(pushes).map((r) => r.json.event_id);
+    expect([...accepted].sort()).toEqual(rows.map((row) => row.id).sort());
+  }
+
+  it('posts every status of a push with its activity and its meta byte for byte, signed, with the configured credentials', async () => {
+    await device();
+    const [odd] = await accept(1);
+    const [plain] = await accept(1, null);
+    expect(await send([odd, plain])).toMatchObject({ kind: 'done', sent: 2 });
+    for (const type of ['delivered', 'opened', 'clicked'] as const) expect(await engage(odd, type)).toMatchObject({ changed: true });
+
+    start({ auth: { basic: { username: 'crm-operator', password: 'p:ss w0rd' }, apiKey: { header: 'X-Api-Key', value: 'key-123' } } });
+    const rows = await settled([odd, plain]);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+
+    const posts = acceptedFor([odd]);
+    expect(posts.map((post) => post.json.status)).toEqual(['sent', 'delivered', 'opened', 'clicked']);
+    const oddRows = rows.filter((row) => row.pushId === odd.pushId);
+    expect(posts.map((post) => post.json.event_id)).toEqual(oddRows.map((row) => row.id));
+    const { activity } = odd.request;
+    posts.forEach((post, i) => {
+      expect(post.method).toBe('POST');
+      expect(post.path).toBe('/webhooks/push-status');
+      expect(post.headers['content-type']).toBe('application/json');
+      expect(Object.keys(post.json)).toEqual(['event_id', 'push_id', 'status', 'timestamp', 'activity', 'meta']);
+      expect(post.json).toEqual({
+        event_id: oddRows[i].id,
+        push_id: odd.pushId,
+        status: oddRows[i].status,
+        timestamp: oddRows[i].occurredAt.toISOString(),
+        activity: {
+          id: activity.id,
+          brand_id: brand,
+          user_id: player,
+          activity_id: activity.activity_id,
+          action_group_id: activity.action_group_id,
+          action_id: activity.action_id,
+          trigger_hash: activity.trigger_hash,
+        },
+        meta: JSON.parse(ODD_META),
+      });
+      expect(post.json.timestamp).toMatch(RFC3339);
+      // The meta as the CRM wrote it: same spaces, 1.0, the big number and the escape, not re-serialized.
+      expect(post.body.endsWith(`,"meta":${ODD_META}}`)).toBe(true);
+      expect(post.body).toContain('"big": 12345678901234567890');
+      expect(post.body).toContain('"u": "\\u00e9"');
+
+      const signature = post.headers['x-signature'] as string;
+      expect(signature).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
+      expect(verifySignature(SECRET, post.body, signature)).toBe(true);
+      expect(verifySignature('another-secret', post.body, signature)).toBe(false);
+      expect(verifySignature(SECRET, post.body.replace('"spring"', '"summer"'), signature)).toBe(false);
+
+      expect(post.headers.authorization).toBe(`Basic ${Buffer.from('crm-operator:p:ss w0rd').toString('base64')}`);
+      expect(post.headers['x-api-key']).toBe('key-123');
+    });
+
+    const [plainPost] = acceptedFor([plain]);
+    expect(acceptedFor([plain])).toHaveLength(1);
+    expect(plainPost.json).toMatchObject({ push_id: plain.pushId, status: 'sent' });
+    expect(plainPost.json.meta).toEqual({});
+    expect(plainPost.body).toMatch(/,"meta":\{\}\}$/);
+    expect(verifySignature(SECRET, plainPost.body, plainPost.headers['x-signature'] as string)).toBe(true);
+  });
+
+  it('reports a failed push with the reason', async () => {
+    const deadToken: PushProvider = {
+      name: 'webpush',
+      send: async (_notification, targets) => targets.map(() => ({ ok: false, error: { class: 'dead-token', code: 'unregistered', message: 'gone' } })),
+      close: async () => undefined,
+    };
+    await device();
+    const [gone] = await accept(1);
+    expect(await send([gone], deadToken)).toMatchObject({ kind: 'done', failed: 1 });
+
+    // A second player whose only device is deactivated after the push was accepted.
+    const other = uniqueName('player');
+    const deviceId = await device(other);
+    const [inactive] = await accept(1, ODD_META, other);
+    await db.device.update({ where: { id: deviceId }, data: { active: false } });
+    expect(await send([inactive])).toMatchObject({ kind: 'done', failed: 1 });
+
+    start();
+    await settled([gone, inactive]);
+    const [gonePost] = acceptedFor([gone]);
+    const [inactivePost] = acceptedFor([inactive]);
+    expect(gonePost.json).toMatchObject({ push_id: gone.pushId, status: 'failed', error: 'unregistered', meta: JSON.parse(ODD_META) });
+    expect(inactivePost.json).toMatchObject({ push_id: inactive.pushId, status: 'failed', error: 'device-inactive' });
+    expect(Object.keys(gonePost.json)).toEqual(['event_id', 'push_id', 'status', 'timestamp', 'activity', 'error', 'meta']);
+    expect(gonePost.body.endsWith(`,"meta":${ODD_META}}`)).toBe(true);
+    expect(acceptedFor([gone, inactive])).toHaveLength(2);
+  });
+
+  it('retries 500, 503, 429 (after its Retry-After) and 408, then delivers every event once, in order per push', async () => {
+    await device();
+    const pushes = await accept(2);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    crm.answer(500, 503, { status: 429, headers: { 'Retry-After': '1' } }, 408);
+
+    start();
+    // Reports that arrive while the dispatcher is busy with the failures.
+    await until(() => receivedFor(pushes).length >= 2, 'the first attempts');
+    for (const push of pushes) await engage(push, 'opened');
+    for (const push of pushes) await engage(push, 'clicked');
+
+    const rows = await settled(pushes, 8000);
+    expect(rows).toHaveLength(8);
+    expect(rows.every((row) => row.state === 'delivered' && row.lastError === null)).toBe(true);
+    expect(rows.reduce((sum, row) => sum + row.attempts, 0)).toBe(8 + 4);
+
+    const all = receivedFor(pushes);
+    expect(all.slice(0, 4).map((r) => r.status)).toEqual([500, 503, 429, 408]);
+    expectEachOnce(pushes, rows);
+    for (const push of pushes) expect(acceptedFor([push]).map((r) => r.json.status)).toEqual(['sent', 'delivered', 'opened', 'clicked']);
+    expectInOrder(all);
+
+    // The event answered 429 was not tried again before its Retry-After.
+    const limited = all[2];
+    const again = all.slice(3).find((r) => r.json.event_id === limited.json.event_id)!;
+    expect(again.at - limited.answeredAt!).toBeGreaterThanOrEqual(950);
+    expect(limited.headers.authorization).toBeUndefined();
+  });
+
+  it('loses nothing while the receiver is down, and delivers all once it is back', async () => {
+    await device();
+    const pushes = await accept(2);
+    await crm.down();
+    start();
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+
+    const refused = await until(async () => {
+      const rows = await eventRows(pushes);
+      return rows.filter((row) => row.status === 'sent').every((row) => row.attempts >= 2) && rows;
+    }, 'the dispatcher to try the receiver that is down');
+    expect(refused.filter((row) => row.status === 'sent').map((row) => row.lastError)).toEqual([
+      expect.stringContaining('ECONNREFUSED'),
+      expect.stringContaining('ECONNREFUSED'),
+    ]);
+    expect(refused.every((row) => row.state === 'pending')).toBe(true);
+    for (const push of pushes) await engage(push, 'opened');
+
+    await crm.up();
+    const rows = await settled(pushes);
+    expect(rows).toHaveLength(6);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+    expectEachOnce(pushes, rows);
+    expectInOrder(receivedFor(pushes));
+    for (const push of pushes) expect(acceptedFor([push]).map((r) => r.json.status)).toEqual(['sent', 'delivered', 'opened']);
+  });
+
+  it('retries a receiver slower than the timeout, and delivers once it answers in time', async () => {
+    await device();
+    const [push] = await accept(1);
+    await send([push]);
+    await engage(push, 'delivered');
+    crm.slow(600);
+
+    start();
+    await until(async () => (await eventRows([push]))[0].attempts >= 2, 'two attempts that time out');
+    const [first] = await eventRows([push]);
+    expect(first).toMatchObject({ status: 'sent', state: 'pending', lastError: 'timeout after 300 ms' });
+    crm.slow(100); // slow, but within the timeout
+
+    const rows = await settled([push]);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+    const posts = receivedFor([push]);
+    const sentPosts = posts.filter((r) => r.json.status === 'sent');
+    expect(sentPosts.length).toBeGreaterThanOrEqual(3);
+    expect(sentPosts.slice(0, -1).every((r) => r.aborted && r.status === undefined)).toBe(true);
+    expect(rows[0].attempts).toBe(sentPosts.length);
+    expectEachOnce([push], rows);
+    expectInOrder(posts);
+  });
+
+  it('sends a refused event to the dead letters, carries on with the push’s later events, and sends it again when redriven', async () => {
+    await device();
+    const pushes = await accept(3);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    crm.answer(400, 401, 404);
+
+    start();
+    const rows = await settled(pushes);
+    const sentRows = rows.filter((row) => row.status === 'sent');
+    expect(sentRows.map((row) => row.state)).toEqual(['dead', 'dead', 'dead']);
+    expect(sentRows.map((row) => row.attempts)).toEqual([1, 1, 1]);
+    expect(sentRows.map((row) => row.lastError).sort()).toEqual(['HTTP 400', 'HTTP 401', 'HTTP 404']);
+    // Not retried, and the push's later event still went out.
+    expect(receivedFor(pushes).filter((r) => r.json.status === 'sent')).toHaveLength(3);
+    expect(rows.filter((row) => row.status === 'delivered').map((row) => row.state)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(acceptedFor(pushes).map((r) => r.json.status)).toEqual(['delivered', 'delivered', 'delivered']);
+
+    const dead = (await listDeadLetters(db.pool, 100000)).filter((letter) => mine.has(letter.pushId ?? ''));
+    expect(dead).toHaveLength(3);
+    for (const letter of dead) {
+      const row = sentRows.find((r) => r.id === letter.id)!;
+      expect(letter).toEqual({
+        id: row.id,
+        topic: 'push.status',
+        pushId: row.pushId,
+        status: 'sent',
+        attempts: 1,
+        lastError: row.lastError,
+        occurredAt: row.occurredAt,
+      });
+    }
+
+    // A report after the refusal also goes out.
+    await engage(pushes[0], 'opened');
+    await settled([pushes[0]]);
+    expect(acceptedFor([pushes[0]]).map((r) => r.json.status)).toEqual(['delivered', 'opened']);
+
+    const redriven = dead[0];
+    expect(await redriveDeadLetters(db.pool, 60000, [redriven.id])).toBe(1);
+    await until(async () => (await eventRows(pushes)).find((row) => row.id === redriven.id)!.state === 'delivered', 'the redriven event');
+    const again = crm.accepted.filter((r) => r.json?.event_id === redriven.id);
+    expect(again).toHaveLength(1);
+    expect(again[0].json).toMatchObject({ push_id: redriven.pushId, status: 'sent' });
+    expect(verifySignature(SECRET, again[0].body, again[0].headers['x-signature'] as string)).toBe(true);
+    const stillDead = (await eventRows(pushes)).filter((row) => row.state === 'dead').map((row) => row.id);
+    expect(stillDead.sort()).toEqual(dead.slice(1).map((letter) => letter.id).sort());
+  });
+
+  it('gives up on an event past its maximum age while the receiver keeps failing', async () => {
+    await device();
+    const [old] = await accept(1);
+    await send([old]);
+    await sleep(350); // older than the maximum age before its first attempt
+    const [young] = await accept(1);
+    await send([young]);
+    crm.respondWith(503);
+
+    start({ maxAgeMs: 300 });
+    const rows = await settled([old, young]);
+    const byPush = new Map(rows.map((row) => [row.pushId, row]));
+    expect(byPush.get(old.pushId)).toMatchObject({ state: 'dead', attempts: 1, lastError: 'HTTP 503; gave up after the maximum age' });
+    expect(byPush.get(young.pushId)).toMatchObject({ state: 'dead', lastError: 'HTTP 503; gave up after the maximum age' });
+    // The young one was retried until its age ran out.
+    expect(byPush.get(young.pushId)!.attempts).toBeGreaterThanOrEqual(2);
+    expect(receivedFor([young])).toHaveLength(byPush.get(young.pushId)!.attempts);
+    expect(acceptedFor([old, young])).toHaveLength(0);
+    const dead = (await listDeadLetters(db.pool, 100000)).filter((letter) => mine.has(letter.pushId ?? ''));
+    expect(dead.map((letter) => letter.id).sort()).toEqual(rows.map((row) => row.id).sort());
+  });
+
+  it('loses nothing when a dispatcher is killed mid-delivery: another takes its events after the lease, with the same event ids', async () => {
+    await device();
+    const pushes = await accept(2);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    crm.answer({ status: 200, delayMs: 1000 }); // the receiver holds the first post
+
+    // The first dispatcher claims and posts, then dies: its connections are gone, it records nothing.
+    const doomedDb = createDb({ url: process.env.DATABASE_URL!, poolSize: 2 });
+    const doomed = createDispatcher(options({ db: doomedDb, timeoutMs: 5000, leaseMs: 500 }));
+    const claimedAt = Date.now();
+    const abandoned = doomed.runOnce().then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    await until(() => receivedFor(pushes).length >= 2, 'the first dispatcher to post');
+    await closeDb(doomedDb);
+
+    start({ leaseMs: 500 });
+    const rows = await settled(pushes);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+    expect(await abandoned).toBeInstanceOf(Error); // it could not record what it did
+    const posts = receivedFor(pushes);
+
+    // The second dispatcher waited for the lease before taking the claimed events again.
+    const retaken = posts.slice(2);
+    expect(retaken.length).toBeGreaterThanOrEqual(2);
+    expect(retaken.every((r) => r.at - claimedAt >= 450)).toBe(true);
+
+    // Everything arrived; the repeats (at least once) carry the same event id and the same body.
+    const ids = rows.map((row) => row.id);
+    expect(crm.uniqueEventIds(of(pushes)).sort()).toEqual([...ids].sort());
+    expect(posts.every((r) => ids.includes(r.json.event_id))).toBe(true);
+    const bodies = new Map<string, string>();
+    for (const post of posts) {
+      expect(bodies.get(post.json.event_id) ?? post.body).toBe(post.body);
+      bodies.set(post.json.event_id, post.body);
+    }
+    expect(posts.length).toBeGreaterThan(ids.length);
+    // Their first arrivals are in order per push.
+    const firsts = posts.filter((post, i) => posts.findIndex((p) => p.json.event_id === post.json.event_id) === i);
+    expectInOrder(firsts);
+  });
+
+  it('sends each event once, in order, with several dispatchers on a slow receiver whose round outlasts the lease', async () => {
+    await device();
+    const pushes = await accept(4);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    crm.slow(200); // within the timeout, but four posts one after another take longer than the lease
+
+    start({ concurrency: 1, leaseMs: 500 });
+    start({ concurrency: 1, leaseMs: 500 });
+    const rows = await settled(pushes, 8000);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+    expectEachOnce(pushes, rows);
+    expect(receivedFor(pushes)).toHaveLength(rows.length);
+    expectInOrder(receivedFor(pushes));
+  });
+
+  it('writes no event for duplicate or late reports, and `sent` first for a report that beats the worker', async () => {
+    await device();
+    const [push, early] = await accept(2);
+    await send([push]);
+    const twice = await Promise.all([engage(push, 'delivered'), engage(push, 'delivered')]);
+    expect(twice.filter((result) => result.found && result.changed)).toHaveLength(1);
+    expect(await engage(push, 'delivered')).toEqual({ found: true, changed: false, status: 'delivered' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: true, status: 'clicked' });
+    expect(await engage(push, 'opened')).toEqual({ found: true, changed: false, status: 'clicked' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: false, status: 'clicked' });
+
+    // The device reports before the worker recorded the send.
+    expect(await engage(early, 'opened')).toEqual({ found: true, changed: true, status: 'opened' });
+    expect(await send([early])).toMatchObject({ kind: 'done', sent: 1 });
+    expect(await db.message.findUniqueOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'opened' });
+
+    start();
+    const rows = await settled([push, early]);
+    expect(rows.filter((row) => row.pushId === push.pushId).map((row) => row.status)).toEqual(['sent', 'delivered', 'clicked']);
+    expect(rows.filter((row) => row.pushId === early.pushId).map((row) => row.status)).toEqual(['sent', 'opened']);
+    expect(acceptedFor([push]).map((r) => r.json.status)).toEqual(['sent', 'delivered', 'clicked']);
+    expect(acceptedFor([early]).map((r) => r.json.status)).toEqual(['sent', 'opened']);
+    expectEachOnce([push, early], rows);
+  });
+});
