@@ -168,7 +168,7 @@ export async function recordDispatch(sql: Sql, results: DispatchResult[]): Promi
             delivered_at = CASE WHEN r.outcome = 'delivered' THEN now() ELSE e.delivered_at END,
             locked_until = NULL
        FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS r(id, outcome, next_attempt_at, error)
-      WHERE e.id = r.id`,
+      WHERE e.id = r.id AND e.dispatch_state = 'pending'`,
     [
       results.map((r) => r.id),
       results.map((r) => r.outcome),
