@@ -1,13 +1,6 @@
-import { fcmToken, pushRequest, TcpProxy, uniqueBrandId, uniqueName } from '@operator/testing';
+import { fcmToken, pushRequest, TcpProxy, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { Harness } from './test/harness';
 
-const until = async (condition: () => boolean | Promise<boolean>, what: string, ms = 10000) => {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-};
 
 describe('when a store is down', () => {
   let redisProxy: TcpProxy;

@@ -1,5 +1,5 @@
 import type { Db } from '@operator/db';
-import type { Logger } from './service';
+import type { LogSink } from '@operator/config';
 import { httpWallet, ledgerWallet } from './wallet';
 import type { BonusDeps } from './service';
 
@@ -14,7 +14,7 @@ export interface BonusConfigLike {
 }
 
 /** The wallet (the built-in ledger, or the operator's platform when BONUS_PLATFORM_URL is set) and the event settings. */
-export function createBonusDeps(db: Db, config: BonusConfigLike, log: Logger): BonusDeps {
+export function createBonusDeps(db: Db, config: BonusConfigLike, log: LogSink): BonusDeps {
   const { platformUrl, exchangeRates } = config.bonus;
   return {
     db,

@@ -22,18 +22,14 @@ import {
 import { canMove, FINAL_BONUS_STATUSES, TURNED_REAL_STATUSES } from './catalog';
 import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type EventSettings } from './events';
 import type { Wallet } from './wallet';
+import type { LogSink } from '@operator/config';
 
-export interface Logger {
-  info(details: object, message: string): void;
-  warn(details: object, message: string): void;
-  error(details: object, message: string): void;
-}
 
 export interface BonusDeps {
   db: Db;
   wallet: Wallet;
   events: EventSettings;
-  log: Logger;
+  log: LogSink;
   /** Attempts before a credit the wallet keeps refusing transiently is failed. */
   maxAttempts: number;
   backoffMs: number;

@@ -18,3 +18,10 @@ export function createLogger(name: string, level: string): Logger {
 }
 
 export type { Logger };
+
+/** What the libraries log through; a pino logger is one. */
+export interface LogSink {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}

@@ -11,21 +11,12 @@ import {
   type PushQueues,
   type Redis,
 } from '@operator/queue';
-import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
+import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, until, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import { acceptMessages } from './accept';
 import { processSendJob, type SendDeps } from './send';
 
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-async function until<T>(probe: () => Promise<T | undefined | false>, what: string, ms = 10000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () => {
   let db: Db;

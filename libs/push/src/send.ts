@@ -13,19 +13,15 @@ import {
 } from '@operator/db';
 import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import { trackingToken } from './tracking';
+import type { LogSink } from '@operator/config';
 
-export interface Logger {
-  info(details: object, message: string): void;
-  warn(details: object, message: string): void;
-  error(details: object, message: string): void;
-}
 
 export interface SendDeps {
   db: Db;
   provider: ProviderName;
   /** The provider client for a brand (one long-lived client per credential). */
   providerFor(brandId: string): PushProvider;
-  log: Logger;
+  log: LogSink;
   /** How long a worker's claim on a delivery lasts; past it, a crashed worker's sends are taken again. */
   leaseMs: number;
   /** How long a job waits for its messages to become visible (the gateway adds jobs just before commit). */

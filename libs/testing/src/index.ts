@@ -6,3 +6,5 @@ export * from './tls';
 export * from './fake-webpush';
 export * from './fake-apns';
 export * from './fake-fcm';
+export * from './until';
+export * from './fake-crm';

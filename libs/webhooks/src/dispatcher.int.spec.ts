@@ -15,8 +15,7 @@ import {
 import { createSandboxProvider, type PushProvider } from '@operator/providers';
 import { acceptMessages, processSendJob } from '@operator/push';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
-import { pushRequest, uniqueBrandId, uniqueName, webPushSubscription } from '@operator/testing';
-import { FakeCrm, type CrmRequest } from '../../testing/src/fake-crm';
+import { FakeCrm, pushRequest, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher';
 import { verifySignature } from './signature';
 
@@ -33,15 +32,6 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(probe: () => Promise<T | undefined | false> | T | undefined | false, what: string, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(15);
-  }
-}
 
 interface EventRow {
   id: string;

@@ -9,12 +9,8 @@ import {
 } from '@operator/db';
 import { pushEventBody } from './body';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
+import type { LogSink } from '@operator/config';
 
-export interface Logger {
-  info(details: object, message: string): void;
-  warn(details: object, message: string): void;
-  error(details: object, message: string): void;
-}
 
 export interface WebhookAuth {
   basic?: { username: string; password: string };
@@ -23,7 +19,7 @@ export interface WebhookAuth {
 
 export interface DispatcherOptions {
   db: Db;
-  log: Logger;
+  log: LogSink;
   /** Where each topic's events go; a topic without a URL is not dispatched (polling only). */
   urls: Record<string, string | undefined>;
   secret: string;

@@ -1,0 +1,10 @@
+/** Polls `probe` until it gives a truthy value (answered), or fails after `ms` naming what it waited for. */
+export async function until<T>(probe: () => Promise<T | undefined | false> | T | undefined | false, what: string, ms = 10000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
