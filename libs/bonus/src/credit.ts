@@ -4,7 +4,9 @@ import { isCurrency, parseAmount } from './money';
 
 export type Prepared = { ok: true; credit: NewCredit } | { ok: false; status: 400 | 404 | 422; error: string };
 
-const isText = (value: unknown, max = 255): value is string => typeof value === 'string' && value.length > 0 && value.length <= max;
+// PostgreSQL text cannot hold NUL: refused here (400), it would fail the insert (500, retried by the CRM forever).
+export const isText = (value: unknown, max = 255): value is string =>
+  typeof value === 'string' && value.length > 0 && value.length <= max && !value.includes('\u0000');
 
 /** The amount's decimal text: as the CRM wrote the number (no float on the way), or a string. */
 function amountText(raw: string | undefined, parsed: unknown): string | undefined {

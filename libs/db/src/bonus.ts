@@ -142,7 +142,8 @@ export async function finishCredit(sql: Sql, id: string, outcome: { status: 'com
 
 export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string) {
   await sql.query(
-    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, updated_at = now() WHERE id = $1`,
+    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, updated_at = now()
+      WHERE id = $1 AND status = 'accepted'`,
     [id, nextAttemptAt, error.slice(0, 1000)],
   );
 }
