@@ -45,7 +45,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // the CRM's `meta` is stored and returned exactly as it was written.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
-    request.rawBody = body as string;
+    // The JSON parser skips a leading byte order mark; the kept text must not have it either.
+    request.rawBody = (body as string).replace(/^\uFEFF/, '');
     parseJson(request, body as string, done);
   };
   app.removeContentTypeParser(['application/json', 'text/plain']);

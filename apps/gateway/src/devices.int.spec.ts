@@ -213,6 +213,14 @@ describe('the device registry (/v1)', () => {
   });
 
   describe('GET /v1/players/:user_id/devices', () => {
+    it('answers 400, not 500, to a NUL character the database cannot store', async () => {
+      for (const url of ['/v1/players/a%00b/devices', '/v1/players/a%00b/wallet', '/v1/credits?user_id=a%00b']) {
+        const response = await h.internal('GET', url);
+        expect(response.statusCode).toBe(400);
+        expect(response.json()).toEqual({ error: 'text fields must not contain NUL characters' });
+      }
+    });
+
     it("lists all the player's devices, inactive ones too, with their active flag", async () => {
       const otherBrand = uniqueBrandId();
       const fcm = (await register({ user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken() })).json() as DeviceBody;

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { isUnstorableText } from '@operator/db';
 
 const RETRY_AFTER_SECONDS = '5';
 
@@ -18,6 +19,10 @@ export function registerErrorHandling(app: FastifyInstance) {
     }
     if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
       return reply.code(400).send({ error: `request body is not valid JSON: ${error.message}` });
+    }
+    // A NUL character cannot be stored in a text column: the client's mistake, never worth a retry.
+    if (isUnstorableText(error)) {
+      return reply.code(400).send({ error: 'text fields must not contain NUL characters' });
     }
     if (status === 503) {
       request.log.warn({ err: error }, 'answered 503');

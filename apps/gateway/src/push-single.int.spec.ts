@@ -165,6 +165,8 @@ describe('POST /channels/push/single', () => {
       ['an android that is not an object', (r) => ({ ...r, android: 'high' }), /android must be an object/],
       ['a title too long', (r) => ({ ...r, title: 'x'.repeat(1025) }), /title must be at most 1024 characters/],
       ['a body that is an array', () => [1, 2], /must be an object/],
+      ['a NUL character in activity.user_id', (r) => ({ ...r, activity: { ...r.activity, user_id: 'p\u0000' } }), /activity\.user_id must not contain NUL characters/],
+      ['a NUL character in activity.trigger_hash', (r) => ({ ...r, activity: { ...r.activity, trigger_hash: '\u0000' } }), /activity\.trigger_hash must not contain NUL/],
     ];
 
     it.each(cases)('answers 400 naming the field for %s', async (_name, mutate, message) => {

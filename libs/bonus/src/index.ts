@@ -5,4 +5,3 @@ export * from './wallet';
 export * from './service';
 export * from './credit';
 export * from './deps';
-export type { LogSink as Logger } from '@operator/config';

@@ -22,11 +22,13 @@ export type WebPushSubscription = Static<typeof WebPushSubscriptionSchema>;
 
 export const RegisterDeviceSchema = Type.Object(
   {
-    user_id: Type.String({ minLength: 1, maxLength: 255 }),
+    user_id: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters' }),
     brand_id: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
     provider: Type.Union(PROVIDERS.map((p) => Type.Literal(p))),
     platform: Type.Optional(Type.Union(PLATFORMS.map((p) => Type.Literal(p)))),
-    token: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'FCM or APNs device token' })),
+    token: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 4096, pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters', description: 'FCM or APNs device token' }),
+    ),
     subscription: Type.Optional(WebPushSubscriptionSchema),
   },
   { $id: 'RegisterDevice' },

@@ -6,6 +6,8 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER;
 const Id = (description: string) => Type.Integer({ minimum: 0, maximum: MAX_SAFE_ID, description });
 const Text = (description: string, maxLength = 1024) => Type.String({ maxLength, description });
+/** Fields stored in text columns, which cannot hold a NUL character. */
+const STORABLE = { pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters' };
 const TextList = (description: string) => Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 64, description });
 const Opt = <T extends TSchema>(schema: T) => Type.Optional(schema);
 
@@ -13,12 +15,12 @@ export const ActivitySchema = Type.Object(
   {
     id: Id('Unique id of the push notification in the CRM; echoed as "id" in batch answers'),
     brand_id: Id('Brand id in the CRM'),
-    user_id: Type.String({ minLength: 1, maxLength: 255, description: 'Player id' }),
+    user_id: Type.String({ minLength: 1, maxLength: 255, ...STORABLE, description: 'Player id' }),
     activity_id: Id('Id of the activity set up in the CRM'),
     action_group_id: Id('Action group the push comes from'),
-    trigger_hash: Type.String({ minLength: 1, maxLength: 1024, description: 'Trigger hash' }),
+    trigger_hash: Type.String({ minLength: 1, maxLength: 1024, ...STORABLE, description: 'Trigger hash' }),
     action_id: Id('Id of the individual action'),
-    origin: Opt(Text('Origin label', 255)),
+    origin: Opt(Type.String({ maxLength: 255, ...STORABLE, description: 'Origin label' })),
   },
   { $id: 'Activity' },
 );

@@ -37,8 +37,8 @@ export function fieldName(pointer: string): string {
 
 function explain(error: ValueError): string {
   const { schema } = error;
-  // A schema may word its own error: { pattern: '^https://', errorMessage: 'must be an https URL' }.
-  if (typeof schema.errorMessage === 'string' && error.type !== ValueErrorType.ObjectRequiredProperty) return schema.errorMessage;
+  // A pattern may word its own error: { pattern: '^https://', errorMessage: 'must be an https URL' }.
+  if (error.type === ValueErrorType.StringPattern && typeof schema.errorMessage === 'string') return schema.errorMessage;
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty:
       return 'is required';

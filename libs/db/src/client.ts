@@ -81,20 +81,34 @@ const TRANSIENT_KINDS = new Set([
 const TRANSIENT_MESSAGES =
   /connection terminated|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
 
-type ErrorLike = { code?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
+type ErrorLike = { code?: unknown; originalCode?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
 
-/** True when an error says the database is unreachable or busy (answer 503, the client retries), not that a query is wrong. */
-export function isDbUnavailable(error: unknown): boolean {
+/** Walks an error, its causes and Prisma's driver-adapter error, until `test` holds for one. */
+function someInChain(error: unknown, test: (item: ErrorLike) => boolean): boolean {
   const seen = new Set<unknown>();
   const queue: unknown[] = [error];
   while (queue.length) {
     const item = queue.shift() as ErrorLike | null | undefined;
     if (!item || typeof item !== 'object' || seen.has(item)) continue;
     seen.add(item);
-    if (typeof item.code === 'string' && TRANSIENT_CODES.has(item.code)) return true;
-    if (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) return true;
-    if (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)) return true;
+    if (test(item)) return true;
     queue.push(item.cause, item.meta?.driverAdapterError);
   }
   return false;
+}
+
+/** True when an error says the database is unreachable or busy (answer 503, the client retries), not that a query is wrong. */
+export function isDbUnavailable(error: unknown): boolean {
+  return someInChain(
+    error,
+    (item) =>
+      (typeof item.code === 'string' && TRANSIENT_CODES.has(item.code)) ||
+      (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) ||
+      (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)),
+  );
+}
+
+/** True when PostgreSQL refused text it cannot store (a NUL character): the client's mistake. */
+export function isUnstorableText(error: unknown): boolean {
+  return someInChain(error, (item) => item.code === '22021' || item.code === '22P05' || item.originalCode === '22021' || item.originalCode === '22P05');
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { rawField, readCrmHeaders, type CrmHeaderField } from '@operator/contract';
-import { prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
+import { isText, prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
 import { getBonus, listBonuses, recordCredit, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -32,11 +32,12 @@ export async function bonusRoutes(app: FastifyInstance, { db, headerNames }: Bon
     if (!isObject(body)) return reply.code(400).send({ error: 'request body must be a JSON object' });
     const headers = readCrmHeaders(request.headers, headerNames);
     if (!headers.id) return reply.code(400).send({ error: `missing ${headerNames.id} header (the idempotency key)` });
-    const rawAmount = request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'amount') as string | undefined);
-    const input = { body, text: request.rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id };
+    const rawBody = request.rawBody;
+    const rawAmount = rawBody === undefined ? undefined : (rawField(rawBody, 'amount') as string | undefined);
+    const input = { body, text: rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id };
     let prepared: Prepared;
     if (kind === 'bonus') {
-      const code = typeof body.bonus_code === 'string' ? body.bonus_code : undefined;
+      const code = isText(body.bonus_code, 128) ? body.bonus_code : undefined;
       const bonus = code ? await orUnavailable(getBonus(db.pool, code)) : undefined;
       prepared = prepareBonusCredit(input, bonus);
     } else {
