@@ -291,7 +291,10 @@ describe('bonus endpoints', () => {
 
       expect(await settle(h, creditId)).toBe('completed');
       expect(await playerBonuses(h, userId)).toEqual([expect.objectContaining({ credit_id: creditId, amount: '12.50', currency: 'EUR', status: 'Created' })]);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '12.50' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '12.50' },
+      ]);
     });
 
     it('takes another currency with an amount (USD 5 -> "5.00"), an amount as a decimal string, and JPY without decimals', async () => {
@@ -412,7 +415,10 @@ describe('bonus endpoints', () => {
       expect(await creditView(h, creditId)).toMatchObject({ kind: 'funds', user_id: userId, bonus_code: null, amount: '25.50', currency: 'EUR', type: 'cashback' });
 
       expect(await settle(h, creditId)).toBe('completed');
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'real_money', amount: '25.50' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '25.50' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
       expect(await ledger(h, userId)).toEqual([expect.objectContaining({ currency: 'EUR', key: 'real_money', amount: '25.50', reason: 'funds-cashback' })]);
       // Funds are no player bonus: no bonus, no bonus event; the wallet change is reported.
       expect(await playerBonuses(h, userId)).toEqual([]);
@@ -527,7 +533,10 @@ describe('bonus endpoints', () => {
 
       expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
       expect(await ledger(h, userId)).toEqual([expect.objectContaining({ transaction_id: creditId, currency: 'EUR', key: 'bonus_money', amount: '10.00', reason: 'bonus-credit' })]);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '10.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+      ]);
       // The house leg of the same transaction: the entry pair balances.
       const legs = await h.stores.db.ledgerEntry.findMany({ where: { transactionId: creditId } });
       expect(legs.map((leg) => leg.amountMinor).sort((a, b) => (a < b ? -1 : 1))).toEqual([-1000n, 1000n]);
@@ -576,7 +585,10 @@ describe('bonus endpoints', () => {
       await Promise.all([settle(h, creditId), runBonusRound(deps(h)), runBonusRound(deps(h))]);
       expect(await ledger(h, userId)).toHaveLength(1);
       expect(await h.stores.db.ledgerEntry.count({ where: { transactionId: creditId } })).toBe(2);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '10.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+      ]);
       const bonuses = await playerBonuses(h, userId);
       expect(bonuses).toHaveLength(1);
       expect(await h.stores.db.event.count({ where: { topic: 'bonus', orderingKey: `bonus:${bonuses[0].user_bonus_id}` } })).toBe(1);
@@ -592,7 +604,10 @@ describe('bonus endpoints', () => {
       expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
       await settle(h, [...ids][0]);
       expect(await ledger(h, userId)).toHaveLength(1);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'real_money', amount: '4.20' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '4.20' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
     });
 
     it('treats the same activity, action, trigger hash and user_id under another X-Service-Id as the same credit (contract 5.2)', async () => {
@@ -624,7 +639,10 @@ describe('bonus endpoints', () => {
       expect(new Set(responses.map((r) => r.json().credit_id)).size).toBe(3);
       for (const userId of players) expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
       for (const response of responses) expect(await settle(h, response.json().credit_id)).toBe('completed');
-      for (const userId of players) expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '10.00' }]);
+      for (const userId of players) expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+      ]);
     });
 
     it('without the tuple headers, only X-Service-Id deduplicates', async () => {
@@ -732,7 +750,13 @@ describe('bonus endpoints', () => {
       expect(await settle(h, creditId)).toBe('completed');
       expect((await creditView(h, creditId)).status).toBe('completed');
 
-      expect(await wallet(h, userId)).toEqual({ user_id: userId, balances: [{ currency: 'EUR', key: 'bonus_money', amount: '10.00' }] });
+      expect(await wallet(h, userId)).toEqual({
+        user_id: userId,
+        balances: [
+          { currency: 'EUR', key: 'real_money', amount: '0.00' },
+          { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+        ],
+      });
       const [playerBonus] = await playerBonuses(h, userId);
       expect(playerBonus).toMatchObject({
         user_bonus_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
@@ -752,7 +776,10 @@ describe('bonus endpoints', () => {
       const forfeited = await h.internal('POST', statusUrl, { status: 'Forfeited' });
       expect(forfeited.statusCode).toBe(200);
       expect(forfeited.json()).toEqual({ user_bonus_id: playerBonus.user_bonus_id, status: 'Forfeited', changed: true });
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '0.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
       expect((await playerBonuses(h, userId))[0].status).toBe('Forfeited');
       expect(await ledger(h, userId)).toHaveLength(2);
       let events = await bonusEvents(h, playerBonus.user_bonus_id);
@@ -767,7 +794,10 @@ describe('bonus endpoints', () => {
 
       expectError(await h.internal('POST', statusUrl, { status: 'Completed' }), 409);
       expect(await bonusEvents(h, playerBonus.user_bonus_id)).toHaveLength(2);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '0.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
     });
 
     it('Completed turns the bonus money into real money and reports bonus_turned_real', async () => {
@@ -779,8 +809,8 @@ describe('bonus endpoints', () => {
       const completed = await h.internal('POST', `/v1/players/${userId}/bonuses/${playerBonus.user_bonus_id}/status`, { status: 'Completed' });
       expect(completed.json()).toEqual({ user_bonus_id: playerBonus.user_bonus_id, status: 'Completed', changed: true });
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
         { currency: 'EUR', key: 'real_money', amount: '15.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
       const events = await bonusEvents(h, playerBonus.user_bonus_id);
       expect(events.map((e) => e.status)).toEqual(['Created', 'Completed']);
@@ -798,7 +828,10 @@ describe('bonus endpoints', () => {
       expect(responses.filter((r) => r.json().changed)).toHaveLength(1);
       expect((await bonusEvents(h, playerBonus.user_bonus_id)).map((e) => e.status)).toEqual(['Created', 'Forfeited']);
       expect(await ledger(h, userId)).toHaveLength(2);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '0.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
     });
 
     it('lets exactly one of a racing Completed and Forfeited win; the other answers 409', async () => {
@@ -824,7 +857,10 @@ describe('bonus endpoints', () => {
       await runBonusRound(deps(h));
       expect((await playerBonuses(h, userId))[0].status).toBe('Expired');
       expect((await bonusEvents(h, playerBonus.user_bonus_id)).map((e) => e.status)).toEqual(['Created', 'Expired']);
-      expect((await wallet(h, userId)).balances).toEqual([{ currency: 'EUR', key: 'bonus_money', amount: '0.00' }]);
+      expect((await wallet(h, userId)).balances).toEqual([
+        { currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      ]);
     });
 
     it("answers 404 for an unknown bonus and for another player's bonus, 400 for a malformed id or status", async () => {

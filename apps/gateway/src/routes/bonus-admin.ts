@@ -80,9 +80,16 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
 
   app.get<{ Params: { user_id: string } }>('/v1/players/:user_id/wallet', async (request) => {
     const accounts = await orUnavailable(playerAccounts(db.pool, request.params.user_id));
+    // Both keys for every currency the player holds, as the balance events carry them.
+    const currencies = [...new Set(accounts.map((a) => a.currency))];
     return {
       user_id: request.params.user_id,
-      balances: accounts.map((a) => ({ currency: a.currency, key: a.kind, amount: formatMinor(a.balanceMinor, a.currency) })),
+      balances: currencies.flatMap((currency) =>
+        ['real_money', 'bonus_money'].map((key) => {
+          const account = accounts.find((a) => a.currency === currency && a.kind === key);
+          return { currency, key, amount: formatMinor(account?.balanceMinor ?? 0n, currency) };
+        }),
+      ),
     };
   });
 
