@@ -1,9 +1,12 @@
-// `npm run bench`: how fast the gateway accepts pushes on this machine, against the real
-// PostgreSQL and Redis. Runs the built gateway on its own database and queue prefix, then prints
-// throughput and latency for batches, singles and retried batches. Sized for a 2-core box.
+// `npm run bench`: how fast the stack accepts and sends pushes on this machine, against the real
+// PostgreSQL and Redis. Runs the built gateway on its own database and queue prefix, prints
+// throughput and latency for batches, singles and retried batches, then starts the FCM worker (its
+// sandbox: no network) on the queued jobs and times how fast the deliveries are recorded as sent.
+// Sized for a 2-core box.
 import { spawn, execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { ensureDatabase, migrate } from './db-migrate.mjs';
 
 const PORT = Number(process.env.BENCH_PORT || 3900);
@@ -19,10 +22,11 @@ const BRAND = 7;
 
 await ensureDatabase(DATABASE_URL, { recreate: true });
 migrate(DATABASE_URL);
-execFileSync(process.execPath, ['tools/build.mjs', 'gateway'], { stdio: 'inherit' });
+execFileSync(process.execPath, ['tools/build.mjs', 'gateway', 'push-worker-fcm'], { stdio: 'inherit' });
 
+const appEnv = { ...process.env, DATABASE_URL, REDIS_URL, QUEUE_PREFIX: PREFIX, LOG_LEVEL: 'warn' };
 const gateway = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROFILE] : []), 'dist/apps/gateway/main.js'], {
-  env: { ...process.env, PORT: String(PORT), HOST: '127.0.0.1', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: PREFIX, LOG_LEVEL: 'warn', MAX_EVENT_LOOP_DELAY_MS: '0' },
+  env: { ...appEnv, PORT: String(PORT), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' },
   stdio: ['ignore', 'inherit', 'inherit'],
 });
 
@@ -84,12 +88,25 @@ try {
   const retry = await run(BATCHES, 4, (b) => post('/channels/push/batch', batches[b]));
   const single = await run(SINGLES, 32, (i) => post('/channels/push/single', message(i)));
 
+  // Sending: the FCM worker (sandbox) takes the queued jobs; time until every delivery is recorded.
+  const db = new pg.Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  const pending = async () => Number((await db.query(`SELECT count(*) FROM deliveries WHERE status <> 'sent'`)).rows[0].count);
+  const toSend = await pending();
+  const sendStarted = performance.now();
+  const worker = spawn(process.execPath, ['dist/apps/push-worker-fcm/main.js'], { env: appEnv, stdio: ['ignore', 'ignore', 'inherit'] });
+  while ((await pending()) > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  const sendSeconds = (performance.now() - sendStarted) / 1000;
+  worker.kill('SIGTERM');
+  await db.end();
+
   const lines = [
     ['batch', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, `${(accepted / batch.seconds).toFixed(0)} messages/s`, batch.results.map((r) => r.ms)],
     ['batch resent', 'same batches again (all duplicates)', `${((BATCHES * BATCH_SIZE) / retry.seconds).toFixed(0)} messages/s`, retry.results.map((r) => r.ms)],
     ['single', `${SINGLES} requests, 32 in flight`, `${(SINGLES / single.seconds).toFixed(0)} requests/s`, single.results.map((r) => r.ms)],
   ];
-  console.log(`\naccepted ${accepted} of ${BATCHES * BATCH_SIZE} batch messages\n`);
+  console.log(`\naccepted ${accepted} of ${BATCHES * BATCH_SIZE} batch messages`);
+  console.log(`sent ${toSend} deliveries through the FCM worker (sandbox, default concurrency) in ${sendSeconds.toFixed(1)} s: ${(toSend / sendSeconds).toFixed(0)} deliveries/s, worker start included\n`);
   console.log('scenario      | load                                  | throughput          | p50 ms | p99 ms');
   for (const [name, load, rate, ms] of lines) {
     console.log(`${name.padEnd(13)} | ${load.padEnd(37)} | ${rate.padEnd(19)} | ${pct(ms, 50).padStart(6)} | ${pct(ms, 99).padStart(6)}`);
