@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 
 export { Redis };
+export type { RedisOptions };
 
 /**
  * A connection for code that answers requests: commands fail at once while Redis is down (the

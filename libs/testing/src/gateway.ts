@@ -1,7 +1,6 @@
 import { loadGatewayConfig, type GatewayConfig } from '@operator/config';
 import { closeDb, createDb, type Db } from '@operator/db';
-import type { RedisOptions } from 'ioredis';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis, type RedisOptions } from '@operator/queue';
 import { uniqueName } from './ids';
 
 export const OPERATOR_KEY = 'test-operator-key';

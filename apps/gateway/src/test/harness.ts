@@ -1,5 +1,5 @@
-import type { RedisOptions } from 'ioredis';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { RedisOptions } from '@operator/queue';
 import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, type TestStores } from '@operator/testing';
 import { buildApp } from '../app';
 
