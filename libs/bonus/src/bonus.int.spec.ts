@@ -12,7 +12,7 @@ import {
   type Db,
   type NewCredit,
 } from '@operator/db';
-import { FakePlatform, uniqueName } from '@operator/testing';
+import { FakeCrm, uniqueName } from '@operator/testing';
 import { tupleKey } from './credit';
 import { formatMinor } from './money';
 import { changeBonusStatus, expireDueBonuses, processCredit, type BonusDeps } from './service';
@@ -446,10 +446,12 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
   }, 120000);
 
   describe('through the operator platform (HTTP wallet)', () => {
-    let platform: FakePlatform;
+    let platform: FakeCrm;
+    const PLATFORM_PATH = '/credits';
+    const startPlatform = async () => (await FakeCrm.start()).respondWith(201, undefined, '{"reference":"P-1"}');
 
     beforeEach(async () => {
-      platform = await FakePlatform.start();
+      platform = await startPlatform();
     });
     afterEach(async () => {
       await platform.close();
@@ -464,8 +466,8 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
     }
 
     it('retries failures and timeouts with the same Idempotency-Key, then completes with the platform reference', async () => {
-      platform.respond(500, { status: 200, body: '{"reference":"TOO-LATE"}', delayMs: 2000 }, 503);
-      const d = deps({ wallet: httpWallet({ url: platform.url, timeoutMs: 500 }), maxAttempts: 5, backoffMs: 10000 });
+      platform.answer(500, { status: 200, body: '{"reference":"TOO-LATE"}', delayMs: 2000 }, 503);
+      const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 500 }), maxAttempts: 5, backoffMs: 10000 });
       const user = uniqueName('player');
       const bonus = await catalogBonus();
       const row = await credit({ userId: user, bonusCode: bonus.code, amountMinor: 1050n });
@@ -515,8 +517,8 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
     });
 
     it('fails a credit the platform refuses (422) at once, with the error recorded and no event', async () => {
-      platform.respond({ status: 422, body: '{"error":"player is blocked"}' });
-      const d = deps({ wallet: httpWallet({ url: platform.url, timeoutMs: 500 }) });
+      platform.answer({ status: 422, body: '{"error":"player is blocked"}' });
+      const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 500 }) });
       const user = uniqueName('player');
       const bonus = await catalogBonus();
       const row = await credit({ userId: user, bonusCode: bonus.code });
@@ -533,8 +535,8 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
     });
 
     it('fails a credit whose transient failures outlast maxAttempts', async () => {
-      platform.always(503);
-      const d = deps({ wallet: httpWallet({ url: platform.url, timeoutMs: 500 }), maxAttempts: 3 });
+      platform.respondWith(503);
+      const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 500 }), maxAttempts: 3 });
       const user = uniqueName('player');
       const row = await credit({ userId: user, kind: 'funds', bonusCode: null, type: 'cashback', amountMinor: 500n, currency: 'JPY' });
 
@@ -550,8 +552,8 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
     it('retries when the platform cannot be reached at all', async () => {
       const gone = platform;
-      platform = await FakePlatform.start(); // closed in afterEach; started first so the old port stays unused
-      const url = gone.url;
+      platform = await startPlatform(); // closed in afterEach; started first so the old port stays unused
+      const url = gone.url(PLATFORM_PATH);
       await gone.close();
       const d = deps({ wallet: httpWallet({ url, timeoutMs: 500 }), maxAttempts: 2 });
       const user = uniqueName('player');

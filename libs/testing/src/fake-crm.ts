@@ -1,7 +1,7 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-// A local CRM receiver for webhooks over plain HTTP: it records every request as it came (raw body
+// A local HTTP peer — the CRM receiving webhooks, or the operator's platform receiving credits: it records every request as it came (raw body
 // text included, so a test can check bytes and signatures) and answers by a script, so a test can
 // make the CRM fail, refuse, slow down, or disappear and come back on the same port.
 
@@ -114,8 +114,8 @@ export class FakeCrm {
   }
 
   /** Every later request (once the script is used up) answers this, until reset() or another respondWith(). */
-  respondWith(status: number, headers?: Record<string, string>): this {
-    this.standing = { status, headers };
+  respondWith(status: number, headers?: Record<string, string>, body?: string): this {
+    this.standing = { status, headers, body };
     return this;
   }
 

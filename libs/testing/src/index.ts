@@ -8,4 +8,3 @@ export * from './fake-apns';
 export * from './fake-fcm';
 export * from './until';
 export * from './fake-crm';
-export * from './fake-platform';
