@@ -22,7 +22,7 @@ import {
 import { canMove, FINAL_BONUS_STATUSES, TURNED_REAL_STATUSES } from './catalog';
 import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type EventSettings } from './events';
 import type { Wallet } from './wallet';
-import type { LogSink } from '@operator/config';
+import { backoffMs, type LogSink } from '@operator/config';
 
 
 export interface BonusDeps {
@@ -101,8 +101,7 @@ export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise
   }
   const attempt = credit.attempts + 1;
   if (result.retry && attempt < deps.maxAttempts) {
-    const delay = deps.backoffMs * 2 ** (attempt - 1);
-    await retryCredit(deps.db.pool, credit.id, new Date(Date.now() + delay / 2 + Math.random() * (delay / 2)), result.error);
+    await retryCredit(deps.db.pool, credit.id, new Date(Date.now() + backoffMs(attempt, deps.backoffMs)), result.error);
     deps.log.warn({ creditId: credit.id, attempt, reason: result.error }, 'credit not carried out yet; retrying later');
     return 'retry';
   }

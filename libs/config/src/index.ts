@@ -5,3 +5,4 @@ export * from './push';
 export * from './logger';
 export * from './events';
 export * from './bonus';
+export * from './backoff';

@@ -1,4 +1,5 @@
 import { DelayedError, RateLimitError, Worker, type Job } from 'bullmq';
+import { backoffMs } from '@operator/config';
 import type { Redis } from 'ioredis';
 import { PUSH_QUEUES, type PushProvider, type SendPushJob } from './jobs';
 import { SEND_BACKOFF_TYPE } from './push-queues';
@@ -37,13 +38,6 @@ export class RetryLater extends Error {
   }
 }
 
-/** Exponential backoff with full jitter on its upper half, never shorter than the provider asked. */
-export function sendBackoffMs(attemptsMade: number, baseMs: number, minDelayMs = 0): number {
-  const ceiling = baseMs * 2 ** Math.max(0, attemptsMade - 1);
-  const jittered = ceiling / 2 + Math.random() * (ceiling / 2);
-  return Math.round(Math.max(jittered, minDelayMs));
-}
-
 /**
  * A BullMQ worker for one provider's queue. `handle` decides; this turns its verdict into queue
  * mechanics: a retry with backoff, a pause of the whole queue (the provider's rate limit), or a
@@ -80,7 +74,7 @@ export function createSendWorker(provider: PushProvider, handle: (run: SendJobRu
       settings: {
         backoffStrategy: (attemptsMade: number, type?: string, error?: Error) => {
           if (type !== SEND_BACKOFF_TYPE) return 0;
-          return sendBackoffMs(attemptsMade, options.backoffMs, error instanceof RetryLater ? error.minDelayMs : 0);
+          return backoffMs(attemptsMade, options.backoffMs, undefined, error instanceof RetryLater ? error.minDelayMs : 0);
         },
       },
     },

@@ -9,7 +9,7 @@ import {
 } from '@operator/db';
 import { pushEventBody } from './body';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
-import type { LogSink } from '@operator/config';
+import { backoffMs, type LogSink } from '@operator/config';
 
 
 export interface WebhookAuth {
@@ -40,12 +40,6 @@ const RETRIED_STATUSES = new Set([408, 425, 429]);
 
 export function isRetried(status: number): boolean {
   return status >= 500 || RETRIED_STATUSES.has(status);
-}
-
-/** Exponential backoff with jitter, capped; never sooner than the receiver's Retry-After. */
-export function webhookBackoffMs(attempt: number, baseMs: number, maxMs: number, retryAfterMs = 0): number {
-  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1));
-  return Math.max(Math.round(ceiling / 2 + Math.random() * (ceiling / 2)), retryAfterMs);
 }
 
 function retryAfterMs(header: string | null): number {
@@ -108,7 +102,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const outcome = await post(options.urls[event.topic]!, body);
     if (outcome.ok) return { id: event.id, outcome: 'delivered' };
     const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
-    const nextAt = Date.now() + webhookBackoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
+    const nextAt = Date.now() + backoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
     if (!outcome.retry) return { id: event.id, outcome: 'dead', error: outcome.error };
     if (nextAt > expiresAt) return { id: event.id, outcome: 'dead', error: `${outcome.error}; gave up after the maximum age` };
     return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
