@@ -873,6 +873,7 @@ describe('bonus endpoints', () => {
       expectError(await h.internal('POST', `/v1/players/${userId}/bonuses/${randomUUID()}/status`, { status: 'Forfeited' }), 404);
       expectError(await h.internal('POST', `/v1/players/${uniqueName('other')}/bonuses/${playerBonus.user_bonus_id}/status`, { status: 'Forfeited' }), 404);
       expectError(await h.internal('POST', `/v1/players/${userId}/bonuses/not-a-bonus-id/status`, { status: 'Forfeited' }), 400);
+      expectError(await h.internal('POST', `/v1/players/${userId}/bonuses/${'-'.repeat(36)}/status`, { status: 'Forfeited' }), 400);
       expectError(await h.internal('POST', `/v1/players/${userId}/bonuses/${playerBonus.user_bonus_id}/status`, { status: 'Gone' }), 400);
       expectError(await h.internal('POST', `/v1/players/${userId}/bonuses/${playerBonus.user_bonus_id}/status`, {}), 400);
       // Nothing moved.

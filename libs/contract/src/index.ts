@@ -3,3 +3,4 @@ export * from './device';
 export * from './headers';
 export * from './validation';
 export * from './raw-json';
+export * from './ids';

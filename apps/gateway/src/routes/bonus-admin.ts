@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { isUuid, UUID_PATTERN } from '@operator/contract';
 import { BONUS_PRODUCTS, BONUS_STATUSES, BONUS_TYPES, changeBonusStatus, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
 import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, type CreditRow, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
@@ -133,7 +134,7 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     '/v1/players/:user_id/bonuses/:id/status',
     {
       schema: {
-        params: Type.Object({ user_id: Type.String(), id: Type.String({ pattern: '^[0-9a-fA-F-]{36}$', errorMessage: 'must be a user_bonus_id' }) }),
+        params: Type.Object({ user_id: Type.String(), id: Type.String({ pattern: UUID_PATTERN, errorMessage: 'must be a user_bonus_id' }) }),
         body: Type.Object({ status: literals(BONUS_STATUSES) }),
       },
     },
@@ -163,7 +164,7 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
 
   app.get<{ Params: { id: string } }>('/v1/credits/:id', async (request, reply) => {
     const id = request.params.id.toLowerCase();
-    const credit = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id) ? await orUnavailable(getCredit(db.pool, id)) : undefined;
+    const credit = isUuid(id) ? await orUnavailable(getCredit(db.pool, id)) : undefined;
     if (!credit) return reply.code(404).send({ error: `no credit ${request.params.id}` });
     return creditView(credit);
   });

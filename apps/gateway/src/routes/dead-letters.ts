@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { UUID_PATTERN } from '@operator/contract';
 import { listDeadLetters, redriveDeadLetters, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -29,7 +30,7 @@ export async function deadLetterRoutes(app: FastifyInstance, { db, maxAgeMs }: {
     {
       schema: {
         body: Type.Object({
-          event_ids: Type.Optional(Type.Array(Type.String({ pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$', errorMessage: 'must be an event id' }), { maxItems: 10000 })),
+          event_ids: Type.Optional(Type.Array(Type.String({ pattern: UUID_PATTERN, errorMessage: 'must be an event id' }), { maxItems: 10000 })),
         }),
       },
     },

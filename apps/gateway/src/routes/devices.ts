@@ -1,11 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
-import { checkDeviceCredential, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
+import { checkDeviceCredential, isUuid, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
 import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 503: ErrorSchema };
 
 export function deviceView(device: Device): DeviceView {
@@ -65,7 +64,7 @@ export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
 
   app.delete<{ Params: { id: string } }>('/v1/devices/:id', { schema: { response: errors } }, async (request, reply) => {
     const { id } = request.params;
-    if (!UUID.test(id) || !(await orUnavailable(deleteDevice(db, id)))) {
+    if (!isUuid(id) || !(await orUnavailable(deleteDevice(db, id)))) {
       return reply.code(404).send({ error: `no device ${id}` });
     }
     return reply.code(204).send();

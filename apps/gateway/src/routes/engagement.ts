@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { isUuid } from '@operator/contract';
 import { inTransaction, recordEngagement, type Db } from '@operator/db';
 import { isValidTrackingToken } from '@operator/push';
 import { orUnavailable } from './unavailable';
@@ -10,8 +11,6 @@ const CORS = {
   'access-control-allow-headers': 'content-type',
   'access-control-max-age': '86400',
 };
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const EngagementSchema = Type.Object({
   type: Type.Union([Type.Literal('delivered'), Type.Literal('opened'), Type.Literal('clicked')]),
@@ -35,7 +34,7 @@ export async function engagementRoutes(app: FastifyInstance, { db, trackingSecre
     },
     async (request, reply) => {
       const pushId = request.params.push_id.toLowerCase();
-      if (!UUID.test(pushId)) return reply.code(404).send({ error: `no push ${pushId}` });
+      if (!isUuid(pushId)) return reply.code(404).send({ error: `no push ${pushId}` });
       if (!isValidTrackingToken(trackingSecret, pushId, request.body.token)) {
         return reply.code(403).send({ error: 'tracking token does not match this push' });
       }

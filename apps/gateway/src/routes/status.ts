@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { isUuid } from '@operator/contract';
 import { readPushFeed, readPushStatus, sequenceFeed, type Db, type PushStatusRow } from '@operator/db';
 import { pushEventBody } from '@operator/webhooks';
 import { orUnavailable } from './unavailable';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_STATUS_IDS = 100;
 const MAX_FEED_LIMIT = 1000;
 
@@ -31,7 +31,7 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       const ids = [...new Set(raw === undefined ? [] : Array.isArray(raw) ? raw : [raw])];
       if (!ids.length) return reply.code(400).send({ error: 'give one or more push_id query parameters' });
       if (ids.length > MAX_STATUS_IDS) return reply.code(400).send({ error: `at most ${MAX_STATUS_IDS} push_id at once` });
-      const bad = ids.find((id) => !UUID.test(id));
+      const bad = ids.find((id) => !isUuid(id));
       if (bad) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
       const rows = await orUnavailable(readPushStatus(db.pool, ids));
       const found = new Set(rows.map((row) => row.id));
@@ -64,7 +64,7 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
 
   app.get<{ Params: { push_id: string } }>('/channels/push/:push_id', async (request, reply) => {
     const id = request.params.push_id;
-    if (!UUID.test(id)) return reply.code(404).send({ error: `no push ${id}` });
+    if (!isUuid(id)) return reply.code(404).send({ error: `no push ${id}` });
     const [row] = await orUnavailable(readPushStatus(db.pool, [id]));
     if (!row) return reply.code(404).send({ error: `no push ${id}` });
     return reply.type('application/json').send(statusJson(row));
