@@ -1,6 +1,5 @@
+import type { Platform, Provider } from '@operator/contract';
 import type { Sql } from './client';
-
-export type ProviderName = 'fcm' | 'apns' | 'webpush';
 
 /** A delivery this worker now owns, with what it takes to send it. */
 export interface ClaimedDelivery {
@@ -9,7 +8,7 @@ export interface ClaimedDelivery {
   deviceId: string | null;
   /** Null when the device was removed after the push was accepted. */
   token: string | null;
-  platform: 'android' | 'ios' | 'web' | null;
+  platform: Platform | null;
   p256dh: string | null;
   auth: string | null;
   deviceActive: boolean;
@@ -40,7 +39,7 @@ export async function findMissingMessages(sql: Sql, pushIds: string[]): Promise<
  * `sending`, so no other worker sends it while the claim lasts. A `sending` delivery whose claim is
  * older than `leaseMs` belonged to a worker that died, and is taken again.
  */
-export async function claimDeliveries(sql: Sql, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
+export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Provider, leaseMs: number): Promise<Claim> {
   const { rows } = await sql.query<ClaimedDelivery>(
     `WITH claimed AS (
        UPDATE deliveries d

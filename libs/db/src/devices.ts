@@ -1,3 +1,4 @@
+import type { Platform, Provider } from '@operator/contract';
 import type { DbTx, Sql } from './client';
 import type { Device } from './generated/client';
 
@@ -9,8 +10,8 @@ export interface DeviceTarget {
 }
 
 export interface DeviceRegistration extends DeviceTarget {
-  provider: 'fcm' | 'apns' | 'webpush';
-  platform: 'android' | 'ios' | 'web' | null;
+  provider: Provider;
+  platform: Platform | null;
   token: string;
   p256dh: string | null;
   auth: string | null;
@@ -21,7 +22,7 @@ export interface ActiveDevice {
   id: string;
   brandId: string;
   userId: string;
-  provider: 'fcm' | 'apns' | 'webpush';
+  provider: Provider;
 }
 
 /** Active devices of the given players, each for its own brand. */

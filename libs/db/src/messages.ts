@@ -1,3 +1,4 @@
+import type { Provider } from '@operator/contract';
 import type { Sql } from './client';
 
 export interface MessageKey {
@@ -24,7 +25,7 @@ export interface NewDelivery {
   id: string;
   messageId: string;
   deviceId: string;
-  provider: 'fcm' | 'apns' | 'webpush';
+  provider: Provider;
 }
 
 export const messageKey = (key: MessageKey) => `${key.brandId}:${key.crmMessageId}`;

@@ -1,6 +1,7 @@
-import type { PushRequest } from '@operator/contract';
+import type { Platform, Provider, PushRequest } from '@operator/contract';
 
-export type ProviderName = 'fcm' | 'apns' | 'webpush';
+/** The contract's provider names: fcm, apns, webpush. */
+export type ProviderName = Provider;
 
 /** One push, as the provider must render it. */
 export interface Notification {
@@ -17,7 +18,7 @@ export interface SendTarget {
   deliveryId: string;
   /** FCM registration token, APNs device token, or the Web Push endpoint. */
   token: string;
-  platform: 'android' | 'ios' | 'web' | null;
+  platform: Platform | null;
   /** Web Push subscription keys (base64url); null for FCM and APNs. */
   p256dh: string | null;
   auth: string | null;
