@@ -2,6 +2,7 @@ import { createECDH, createPublicKey, createDecipheriv, hkdfSync, randomBytes, r
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { CrmAnswer } from './fake-crm';
 import { testTls } from './tls';
 
 // A local Web Push service (RFC 8030) over TLS that checks what a real one checks: the VAPID
@@ -9,18 +10,8 @@ import { testTls } from './tls';
 // future and at most 24 h away, sub present) and the aes128gcm body (RFC 8291 / RFC 8188), which it
 // decrypts with the subscription's private key, so a test sees the plaintext the browser would see.
 
-/** A scripted answer: a status, or a status with headers (e.g. Retry-After), a body, a delay. */
-export type FakePushAnswer =
-  | number
-  | {
-      status: number;
-      headers?: Record<string, string>;
-      body?: string;
-      /** Wait this long before answering (to make a client time out). */
-      delayMs?: number;
-      /** Destroy the socket instead of answering (a network failure). */
-      hangUp?: boolean;
-    };
+/** A scripted answer of the push service: the same shapes as the CRM fake's. */
+export type FakePushAnswer = CrmAnswer;
 
 /** A message the fake accepted (answered 2xx), decrypted. */
 export interface FakePushMessage {
