@@ -107,7 +107,9 @@ export async function acceptMessages(
   const devicesOf = new Map<string, ActiveDevice[]>();
   for (const device of devices) {
     const target = `${device.brandId}:${device.userId}`;
-    devicesOf.set(target, [...(devicesOf.get(target) ?? []), device]);
+    const list = devicesOf.get(target);
+    if (list) list.push(device);
+    else devicesOf.set(target, [device]);
   }
 
   const outcomes = new Map<string, Outcome>();

@@ -99,7 +99,9 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
       outcomes.push({ deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' });
       continue;
     }
-    byMessage.set(delivery.messageId, [...(byMessage.get(delivery.messageId) ?? []), delivery]);
+    const list = byMessage.get(delivery.messageId);
+    if (list) list.push(delivery);
+    else byMessage.set(delivery.messageId, [delivery]);
   }
 
   const record = (delivery: ClaimedDelivery, result: SendResult) => {

@@ -38,7 +38,9 @@ function jobOptions(pushIds: string[], policy: SendJobPolicy): JobsOptions {
 export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy: SendJobPolicy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
   const byProvider = new Map<PushProvider, SendJobRequest[]>();
   for (const request of requests) {
-    byProvider.set(request.provider, [...(byProvider.get(request.provider) ?? []), request]);
+    const list = byProvider.get(request.provider);
+    if (list) list.push(request);
+    else byProvider.set(request.provider, [request]);
   }
   await Promise.all(
     [...byProvider].map(([provider, list]) =>
