@@ -1,4 +1,4 @@
-import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import type { Static, TObject, TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
 export type Env = Record<string, string | undefined>;
@@ -9,8 +9,7 @@ export class ConfigError extends Error {
   }
 }
 
-/** Comma-separated list; empty entries dropped. */
-export const List = (options: { default: string; description: string }) => Type.String(options);
+/** A comma-separated list, empty entries dropped. */
 export function splitList(value: string): string[] {
   return value
     .split(',')
