@@ -6,7 +6,7 @@ import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
 import { apiKeyGuard } from './auth';
-import { registerErrorHandling } from './errors';
+import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
 import { deadLetterRoutes } from './routes/dead-letters';
@@ -58,9 +58,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
     app.register(underPressure, {
       maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
-      retryAfter: 5,
+      retryAfter: RETRY_AFTER_SECONDS,
       pressureHandler: (_request, reply) => {
-        reply.code(503).header('retry-after', '5').send({ error: 'server is overloaded, retry later' });
+        reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'server is overloaded, retry later' });
       },
     });
   }

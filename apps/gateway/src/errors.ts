@@ -1,7 +1,8 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isUnstorableText } from '@operator/db';
 
-const RETRY_AFTER_SECONDS = '5';
+/** How long a client is asked to wait before retrying a 503. */
+export const RETRY_AFTER_SECONDS = 5;
 
 /** Every error becomes `{"error": "..."}`: the message for a client's mistake, a generic text otherwise. */
 export function registerErrorHandling(app: FastifyInstance) {
@@ -26,7 +27,7 @@ export function registerErrorHandling(app: FastifyInstance) {
     }
     if (status === 503) {
       request.log.warn({ err: error }, 'answered 503');
-      return reply.code(503).header('retry-after', RETRY_AFTER_SECONDS).send({ error: error.message });
+      return reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: error.message });
     }
     if (status >= 400 && status < 500) {
       return reply.code(status).send({ error: error.message });

@@ -13,7 +13,7 @@ import {
   type CrmHeaderField,
   type PushRequest,
 } from '@operator/contract';
-import { acceptMessages, type AcceptDeps } from '@operator/push';
+import { acceptMessages, UnavailableError, type AcceptDeps } from '@operator/push';
 
 export interface PushRouteOptions {
   accept: AcceptDeps;
@@ -49,7 +49,8 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
         case 'unreachable':
           return reply.code(404).send({ error: outcome.error });
         case 'fatal':
-          return reply.code(503).header('retry-after', '5').send({ error: outcome.error });
+          // Answered by the error handler, like every 503: the CRM retries this message.
+          throw new UnavailableError(outcome.error);
       }
     },
   );
