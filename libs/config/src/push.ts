@@ -13,6 +13,7 @@ export const PushWorkerEnv = Type.Object({
 
 export const FcmEnv = Type.Object({
   FCM_SERVICE_ACCOUNT_FILE: Type.String({ default: '', description: 'Service account JSON of the Firebase project (default brand)' }),
+  FCM_ENDPOINT: Type.String({ default: '', description: 'https origin every FCM connection goes to instead (the FCM API and the OAuth token URL, real host names kept for TLS): proxies, tests' }),
 });
 
 export const ApnsEnv = Type.Object({
@@ -33,6 +34,8 @@ export const WebPushEnv = Type.Object({
 
 export interface FcmCredential {
   serviceAccount: { project_id: string; client_email: string; private_key: string };
+  /** FCM_ENDPOINT: an https origin that takes every connection (FCM API and OAuth token URL). */
+  endpoint?: string;
 }
 export interface ApnsCredential {
   key: string;
@@ -167,6 +170,19 @@ const DEFAULT_VARIABLES: Record<PushProviderName, string[]> = {
   webpush: ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT'],
 };
 
+/** Why FCM_ENDPOINT is not an https origin (`https://host[:port]`), or undefined when it is. */
+function fcmEndpointProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `${value} is not a URL`;
+  }
+  if (url.protocol !== 'https:') return `${value} must be an https origin`;
+  if (url.pathname !== '/' || url.search || url.hash || url.username || url.password) return `${value} must be an origin only (https://host[:port])`;
+  return undefined;
+}
+
 /**
  * The configuration of one provider's worker. Credentials come from the environment (the default
  * brand) and from PUSH_CREDENTIALS_FILE (per brand). With none at all the worker uses its sandbox,
@@ -197,6 +213,14 @@ export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, en
       if (!entry[provider]) continue;
       const credential = credentialFrom(provider, entry, `PUSH_CREDENTIALS_FILE brand ${brandId} ${provider}`, problems);
       if (credential) credentials.brands.set(brandId, credential);
+    }
+  }
+  if (provider === 'fcm' && raw.FCM_ENDPOINT) {
+    const endpoint = fcmEndpointProblem(raw.FCM_ENDPOINT);
+    if (endpoint) problems.push(`FCM_ENDPOINT: ${endpoint}`);
+    // A network-level override (a proxy, a local test server): every FCM client of this worker uses it.
+    for (const credential of [credentials.default, ...credentials.brands.values()] as (FcmCredential | undefined)[]) {
+      if (credential) credential.endpoint = raw.FCM_ENDPOINT;
     }
   }
   const sandbox = !credentials.default && credentials.brands.size === 0;

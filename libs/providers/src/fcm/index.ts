@@ -1,6 +1,7 @@
 export { toFcmMessage, type TokenMessage } from './message';
 export {
   createFcmProvider,
+  fcmEndpointAgent,
   fcmSendError,
   serviceAccountCredential,
   type FcmProviderOptions,

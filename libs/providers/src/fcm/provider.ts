@@ -1,5 +1,7 @@
 import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
 import https from 'node:https';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
 import { deleteApp, initializeApp, type App, type Credential, type GoogleOAuthAccessToken } from 'firebase-admin/app';
 import { getMessaging, type Messaging, type SendResponse } from 'firebase-admin/messaging';
 import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '../types';
@@ -53,6 +55,11 @@ export interface FcmProviderOptions {
   appName?: string;
   /** Agent for every request (FCM and the OAuth2 token). Default: a keep-alive agent of this provider, 100 sockets. */
   httpAgent?: https.Agent;
+  /**
+   * An https origin (`https://host[:port]`) that takes every connection of the default agent instead
+   * of Google's hosts (FCM_ENDPOINT: a proxy, a local test server); see fcmEndpointAgent().
+   */
+  endpoint?: string;
   /** How many sends are in flight at once: the size of each sendEach call (1-500, default 500). */
   concurrency?: number;
   /** firebase-admin's own retries (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
@@ -322,9 +329,31 @@ function instrument(messaging: Messaging, retry: FcmSdkRetry | false): { respons
   return done;
 }
 
+/**
+ * An agent that connects every request to `origin` whatever host its URL names, keeping that host
+ * as the TLS server name and Host header: requests still name fcm.googleapis.com and
+ * oauth2.googleapis.com, so the server there must hold a certificate for those names that this
+ * process trusts (the system store, NODE_EXTRA_CA_CERTS, or `ca` in the options).
+ */
+export function fcmEndpointAgent(origin: string, options: https.AgentOptions = {}): https.Agent {
+  const url = new URL(origin);
+  if (url.protocol !== 'https:') throw new Error(`FCM endpoint ${origin} must be an https origin`);
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(url.port || 443);
+  class EndpointAgent extends https.Agent {
+    // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
+    override createConnection(connection: https.RequestOptions): Duplex {
+      const { servername, ca, rejectUnauthorized, session } = connection as tls.ConnectionOptions;
+      return tls.connect({ host, port, servername: servername || connection.hostname || connection.host || undefined, ca, rejectUnauthorized, session });
+    }
+  }
+  return new EndpointAgent(options);
+}
+
 export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const { serviceAccount } = options;
-  const ownAgent = options.httpAgent ? null : new https.Agent({ keepAlive: true, maxSockets: 100 });
+  const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: 100 };
+  const ownAgent = options.httpAgent ? null : options.endpoint ? fcmEndpointAgent(options.endpoint, agentOptions) : new https.Agent(agentOptions);
   const httpAgent = options.httpAgent ?? (ownAgent as https.Agent);
   const batchSize = Math.min(FCM_MAX_BATCH, Math.max(1, Math.floor(options.concurrency ?? FCM_MAX_BATCH)));
 
