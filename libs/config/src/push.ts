@@ -8,6 +8,8 @@ export const PushWorkerEnv = Type.Object({
   PUSH_WORKER_CONCURRENCY: Type.Integer({ default: 10, minimum: 1, description: 'Send jobs one worker process runs at once' }),
   PUSH_WORKER_PARALLEL_MESSAGES: Type.Integer({ default: 16, minimum: 1, description: 'Messages of one job sent at once' }),
   PUSH_CLAIM_LEASE_MS: Type.Integer({ default: 60000, minimum: 1000, description: "How long a worker's claim on a delivery lasts before a crashed worker's sends are taken over" }),
+  PUSH_RECONCILE_INTERVAL_MS: Type.Integer({ default: 30000, minimum: 100, description: 'How often the worker looks for deliveries whose send job Redis lost' }),
+  PUSH_RECONCILE_AFTER_MS: Type.Integer({ default: 300000, minimum: 1000, description: 'How long a delivery stays untouched (pending, or claimed past its lease) before it is enqueued again' }),
   PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see README)' }),
 });
 

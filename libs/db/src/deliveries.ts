@@ -75,7 +75,11 @@ export type DeliveryOutcome =
   /** Not sent this time; back to pending for the job's next attempt, with the reason kept. */
   | { deliveryId: string; status: 'pending'; errorCode: string; error: string };
 
-/** Records what became of each claimed delivery, in one statement. */
+/**
+ * Records what became of each claimed delivery, in one statement. Only a delivery still being
+ * sent takes an outcome, except that `sent` always wins over a failure: a worker whose claim
+ * lapsed (a long outage) cannot turn back what another worker recorded since.
+ */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Promise<void> {
   if (!outcomes.length) return;
   const pick = <T>(get: (outcome: DeliveryOutcome) => T) => outcomes.map(get);
@@ -88,7 +92,7 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Pro
             claimed_at = NULL, updated_at = now()
        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
             AS o(id, status, provider_message_id, error_code, error)
-      WHERE d.id = o.id`,
+      WHERE d.id = o.id AND (d.status = 'sending' OR (o.status = 'sent' AND d.status <> 'sent'))`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
@@ -146,4 +150,41 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
     [pushIds],
   );
   return rows;
+}
+
+/** Keeps this worker's claims alive while it still holds them (sending, or sent and not yet recorded). */
+export async function extendClaims(sql: Sql, deliveryIds: string[]): Promise<void> {
+  if (!deliveryIds.length) return;
+  await sql.query(`UPDATE deliveries SET claimed_at = now() WHERE id = ANY($1::uuid[]) AND status = 'sending'`, [deliveryIds]);
+}
+
+/** Gives back claims on deliveries this worker will not send after all (shutdown): pending again, for any worker. */
+export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<number> {
+  if (!deliveryIds.length) return 0;
+  const { rowCount } = await sql.query(
+    `UPDATE deliveries SET status = 'pending', claimed_at = NULL, updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'sending'`,
+    [deliveryIds],
+  );
+  return rowCount ?? 0;
+}
+
+/**
+ * Pushes with deliveries of this provider that nothing has moved for `afterMs`: pending, or
+ * claimed by a worker whose lease lapsed. Their job was lost (Redis lost its last writes, a queue
+ * was flushed, a job was removed or failed after its attempts). Each one found is touched, so the
+ * next look finds it again only if it is still stranded `afterMs` later.
+ */
+export async function takeStrandedPushes(sql: Sql, provider: Provider, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
+  const { rows } = await sql.query<{ messageId: string }>(
+    `WITH stranded AS (
+       SELECT id FROM deliveries
+        WHERE status IN ('pending', 'sending') AND provider = $1::"Provider"
+          AND updated_at < now() - $2 * interval '1 millisecond'
+          AND (status = 'pending' OR claimed_at IS NULL OR claimed_at < now() - $3 * interval '1 millisecond')
+        ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+     UPDATE deliveries d SET updated_at = now() FROM stranded s WHERE d.id = s.id
+     RETURNING d.message_id AS "messageId"`,
+    [provider, afterMs, leaseMs, limit],
+  );
+  return [...new Set(rows.map((row) => row.messageId))];
 }

@@ -4,4 +4,5 @@ export * from './devices';
 export * from './deliveries';
 export * from './events';
 export * from './bonus';
+export * from './write-behind';
 export { Prisma } from './generated/client';

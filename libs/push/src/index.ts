@@ -1,5 +1,7 @@
 export * from './errors';
 export * from './accept';
 export * from './send';
+export * from './outcomes';
+export * from './reconcile';
 export * from './worker';
 export * from './tracking';

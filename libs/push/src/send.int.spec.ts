@@ -13,6 +13,7 @@ import {
 } from '@operator/queue';
 import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, until, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import { acceptMessages } from './accept';
+import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
 
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -27,6 +28,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   let prefix: string;
   let brand: number;
   let player: string;
+  let recorder: SendRecorder;
 
   beforeAll(async () => {
     db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
@@ -47,12 +49,14 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   });
 
   beforeEach(() => {
+    recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
     prefix = uniqueName('test-send');
     queues = createPushQueues(producer, prefix);
     brand = uniqueBrandId();
     player = uniqueName('player');
   });
   afterEach(async () => {
+    await recorder.close();
     await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
     await closePushQueues(queues);
   });
@@ -62,6 +66,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     provider: 'webpush',
     providerFor: () => provider,
     log: silent,
+    recorder,
     leaseMs: 60000,
     visibilityGraceMs: 30000,
     parallelMessages: 4,

@@ -1,20 +1,9 @@
 import type { PushRequest } from '@operator/contract';
-import {
-  claimDeliveries,
-  deactivateDevices,
-  findMissingMessages,
-  inTransaction,
-  recordOutcomes,
-  settleMessages,
-  type ClaimedDelivery,
-  type Db,
-  type DeliveryOutcome,
-  type SettledMessage,
-} from '@operator/db';
+import { claimDeliveries, findMissingMessages, type ClaimedDelivery, type Db } from '@operator/db';
 import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
-import { trackingToken } from './tracking';
 import type { LogSink } from '@operator/config';
-
+import type { SendOutcome, SendRecorder } from './outcomes';
+import { trackingToken } from './tracking';
 
 export interface SendDeps {
   db: Db;
@@ -22,6 +11,8 @@ export interface SendDeps {
   /** The provider client for a brand (one long-lived client per credential). */
   providerFor(brandId: string): PushProvider;
   log: LogSink;
+  /** Records each device's outcome as soon as the provider answers, and keeps the claims alive meanwhile. */
+  recorder: SendRecorder;
   /** How long a worker's claim on a delivery lasts; past it, a crashed worker's sends are taken again. */
   leaseMs: number;
   /** How long a job waits for its messages to become visible (the gateway adds jobs just before commit). */
@@ -70,7 +61,8 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
 }
 
 /**
- * Sends the pushes of one job to this provider's devices and records each device's outcome.
+ * Sends the pushes of one job to this provider's devices and records each device's outcome as
+ * soon as its provider answers. The job ends once every outcome is in PostgreSQL.
  *
  * Only deliveries still pending are claimed, so a job that runs again (after a crash, a partial
  * failure or a retry) never sends again to a device already recorded as sent. Dead tokens
@@ -87,42 +79,60 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
   if (missing.length) log.warn({ pushIds: missing }, 'dropping pushes that were never committed');
 
   const claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs);
+  deps.recorder.hold(claim.deliveries.map((delivery) => delivery.id));
   const lastAttempt = job.attempt >= job.maxAttempts;
-  const outcomes: DeliveryOutcome[] = [];
-  const deadDevices: { id: string; reason: string }[] = [];
+  const recorded: Promise<void>[] = [];
+  let sent = 0;
+  let failed = 0;
+  let deadDevices = 0;
   const transient: SendError[] = [];
   let authFailure: SendError | undefined;
 
+  const keep = (outcomes: SendOutcome[]) => {
+    for (const { outcome } of outcomes) {
+      if (outcome.status === 'sent') sent++;
+      else if (outcome.status === 'failed') failed++;
+    }
+    recorded.push(deps.recorder.record(outcomes));
+  };
+
   const byMessage = new Map<string, ClaimedDelivery[]>();
+  const inactive: SendOutcome[] = [];
   for (const delivery of claim.deliveries) {
     if (!delivery.token || !delivery.deviceActive) {
-      outcomes.push({ deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' });
+      inactive.push({
+        pushId: delivery.messageId,
+        outcome: { deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' },
+      });
       continue;
     }
     const list = byMessage.get(delivery.messageId);
     if (list) list.push(delivery);
     else byMessage.set(delivery.messageId, [delivery]);
   }
+  keep(inactive);
 
-  const record = (delivery: ClaimedDelivery, result: SendResult) => {
-    if (result.ok) {
-      outcomes.push({ deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId });
-      return;
-    }
+  const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
+    const pushId = delivery.messageId;
+    if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
     // A rate limit pauses the queue without using up an attempt, so it never makes a delivery final.
     const final = error.class === 'dead-token' || error.class === 'payload' || (lastAttempt && error.code !== 'rate-limited');
-    outcomes.push({ deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message });
-    if (error.class === 'dead-token') deadDevices.push({ id: delivery.deviceId!, reason: error.code });
     if (error.class === 'transient') transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
+    const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
+    if (error.class === 'dead-token') {
+      outcome.deadDevice = { id: delivery.deviceId!, reason: error.code };
+      deadDevices++;
+    }
+    return outcome;
   };
 
   await eachLimited([...byMessage], deps.parallelMessages, async ([messageId, deliveries]) => {
     const message = claim.messages.get(messageId)!;
     if (authFailure) {
       // Credentials were refused: do not try them on more devices; these wait for the next attempt.
-      for (const delivery of deliveries) record(delivery, { ok: false, error: authFailure });
+      keep(deliveries.map((delivery) => outcomeOf(delivery, { ok: false, error: authFailure! })));
       return;
     }
     let results: SendResult[];
@@ -135,20 +145,11 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
       log.error({ err: error, pushId: messageId }, 'provider failed unexpectedly');
       results = deliveries.map(() => ({ ok: false, error: { class: 'transient', code: 'unavailable', message: reason } }));
     }
-    deliveries.forEach((delivery, i) => record(delivery, results[i]));
+    keep(deliveries.map((delivery, i) => outcomeOf(delivery, results[i])));
   });
 
-  let settled: SettledMessage[] = [];
-  await inTransaction(db, async (tx) => {
-    await recordOutcomes(tx, outcomes);
-    await deactivateDevices(tx, deadDevices);
-    settled = await settleMessages(tx, job.pushIds);
-  });
-
-  const sent = outcomes.filter((o) => o.status === 'sent').length;
-  const failed = outcomes.filter((o) => o.status === 'failed').length;
-  if (deadDevices.length) log.info({ devices: deadDevices.length }, 'deactivated devices with dead tokens');
-  if (settled.length) log.info({ sent: settled.filter((m) => m.status === 'sent').length, failed: settled.filter((m) => m.status === 'failed').length }, 'messages settled');
+  await Promise.all(recorded);
+  if (deadDevices) log.info({ devices: deadDevices }, 'deactivated devices with dead tokens');
 
   if (authFailure && !lastAttempt) {
     log.error({ provider: deps.provider, code: authFailure.code, reason: authFailure.message }, 'provider refused our credentials; check the configuration');

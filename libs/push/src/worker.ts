@@ -1,7 +1,9 @@
 import { ConfigError, createLogger, loadPushWorkerConfig, type Credentials, type PushProviderName } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { createSendWorker, createWorkerRedis } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis } from '@operator/queue';
+import { createSendRecorder } from './outcomes';
+import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
 
 /**
@@ -33,6 +35,22 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
   const redis = createWorkerRedis(config.REDIS_URL);
   redis.on('error', (error) => log.warn({ err: error.message }, 'redis connection error'));
+  const recorder = createSendRecorder({ db, log, leaseMs: config.PUSH_CLAIM_LEASE_MS });
+  // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
+  const producer = createProducerRedis(config.REDIS_URL);
+  producer.on('error', () => undefined);
+  const queues = createPushQueues(producer, config.QUEUE_PREFIX);
+  const reconciler = startReconciler({
+    db,
+    queues,
+    provider,
+    log,
+    intervalMs: config.PUSH_RECONCILE_INTERVAL_MS,
+    afterMs: config.PUSH_RECONCILE_AFTER_MS,
+    leaseMs: config.PUSH_CLAIM_LEASE_MS,
+    jobMaxMessages: 100,
+    sendPolicy: { attempts: config.PUSH_SEND_ATTEMPTS, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+  });
 
   const worker = createSendWorker(
     provider,
@@ -43,6 +61,7 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
           provider,
           providerFor: (brandId) => registry.providerFor(brandId),
           log,
+          recorder,
           leaseMs: config.PUSH_CLAIM_LEASE_MS,
           visibilityGraceMs: 30000,
           parallelMessages: config.PUSH_WORKER_PARALLEL_MESSAGES,
@@ -61,7 +80,11 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
     if (closing) return;
     closing = true;
     log.info({ signal }, 'shutting down: finishing jobs in flight');
+    await reconciler.stop();
     await worker.close();
+    await recorder.close();
+    await closePushQueues(queues).catch(() => undefined);
+    producer.disconnect();
     await registry.close();
     await closeDb(db);
     await redis.quit().catch(() => redis.disconnect());

@@ -23,7 +23,8 @@ export const SendPushJobSchema = Type.Object({
 });
 export type SendPushJob = Static<typeof SendPushJobSchema>;
 
-/** The job id derives from the pushes it carries, so adding the same job twice is a no-op. */
-export function sendPushJobId(pushIds: string[]): string {
-  return pushIds.length === 1 ? `push-${pushIds[0]}` : `push-${pushIds[0]}-n${pushIds.length}`;
+/** The job id derives from the pushes it carries (and the round), so adding the same job twice is a no-op. */
+export function sendPushJobId(pushIds: string[], round?: string): string {
+  const id = pushIds.length === 1 ? `push-${pushIds[0]}` : `push-${pushIds[0]}-n${pushIds.length}`;
+  return round ? `${id}-r${round}` : id;
 }

@@ -22,11 +22,13 @@ export function createPushQueues(connection: Redis, prefix: string): PushQueues 
 export interface SendJobRequest {
   provider: PushProvider;
   pushIds: string[];
+  /** Another round of the same pushes (the reconciler's): a new job id, since the first job may still be kept as completed or failed. */
+  round?: string;
 }
 
-function jobOptions(pushIds: string[], policy: SendJobPolicy): JobsOptions {
+function jobOptions({ pushIds, round }: SendJobRequest, policy: SendJobPolicy): JobsOptions {
   return {
-    jobId: sendPushJobId(pushIds),
+    jobId: sendPushJobId(pushIds, round),
     attempts: policy.attempts,
     backoff: { type: SEND_BACKOFF_TYPE, delay: policy.backoffMs },
     removeOnComplete: { age: 3600, count: 10000 },
@@ -44,7 +46,7 @@ export async function enqueueSendJobs(queues: PushQueues, requests: SendJobReque
   }
   await Promise.all(
     [...byProvider].map(([provider, list]) =>
-      queues[provider].addBulk(list.map(({ pushIds }) => ({ name: SEND_PUSH_JOB, data: { pushIds }, opts: jobOptions(pushIds, policy) }))),
+      queues[provider].addBulk(list.map((request) => ({ name: SEND_PUSH_JOB, data: { pushIds: request.pushIds }, opts: jobOptions(request, policy) }))),
     ),
   );
 }

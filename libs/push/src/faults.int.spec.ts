@@ -1,0 +1,255 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { build } from 'esbuild';
+import { v7 as uuidv7 } from 'uuid';
+import { claimDeliveries, closeDb, createDb, registerDevice, type Db } from '@operator/db';
+import { createWebPushProvider, type PushProvider } from '@operator/providers';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { FakePushService, pushRequest, TcpProxy, testTls, uniqueBrandId, uniqueName, until, vapidKeys } from '@operator/testing';
+import { acceptMessages } from './accept';
+import { createSendRecorder } from './outcomes';
+import { reconcileOnce } from './reconcile';
+import { processSendJob, type SendDeps } from './send';
+
+const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const ROOT = path.resolve(__dirname, '../../..');
+
+describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Redis', () => {
+  let db: Db;
+  let producer: Redis;
+  let queues: PushQueues;
+  let fake: FakePushService;
+  let provider: PushProvider;
+  let prefix: string;
+  let brand: number;
+  let player: string;
+  const vapid = { ...vapidKeys(), subject: 'mailto:ops@example.test' };
+
+  beforeAll(async () => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
+    producer = createProducerRedis(process.env.REDIS_URL!);
+    await new Promise((resolve) => producer.once('ready', resolve));
+    fake = await FakePushService.start();
+    provider = createWebPushProvider({ vapid, agent: new https.Agent({ ca: testTls().ca, keepAlive: true }), timeoutMs: 3000 });
+  });
+  afterAll(async () => {
+    await provider.close();
+    await fake.close();
+    producer.disconnect();
+    await closeDb(db);
+  });
+
+  beforeEach(() => {
+    prefix = uniqueName('test-faults');
+    queues = createPushQueues(producer, prefix);
+    brand = uniqueBrandId();
+    player = uniqueName('player');
+  });
+  afterEach(async () => {
+    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
+    await closePushQueues(queues);
+  });
+
+  async function device() {
+    const id = uniqueName('sub');
+    const subscription = fake.subscription(id);
+    await registerDevice(db, uuidv7(), {
+      brandId: BigInt(brand),
+      userId: player,
+      provider: 'webpush',
+      platform: 'web',
+      token: subscription.endpoint,
+      p256dh: subscription.keys.p256dh,
+      auth: subscription.keys.auth,
+    });
+    return id;
+  }
+
+  async function accept(count: number) {
+    const requests = Array.from({ length: count }, () => pushRequest(brand, player));
+    const outcomes = await acceptMessages({ db, redis: producer, queues, jobMaxMessages: count, sendPolicy: { attempts: 4, backoffMs: 50 } }, requests, {});
+    return outcomes.map((outcome) => (outcome.kind === 'accepted' ? outcome.pushId : fail(outcome.kind)));
+  }
+
+  const statuses = async (pushIds: string[]) =>
+    (await db.pool.query<{ status: string }>(`SELECT status::text FROM deliveries WHERE message_id = ANY($1::uuid[])`, [pushIds])).rows.map((r) => r.status);
+  /** How many times each push reached the device. */
+  const receipts = (subscription: string) => {
+    const counts = new Map<string, number>();
+    for (const message of fake.receivedFor(subscription)) {
+      const pushId = (message.payload as { push_id: string }).push_id;
+      counts.set(pushId, (counts.get(pushId) ?? 0) + 1);
+    }
+    return counts;
+  };
+  const job = (pushIds: string[]) => ({ pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: Date.now() });
+
+  it('keeps an outcome through a PostgreSQL cut right after its send, and never sends it again', async () => {
+    const proxy = await new TcpProxy('127.0.0.1', Number(new URL(process.env.DATABASE_URL!).port || 5432)).start();
+    const cutDb = createDb({ url: proxy.urlFor(process.env.DATABASE_URL!), poolSize: 3, connectTimeoutMs: 300 });
+    const recorder = createSendRecorder({ db: cutDb, log: silent, leaseMs: 3000 });
+    try {
+      const phone = await device();
+      const [pushId] = await accept(1);
+      // The provider answers, then PostgreSQL goes away for a second before the outcome is written.
+      const cutAfterSend: PushProvider = {
+        async send(notification, targets) {
+          const results = await provider.send(notification, targets);
+          await proxy.stop();
+          setTimeout(() => void proxy.resume(), 1000);
+          return results;
+        },
+        close: async () => undefined,
+      };
+      const deps: SendDeps = {
+        db: cutDb,
+        provider: 'webpush',
+        providerFor: () => cutAfterSend,
+        log: silent,
+        recorder,
+        leaseMs: 3000,
+        visibilityGraceMs: 30000,
+        parallelMessages: 4,
+        trackingSecret: 'test-tracking-secret',
+      };
+
+      expect(await processSendJob(deps, job([pushId]))).toEqual({ kind: 'done', sent: 1, failed: 0, dropped: 0 });
+      expect(await statuses([pushId])).toEqual(['sent']);
+
+      // The job runs again after the lease (a retried or stalled job): nothing is left to send.
+      await sleep(3100);
+      expect(await processSendJob({ ...deps, providerFor: () => provider }, job([pushId]))).toEqual({ kind: 'done', sent: 0, failed: 0, dropped: 0 });
+      expect(receipts(phone).get(pushId)).toBe(1);
+    } finally {
+      await recorder.close();
+      await closeDb(cutDb);
+      await proxy.stop();
+    }
+  });
+
+  it('renews the claims it holds, so no other worker takes them while their outcomes wait to be written', async () => {
+    const recorder = createSendRecorder({ db, log: silent, leaseMs: 1500 });
+    try {
+      await device();
+      const pushIds = await accept(3);
+      const claim = await claimDeliveries(db.pool, pushIds, 'webpush', 1500);
+      recorder.hold(claim.deliveries.map((d) => d.id));
+      // Three leases pass; the renewals keep the claims fresh, so another worker's claim finds nothing.
+      await sleep(4500);
+      const other = await claimDeliveries(db.pool, pushIds, 'webpush', 1500);
+      expect(other.deliveries).toHaveLength(0);
+      expect(other.heldElsewhere).toBe(3);
+    } finally {
+      await recorder.close();
+    }
+  });
+
+  it('enqueues again the pushes whose job was lost, once, and they are sent', async () => {
+    const phone = await device();
+    const pushIds = await accept(3);
+    await queues.webpush.obliterate({ force: true }); // Redis lost the job
+    // A fourth push is claimed right now by a live worker: not stranded.
+    const [busy] = await accept(1);
+    await claimDeliveries(db.pool, [busy], 'webpush', 60000);
+    await sleep(50);
+
+    const reconcile = { db, queues, provider: 'webpush' as const, log: silent, afterMs: 20, leaseMs: 60000, jobMaxMessages: 2, sendPolicy: { attempts: 4, backoffMs: 50 } };
+    expect(await reconcileOnce(reconcile)).toBe(3);
+    expect(await reconcileOnce(reconcile)).toBe(0); // marked: not again until afterMs passes without progress
+
+    const jobs = (await queues.webpush.getJobs(['wait', 'delayed', 'prioritized'])).filter((j) => j.id!.includes('-r'));
+    expect(jobs.flatMap((j) => j.data.pushIds).sort()).toEqual([...pushIds].sort());
+    expect(jobs.map((j) => j.data.pushIds.length).sort()).toEqual([1, 2]);
+
+    const recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
+    try {
+      const deps: SendDeps = { db, provider: 'webpush', providerFor: () => provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret' };
+      for (const j of jobs) await processSendJob(deps, { pushIds: j.data.pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: j.timestamp });
+    } finally {
+      await recorder.close();
+    }
+    expect(await statuses(pushIds)).toEqual(['sent', 'sent', 'sent']);
+    expect([...receipts(phone).values()]).toEqual([1, 1, 1]);
+  });
+
+  describe('a worker process killed with SIGKILL mid-job', () => {
+    let bundle: string;
+    let caFile: string;
+    const children: ChildProcess[] = [];
+
+    beforeAll(async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'push-worker-'));
+      caFile = path.join(dir, 'ca.pem');
+      writeFileSync(caFile, testTls().ca);
+      // Inside the repository, so the bundle finds node_modules.
+      bundle = path.join(ROOT, 'dist/test', `${path.basename(dir)}-push-worker-webpush.js`);
+      await build({
+        entryPoints: [path.join(ROOT, 'apps/push-worker-webpush/src/main.ts')],
+        outfile: bundle,
+        bundle: true,
+        platform: 'node',
+        target: 'node20',
+        format: 'cjs',
+        packages: 'external',
+        tsconfig: path.join(ROOT, 'tsconfig.base.json'),
+        logLevel: 'error',
+      });
+    });
+    afterEach(() => {
+      for (const child of children.splice(0)) child.kill('SIGKILL');
+    });
+
+    const startWorker = () => {
+      const child = spawn(process.execPath, [bundle], {
+        cwd: ROOT,
+        stdio: 'ignore',
+        env: {
+          ...process.env,
+          NODE_ENV: 'test',
+          LOG_LEVEL: 'silent',
+          QUEUE_PREFIX: prefix,
+          NODE_EXTRA_CA_CERTS: caFile,
+          VAPID_PUBLIC_KEY: vapid.publicKey,
+          VAPID_PRIVATE_KEY: vapid.privateKey,
+          VAPID_SUBJECT: vapid.subject,
+          PUSH_WORKER_CONCURRENCY: '1',
+          PUSH_WORKER_PARALLEL_MESSAGES: '4',
+          PUSH_CLAIM_LEASE_MS: '1500',
+          PUSH_RECONCILE_INTERVAL_MS: '300',
+          PUSH_RECONCILE_AFTER_MS: '1000',
+        },
+      });
+      children.push(child);
+      return child;
+    };
+
+    it('sends again at most the sends in flight at the kill; the rest are recorded or taken over', async () => {
+      const COUNT = 240;
+      const IN_FLIGHT = 1 * 4; // concurrency × parallel messages
+      const phone = await device();
+      fake.respond(phone, ...Array.from({ length: COUNT * 2 }, () => ({ status: 201, delayMs: 25 })));
+      const pushIds = await accept(COUNT);
+
+      const first = startWorker();
+      await until(() => fake.receivedFor(phone).length >= COUNT / 3, 'a third of the pushes to be sent', 20000);
+      first.kill('SIGKILL');
+      await new Promise((resolve) => first.once('exit', resolve));
+      const sentBeforeKill = fake.receivedFor(phone).length;
+
+      startWorker();
+      await until(async () => (await statuses(pushIds)).every((s) => s === 'sent'), 'every push to be sent after the kill', 30000);
+
+      const counts = receipts(phone);
+      expect(counts.size).toBe(COUNT);
+      const twice = [...counts.values()].filter((n) => n > 1);
+      expect(twice.every((n) => n === 2)).toBe(true);
+      // In flight: requests on the wire, plus answers gathered for the next write (a few milliseconds).
+      expect(twice.length).toBeLessThanOrEqual(2 * IN_FLIGHT);
+      expect(sentBeforeKill).toBeGreaterThan(2 * IN_FLIGHT);
+    }, 60000);
+  });
+});

@@ -1,0 +1,3 @@
+-- CreateIndex
+CREATE INDEX "deliveries_status_provider_updated_at_idx" ON "deliveries"("status", "provider", "updated_at");
+
