@@ -8,12 +8,14 @@ import {
   inTransaction,
   insertEvent,
   insertPlayerBonus,
+  isDbUnavailable,
   lockAcceptedCredit,
   lockPlayerBonus,
   playerAccounts,
   postTransaction,
   retryCredit,
   setPlayerBonusStatus,
+  untilStored,
   type CreditRow,
   type Db,
   type PlayerBonusRow,
@@ -92,24 +94,42 @@ async function complete(deps: BonusDeps, credit: CreditRow, reference: string | 
   });
 }
 
-/** Carries out one accepted credit through the wallet: completed, retried later, or failed for good. */
-export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise<'completed' | 'retry' | 'failed'> {
-  const result = await deps.wallet.carryOut(credit);
-  if (result.ok) {
-    await complete(deps, credit, result.reference);
-    return 'completed';
-  }
+/** A credit the wallet could not carry out: tried again later, or failed for good after BONUS_MAX_ATTEMPTS. */
+async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean, error: string): Promise<'retry' | 'failed'> {
   const attempt = credit.attempts + 1;
-  if (result.retry && attempt < deps.maxAttempts) {
-    await retryCredit(deps.db.pool, credit.id, new Date(Date.now() + backoffMs(attempt, deps.backoffMs)), result.error);
-    deps.log.warn({ creditId: credit.id, attempt, reason: result.error }, 'credit not carried out yet; retrying later');
+  if (retry && attempt < deps.maxAttempts) {
+    await untilStored(() => retryCredit(deps.db.pool, credit.id, new Date(Date.now() + backoffMs(attempt, deps.backoffMs)), error), deps.log, 'a credit retry');
+    deps.log.warn({ creditId: credit.id, attempt, reason: error }, 'credit not carried out yet; retrying later');
     return 'retry';
   }
-  await inTransaction(deps.db, async (sql) => {
-    if (await lockAcceptedCredit(sql, credit.id)) await finishCredit(sql, credit.id, { status: 'failed', error: result.error });
-  });
-  deps.log.error({ creditId: credit.id, reason: result.error }, 'credit refused for good');
+  await untilStored(
+    () =>
+      inTransaction(deps.db, async (sql) => {
+        if (await lockAcceptedCredit(sql, credit.id)) await finishCredit(sql, credit.id, { status: 'failed', error });
+      }),
+    deps.log,
+    'a failed credit',
+  );
+  deps.log.error({ creditId: credit.id, attempt, reason: error }, 'credit failed for good');
   return 'failed';
+}
+
+/**
+ * Carries out one accepted credit through the wallet: completed, retried later, or failed for good.
+ * Once the wallet has carried it out, its completion is retried in memory through a PostgreSQL
+ * outage, never carried out again. A completion that fails for any other reason (a reason waiting
+ * will not change) counts as an attempt, so no credit stays accepted for ever.
+ */
+export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise<'completed' | 'retry' | 'failed'> {
+  const result = await deps.wallet.carryOut(credit);
+  if (!result.ok) return notCarriedOut(deps, credit, result.retry, result.error);
+  try {
+    await untilStored(() => complete(deps, credit, result.reference), deps.log, 'a carried-out credit');
+    return 'completed';
+  } catch (error) {
+    deps.log.error({ err: error, creditId: credit.id }, 'credit carried out but could not be recorded');
+    return notCarriedOut(deps, credit, true, `could not be recorded: ${(error as Error).message}`);
+  }
 }
 
 /** One round of the bonus worker: the due credits, then the bonuses past their validity. */
@@ -119,7 +139,9 @@ export async function runBonusRound(deps: BonusDeps, batch = 50): Promise<number
     try {
       await processCredit(deps, credit);
     } catch (error) {
-      deps.log.error({ err: error, creditId: credit.id }, 'credit failed unexpectedly; it is retried after its lease');
+      // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
+      const level = isDbUnavailable(error) ? 'warn' : 'error';
+      deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
     }
   }
   await expireDueBonuses(deps, batch);

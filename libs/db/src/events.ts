@@ -156,6 +156,15 @@ export type DispatchResult =
   | { id: string; outcome: 'retry'; nextAttemptAt: Date; error: string }
   | { id: string; outcome: 'dead'; error: string };
 
+/** Keeps a dispatcher's claims alive while it still holds the events (posted, result not yet recorded). */
+export async function extendEventClaims(sql: Sql, ids: string[], leaseMs: number): Promise<void> {
+  if (!ids.length) return;
+  await sql.query(
+    `UPDATE events SET locked_until = now() + $2 * interval '1 millisecond' WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending'`,
+    [ids, leaseMs],
+  );
+}
+
 /** Records what became of dispatched events, in one statement. */
 export async function recordDispatch(sql: Sql, results: DispatchResult[]): Promise<void> {
   if (!results.length) return;

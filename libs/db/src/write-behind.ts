@@ -123,3 +123,22 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
     },
   };
 }
+
+/**
+ * Runs one write (a statement or a transaction) until PostgreSQL takes it: retried with backoff
+ * while the database is unreachable, so work already done is recorded rather than redone. Any
+ * other error is thrown at once.
+ */
+export async function untilStored<T>(work: () => Promise<T>, log: LogSink, what: string, retryMs = 100, retryMaxMs = 5000): Promise<T> {
+  for (let failures = 1; ; failures++) {
+    try {
+      const result = await work();
+      if (failures > 1) log.info({}, `recorded ${what} after the outage`);
+      return result;
+    } catch (error) {
+      if (!isDbUnavailable(error)) throw error;
+      if (failures === 1) log.warn({ err: (error as Error).message }, `could not record ${what} yet; holding it and retrying`);
+      await new Promise((resolve) => setTimeout(resolve, backoffMs(failures, retryMs, retryMaxMs)));
+    }
+  }
+}

@@ -1,5 +1,7 @@
 import {
   claimDueEvents,
+  createWriteBehind,
+  extendEventClaims,
   pushEventRows,
   recordDispatch,
   sequenceFeed,
@@ -108,6 +110,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
   }
 
+  // Results are written as posts finish, a few milliseconds' worth at a time; through a PostgreSQL
+  // outage they are held and retried, never posted again because a write failed.
+  const results = createWriteBehind<DispatchResult>({ what: 'webhook results', log, write: (items) => recordDispatch(db.pool, items) });
+
   async function runOnce(): Promise<number> {
     await sequenceFeed(db);
     // A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
@@ -116,26 +122,44 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     const lastStart = Date.now() + options.leaseMs - options.timeoutMs - options.leaseMs / 10;
     const events = await claimDueEvents(db.pool, topics, options.batchSize, options.leaseMs);
     if (!events.length) return 0;
+    // From its post until its result is in PostgreSQL (through an outage too), an event's claim is
+    // renewed: no other dispatcher posts it again. Events not started lapse as they are.
+    const posted: string[] = [];
+    const renew = setInterval(() => void extendEventClaims(db.pool, posted, options.leaseMs).catch(() => undefined), Math.max(100, options.leaseMs / 3));
+    try {
+      return await postAll(events, lastStart, posted);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  /** Posts the claimed events, at most `concurrency` at a time; answers once every result is recorded. */
+  async function postAll(events: DueEvent[], lastStart: number, posted: string[]): Promise<number> {
     const pushRows = new Map((await pushEventRows(db.pool, events.filter((e) => e.pushId).map((e) => e.id))).map((row) => [row.id, row]));
-    const results: DispatchResult[] = [];
+    const recorded: Promise<void>[] = [];
+    const dead: string[] = [];
+    const keep = (result: DispatchResult) => {
+      if (result.outcome === 'dead') dead.push(result.id);
+      recorded.push(results.add([result]));
+    };
     let next = 0;
     await Promise.all(
       Array.from({ length: Math.min(options.concurrency, events.length) }, async () => {
         while (next < events.length) {
           if (next >= options.concurrency && Date.now() > lastStart) break;
           const event = events[next++];
+          posted.push(event.id);
           const body = event.body ?? (pushRows.has(event.id) ? pushEventBody(pushRows.get(event.id)!) : undefined);
           if (body === undefined) {
-            results.push({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
+            keep({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
             continue;
           }
-          results.push(await dispatch(event, body));
+          keep(await dispatch(event, body));
         }
       }),
     );
-    await recordDispatch(db.pool, results);
-    const dead = results.filter((r) => r.outcome === 'dead');
-    if (dead.length) log.warn({ events: dead.map((r) => r.id) }, 'events moved to the dead letters');
+    await Promise.all(recorded);
+    if (dead.length) log.warn({ events: dead }, 'events moved to the dead letters');
     return events.length;
   }
 
