@@ -97,6 +97,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       const [pushId] = await accept(1);
       // The provider answers, then PostgreSQL goes away for a second before the outcome is written.
       const cutAfterSend: PushProvider = {
+        name: 'webpush',
         async send(notification, targets) {
           const results = await provider.send(notification, targets);
           await proxy.stop();
