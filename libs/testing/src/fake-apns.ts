@@ -39,6 +39,8 @@ export interface ApnsRecordedRequest {
   reason: string | undefined;
   /** The apns-id the fake answered with (the client's own, or one it made). */
   responseApnsId: string;
+  /** When the request arrived (ms since epoch). */
+  at: number;
 }
 
 /** APNs' limit for a regular remote notification payload. */
@@ -152,6 +154,7 @@ export class FakeApns {
   }
 
   private handle(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, session: number): void {
+    const at = Date.now();
     stream.on('error', () => undefined);
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -189,6 +192,7 @@ export class FakeApns {
         status: answer.status,
         reason: answer.reason,
         responseApnsId,
+        at,
       });
       if (stream.destroyed) return;
       stream.respond({ ':status': answer.status, 'apns-id': responseApnsId, 'content-type': 'application/json', ...answer.headers });

@@ -127,6 +127,8 @@ export interface FakeFcmSend {
   status: number;
   /** Why it was refused, 'scripted', or 'sent'. */
   reason: string;
+  /** When the request arrived (ms since epoch). */
+  at: number;
 }
 
 /** One POST to /token. */
@@ -465,6 +467,7 @@ export class FakeFcm {
       host: req.headers.host,
       status: 0,
       reason: '',
+      at: Date.now(),
     };
     this.requests.push(entry);
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {

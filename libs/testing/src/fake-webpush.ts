@@ -32,6 +32,8 @@ export interface FakePushMessage {
   status: number;
   /** The Location header answered (the message resource), when 2xx. */
   location: string | undefined;
+  /** When the request arrived (ms since epoch). */
+  at: number;
 }
 
 /** Every request the fake saw, with what it answered and why. */
@@ -187,6 +189,7 @@ export class FakePushService {
       size += chunk.length;
       if (size <= limit + 1) chunks.push(chunk);
     });
+    const at = Date.now();
     req.on('end', () => {
       const id = this.subscriptionId(req.url);
       try {
@@ -221,10 +224,10 @@ export class FakePushService {
             payload = undefined;
           }
           this.received.push({
-            id, payload, plaintext, ttl, urgency, topic, vapidKey: vapid.key, vapidSubject: vapid.subject, status, location,
+            id, payload, plaintext, ttl, urgency, topic, vapidKey: vapid.key, vapidSubject: vapid.subject, status, location, at,
           });
         }
-        this.requests.push({ id, at: Date.now(), status, reason: scripted ? 'scripted' : 'delivered', headers: req.headers });
+        this.requests.push({ id, at, status, reason: scripted ? 'scripted' : 'delivered', headers: req.headers });
         const reply = () => {
           if (scripted?.hangUp) {
             req.socket.destroy();
