@@ -1,0 +1,106 @@
+// The three providers as local servers that speak the real protocols over TLS, and what each
+// device received: every accepted send, by device and push id, with the time it arrived.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FakeApns, FakeFcm, FakePushService, apnsToken, fcmToken, testTls, vapidKeys } from '@operator/testing';
+
+export type ProviderName = 'fcm' | 'apns' | 'webpush';
+export const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
+
+/** A device as registered with the gateway; `key` is how the provider's server names it. */
+export interface ChaosDevice {
+  provider: ProviderName;
+  key: string;
+  registration: Record<string, unknown>;
+}
+
+/** One send a provider accepted for one device. */
+export interface Receipt {
+  provider: ProviderName;
+  device: string;
+  pushId: string | undefined;
+  at: number;
+}
+
+export class Providers {
+  private constructor(
+    readonly fcm: FakeFcm,
+    readonly apns: FakeApns,
+    readonly webpush: FakePushService,
+    private readonly vapid: { publicKey: string; privateKey: string },
+    private readonly dir: string,
+  ) {}
+
+  static async start(dir: string): Promise<Providers> {
+    const vapid = vapidKeys();
+    const [fcm, apns, webpush] = await Promise.all([FakeFcm.start(), FakeApns.start(), FakePushService.start({ vapidPublicKey: vapid.publicKey })]);
+    return new Providers(fcm, apns, webpush, vapid, dir);
+  }
+
+  /** What the push workers need to send to these servers (and trust their certificate). */
+  workerEnv(): Record<string, string> {
+    const serviceAccountFile = join(this.dir, 'fcm-service-account.json');
+    writeFileSync(serviceAccountFile, JSON.stringify(this.fcm.serviceAccount));
+    const apnsKeyFile = join(this.dir, 'apns-key.p8');
+    writeFileSync(apnsKeyFile, this.apns.key);
+    return {
+      NODE_EXTRA_CA_CERTS: testTls().caFile,
+      FCM_SERVICE_ACCOUNT_FILE: serviceAccountFile,
+      FCM_ENDPOINT: `https://127.0.0.1:${this.fcm.port}`,
+      APNS_KEY_FILE: apnsKeyFile,
+      APNS_KEY_ID: this.apns.keyId,
+      APNS_TEAM_ID: this.apns.teamId,
+      APNS_TOPIC: 'com.example.chaos',
+      APNS_HOST: this.apns.host,
+      APNS_PORT: String(this.apns.port),
+      VAPID_PUBLIC_KEY: this.vapid.publicKey,
+      VAPID_PRIVATE_KEY: this.vapid.privateKey,
+      VAPID_SUBJECT: 'mailto:chaos@example.test',
+    };
+  }
+
+  newDevice(provider: ProviderName, userId: string, brandId: number, id: string): ChaosDevice {
+    if (provider === 'fcm') {
+      const token = fcmToken();
+      return { provider, key: token, registration: { user_id: userId, brand_id: brandId, provider, platform: 'android', token } };
+    }
+    if (provider === 'apns') {
+      const token = apnsToken();
+      return { provider, key: token, registration: { user_id: userId, brand_id: brandId, provider, platform: 'ios', token } };
+    }
+    const subscription = this.webpush.subscription(id);
+    return { provider, key: id, registration: { user_id: userId, brand_id: brandId, provider, platform: 'web', subscription } };
+  }
+
+  /** Every accepted send so far. */
+  receipts(): Receipt[] {
+    const out: Receipt[] = [];
+    for (const send of this.fcm.requests) {
+      if (send.status !== 200 || send.validateOnly || !send.token) continue;
+      out.push({ provider: 'fcm', device: send.token, pushId: send.message?.data?.push_id, at: send.at });
+    }
+    for (const request of this.apns.requests) {
+      if (request.status !== 200) continue;
+      out.push({ provider: 'apns', device: request.token, pushId: (request.body as { push_id?: string } | undefined)?.push_id, at: request.at });
+    }
+    for (const message of this.webpush.received) {
+      out.push({ provider: 'webpush', device: message.id, pushId: (message.payload as { push_id?: string } | undefined)?.push_id, at: message.at });
+    }
+    return out;
+  }
+
+  /** Sends the servers refused, by provider and reason (they should be none: every device is valid). */
+  refusals(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    const add = (key: string) => (counts[key] = (counts[key] ?? 0) + 1);
+    for (const send of this.fcm.requests) if (send.status !== 200) add(`fcm ${send.status} ${send.reason}`);
+    for (const grant of this.fcm.tokenGrants) if (grant.status !== 200) add(`fcm token ${grant.status} ${grant.reason}`);
+    for (const request of this.apns.requests) if (request.status !== 200) add(`apns ${request.status} ${request.reason ?? ''}`);
+    for (const request of this.webpush.requests) if (request.status < 200 || request.status >= 300) add(`webpush ${request.status} ${request.reason}`);
+    return counts;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.fcm.close(), this.apns.close(), this.webpush.close()]);
+  }
+}
