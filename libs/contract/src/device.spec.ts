@@ -1,5 +1,6 @@
 import { createECDH, randomBytes } from 'node:crypto';
 import { checkDeviceCredential, type RegisterDevice, type WebPushSubscription } from './device';
+import { MAX_DEVICE_TOKEN_BYTES } from './limits';
 
 const APNS_TOKEN = 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90';
 
@@ -100,5 +101,27 @@ describe('checkDeviceCredential: webpush', () => {
   it('refuses an endpoint that is not a URL', () => {
     const sub = subscription({}, 'https://');
     expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: sub })).toBe('subscription.endpoint must be a URL');
+  });
+});
+
+describe('checkDeviceCredential: what the database must store', () => {
+  it(`accepts a token of ${MAX_DEVICE_TOKEN_BYTES} bytes and refuses one byte more, counting UTF-8 bytes`, () => {
+    expect(checkDeviceCredential({ ...base, provider: 'fcm', token: 't'.repeat(MAX_DEVICE_TOKEN_BYTES) })).toBeNull();
+    expect(checkDeviceCredential({ ...base, provider: 'fcm', token: `${'t'.repeat(MAX_DEVICE_TOKEN_BYTES - 1)}\u00e9` })).toBe(
+      `token must be at most ${MAX_DEVICE_TOKEN_BYTES} bytes (UTF-8)`,
+    );
+  });
+
+  it('refuses a Web Push endpoint over the byte limit', () => {
+    const sub = subscription({}, `https://push.example.com/${'\u00e9'.repeat(MAX_DEVICE_TOKEN_BYTES / 2)}`);
+    expect(checkDeviceCredential({ ...base, provider: 'webpush', subscription: sub })).toBe(`subscription.endpoint must be at most ${MAX_DEVICE_TOKEN_BYTES} bytes (UTF-8)`);
+  });
+
+  it.each([
+    ['user_id', { user_id: 'p\udc00' }, 'user_id must not contain unpaired UTF-16 surrogates'],
+    ['token', { token: '\ud800abc' }, 'token must not contain unpaired UTF-16 surrogates'],
+    ['token (NUL)', { token: 'abc\u0000' }, 'token must not contain NUL characters'],
+  ])('refuses text the database cannot store in %s', (_name, fields, error) => {
+    expect(checkDeviceCredential({ ...base, provider: 'fcm', token: 'abc', ...fields })).toBe(error);
   });
 });

@@ -1,4 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { MAX_DEVICE_TOKEN_BYTES, MAX_USER_ID_LENGTH } from './limits';
+import { checkStorable, utf8Bytes } from './storable';
 
 export const PROVIDERS = ['fcm', 'apns', 'webpush'] as const;
 export type Provider = (typeof PROVIDERS)[number];
@@ -10,7 +12,7 @@ const Base64Url = (description: string) =>
 
 export const WebPushSubscriptionSchema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https://', maxLength: 2048, description: 'Push service URL (https)', errorMessage: 'must be an https URL' }),
+    endpoint: Type.String({ pattern: '^https://', maxLength: MAX_DEVICE_TOKEN_BYTES, description: 'Push service URL (https)', errorMessage: 'must be an https URL' }),
     keys: Type.Object({
       p256dh: Base64Url('The browser P-256 public key, base64url'),
       auth: Base64Url('The 16-byte auth secret, base64url'),
@@ -22,12 +24,12 @@ export type WebPushSubscription = Static<typeof WebPushSubscriptionSchema>;
 
 export const RegisterDeviceSchema = Type.Object(
   {
-    user_id: Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters' }),
+    user_id: Type.String({ minLength: 1, maxLength: MAX_USER_ID_LENGTH }),
     brand_id: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
     provider: Type.Union(PROVIDERS.map((p) => Type.Literal(p))),
     platform: Type.Optional(Type.Union(PLATFORMS.map((p) => Type.Literal(p)))),
     token: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 4096, pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters', description: 'FCM or APNs device token' }),
+      Type.String({ minLength: 1, maxLength: MAX_DEVICE_TOKEN_BYTES, description: `FCM or APNs device token, at most ${MAX_DEVICE_TOKEN_BYTES} bytes` }),
     ),
     subscription: Type.Optional(WebPushSubscriptionSchema),
   },
@@ -58,8 +60,17 @@ function base64UrlBytes(text: string): number {
   return Buffer.from(text, 'base64url').length;
 }
 
-/** The rules a schema cannot say: which credential each provider needs, and that it is well formed. */
+const tooLong = (text: string) => utf8Bytes(text) > MAX_DEVICE_TOKEN_BYTES;
+
+/**
+ * The rules a schema cannot say: that every text can be stored as sent and the token fits its
+ * index (in bytes), which credential each provider needs, and that it is well formed.
+ */
 export function checkDeviceCredential(device: RegisterDevice): string | null {
+  const unstorable = checkStorable(device);
+  if (unstorable) return unstorable;
+  if (device.token !== undefined && tooLong(device.token)) return `token must be at most ${MAX_DEVICE_TOKEN_BYTES} bytes (UTF-8)`;
+  if (device.subscription && tooLong(device.subscription.endpoint)) return `subscription.endpoint must be at most ${MAX_DEVICE_TOKEN_BYTES} bytes (UTF-8)`;
   if (device.provider === 'webpush') {
     if (!device.subscription) return 'subscription is required for provider webpush';
     if (device.token !== undefined) return 'token is not used for provider webpush; send subscription';

@@ -1,4 +1,5 @@
-import { CRM_HEADER_FIELDS, crmHeaderNames, readCrmHeaders } from './headers';
+import { CRM_HEADER_FIELDS, crmHeaderNames, displayHeaderName, readCrmHeaders } from './headers';
+import { MAX_CRM_HEADER_BYTES } from './limits';
 
 describe('crmHeaderNames', () => {
   it('gives the lower-case contract 5.2 names for the default word', () => {
@@ -33,35 +34,56 @@ describe('readCrmHeaders', () => {
       'x-service-triggerhash': 'hash',
       'content-type': 'application/json',
     };
-    expect(readCrmHeaders(headers, names)).toEqual({
+    expect(readCrmHeaders(headers, names)).toEqual({ ok: true, value: {
       id: 'id-1',
       activity_id: '55',
       action_id: '77',
       action_group_id: '66',
       action_communication_profile_id: '9',
       trigger_hash: 'hash',
-    });
+    } });
   });
 
   it('takes the first value of a repeated header', () => {
-    expect(readCrmHeaders({ 'x-service-id': ['first', 'second'] }, names)).toEqual({ id: 'first' });
+    expect(readCrmHeaders({ 'x-service-id': ['first', 'second'] }, names)).toEqual({ ok: true, value: { id: 'first' } });
   });
 
   it('leaves out absent, undefined and empty headers', () => {
     const result = readCrmHeaders({ 'x-service-id': '', 'x-service-actionid': undefined, 'x-service-activityid': [], 'x-service-triggerhash': 'h' }, names);
-    expect(result).toEqual({ trigger_hash: 'h' });
-    expect('id' in result).toBe(false);
+    expect(result).toEqual({ ok: true, value: { trigger_hash: 'h' } });
+    expect(result.ok && 'id' in result.value).toBe(false);
   });
 
   it('reads only the headers of the configured word', () => {
-    expect(readCrmHeaders({ 'x-service-id': 'svc', 'x-acme-id': 'acme' }, crmHeaderNames('Acme'))).toEqual({ id: 'acme' });
+    expect(readCrmHeaders({ 'x-service-id': 'svc', 'x-acme-id': 'acme' }, crmHeaderNames('Acme'))).toEqual({ ok: true, value: { id: 'acme' } });
   });
 
   it('gives an empty object when no CRM header is sent', () => {
-    expect(readCrmHeaders({ host: 'localhost' }, names)).toEqual({});
+    expect(readCrmHeaders({ host: 'localhost' }, names)).toEqual({ ok: true, value: {} });
   });
 
-  it('cuts values to 512 characters', () => {
-    expect(readCrmHeaders({ 'x-service-triggerhash': 'h'.repeat(600) }, names).trigger_hash).toBe('h'.repeat(512));
+  it('keeps a value of exactly the byte limit whole, counting UTF-8 bytes', () => {
+    const value = `${'\u00e9'.repeat(MAX_CRM_HEADER_BYTES / 2 - 1)}ab`;
+    expect(readCrmHeaders({ 'x-service-triggerhash': value }, names)).toEqual({ ok: true, value: { trigger_hash: value } });
+  });
+
+  it('refuses a value over the byte limit, naming the header, instead of cutting it', () => {
+    for (const value of ['h'.repeat(MAX_CRM_HEADER_BYTES + 1), '\u00e9'.repeat(MAX_CRM_HEADER_BYTES / 2 + 1)]) {
+      expect(readCrmHeaders({ 'x-service-triggerhash': value }, names)).toEqual({
+        ok: false,
+        error: `X-Service-Triggerhash header must be at most ${MAX_CRM_HEADER_BYTES} bytes (UTF-8)`,
+      });
+    }
+    expect(readCrmHeaders({ 'x-acme-id': 'i'.repeat(600) }, crmHeaderNames('Acme'))).toEqual({ ok: false, error: expect.stringMatching(/^X-Acme-Id header/) });
+  });
+
+  it('refuses a value that is not storable text', () => {
+    expect(readCrmHeaders({ 'x-service-id': 'a\udc00' }, names)).toEqual({ ok: false, error: 'X-Service-Id header must not contain unpaired UTF-16 surrogates' });
+  });
+});
+
+describe('displayHeaderName', () => {
+  it('capitalises each word', () => {
+    expect(displayHeaderName('x-service-actioncommunicationprofileid')).toBe('X-Service-Actioncommunicationprofileid');
   });
 });

@@ -1,3 +1,7 @@
+import { MAX_CRM_HEADER_BYTES } from './limits';
+import { textProblem, utf8Bytes } from './storable';
+import type { Checked } from './validation';
+
 // Contract 5.2: the CRM puts these headers on every request. Their middle word is the CRM maker's
 // name ("Service" by default), so it is configurable.
 
@@ -14,8 +18,6 @@ export type CrmHeaderField = keyof typeof CRM_HEADER_FIELDS;
 /** The headers as stored with a message or a credit: absent headers are left out. */
 export type CrmHeaders = Partial<Record<CrmHeaderField, string>>;
 
-const MAX_HEADER_VALUE = 512;
-
 /** Lower-case header names (as Node gives them) for a given middle word. */
 export function crmHeaderNames(word: string): Record<CrmHeaderField, string> {
   const names = {} as Record<CrmHeaderField, string>;
@@ -25,15 +27,31 @@ export function crmHeaderNames(word: string): Record<CrmHeaderField, string> {
   return names;
 }
 
+/** "x-service-triggerhash" -> "X-Service-Triggerhash", for error messages. */
+export function displayHeaderName(name: string): string {
+  return name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => dash + letter.toUpperCase());
+}
+
+/**
+ * The CRM headers of a request, or an error naming the first one that cannot be stored as sent
+ * (over MAX_CRM_HEADER_BYTES, or not storable text). A value is never cut: X-<Word>-Id is an
+ * idempotency key, and two keys that differ only past a cut are different keys.
+ */
 export function readCrmHeaders(
   headers: Record<string, string | string[] | undefined>,
   names: Record<CrmHeaderField, string>,
-): CrmHeaders {
+): Checked<CrmHeaders> {
   const out: CrmHeaders = {};
   for (const field of Object.keys(names) as CrmHeaderField[]) {
     const raw = headers[names[field]];
     const value = Array.isArray(raw) ? raw[0] : raw;
-    if (value !== undefined && value !== '') out[field] = value.slice(0, MAX_HEADER_VALUE);
+    if (value === undefined || value === '') continue;
+    if (utf8Bytes(value) > MAX_CRM_HEADER_BYTES) {
+      return { ok: false, error: `${displayHeaderName(names[field])} header must be at most ${MAX_CRM_HEADER_BYTES} bytes (UTF-8)` };
+    }
+    const problem = textProblem(value);
+    if (problem) return { ok: false, error: `${displayHeaderName(names[field])} header ${problem}` };
+    out[field] = value;
   }
-  return out;
+  return { ok: true, value: out };
 }

@@ -4,3 +4,5 @@ export * from './headers';
 export * from './validation';
 export * from './raw-json';
 export * from './ids';
+export * from './limits';
+export * from './storable';

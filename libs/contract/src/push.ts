@@ -1,13 +1,14 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { MAX_JSON_DEPTH, MAX_USER_ID_LENGTH } from './limits';
 
 // Contract sections 2.1 to 2.6. Objects accept fields the contract does not list (the CRM adds
-// fields over time and a rejected push is lost); those fields are kept with the message.
+// fields over time and a rejected push is lost); those fields are kept with the message. What no
+// schema can say (no NUL or unpaired surrogate in any text, nesting within MAX_JSON_DEPTH) is
+// checked by checkStorable, which checkPushRequest and the single route apply.
 
 const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER;
 const Id = (description: string) => Type.Integer({ minimum: 0, maximum: MAX_SAFE_ID, description });
 const Text = (description: string, maxLength = 1024) => Type.String({ maxLength, description });
-/** Fields stored in text columns, which cannot hold a NUL character. */
-const STORABLE = { pattern: '^[^\\u0000]*$', errorMessage: 'must not contain NUL characters' };
 const TextList = (description: string) => Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 64, description });
 const Opt = <T extends TSchema>(schema: T) => Type.Optional(schema);
 
@@ -15,12 +16,12 @@ export const ActivitySchema = Type.Object(
   {
     id: Id('Unique id of the push notification in the CRM; echoed as "id" in batch answers'),
     brand_id: Id('Brand id in the CRM'),
-    user_id: Type.String({ minLength: 1, maxLength: 255, ...STORABLE, description: 'Player id' }),
+    user_id: Type.String({ minLength: 1, maxLength: MAX_USER_ID_LENGTH, description: 'Player id' }),
     activity_id: Id('Id of the activity set up in the CRM'),
     action_group_id: Id('Action group the push comes from'),
-    trigger_hash: Type.String({ minLength: 1, maxLength: 1024, ...STORABLE, description: 'Trigger hash' }),
+    trigger_hash: Type.String({ minLength: 1, maxLength: 1024, description: 'Trigger hash' }),
     action_id: Id('Id of the individual action'),
-    origin: Opt(Type.String({ maxLength: 255, ...STORABLE, description: 'Origin label' })),
+    origin: Opt(Type.String({ maxLength: 255, description: 'Origin label' })),
   },
   { $id: 'Activity' },
 );
@@ -85,7 +86,7 @@ export const WebSchema = Type.Object(
 export type Web = Static<typeof WebSchema>;
 
 export const MetaSchema = Type.Record(Type.String(), Type.Unknown(), {
-  description: 'Custom key-value pairs of the CRM activity, returned with every delivery status',
+  description: `Custom key-value pairs of the CRM activity, returned with every delivery status; nested at most ${MAX_JSON_DEPTH} levels`,
 });
 
 export const PushRequestSchema = Type.Object(

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { MAX_JSON_DEPTH } from './limits';
 import { checkPushRequest, compileChecker, describeErrors, dropNulls, fieldName, typeboxValidatorCompiler, ValidationError } from './validation';
 
 /** A push request with every field of contract 2.1 to 2.5 filled in. */
@@ -264,6 +265,16 @@ describe('checkPushRequest: errors name the field', () => {
     expect(checkPushRequest(input).ok).toBe(true);
     input.title = 'x'.repeat(1025);
     expect(errorOf(input)).toBe('title must be at most 1024 characters');
+  });
+
+  it('reports a meta or an unknown field nested deeper than MAX_JSON_DEPTH, and text the database cannot store', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < MAX_JSON_DEPTH; i++) deep = { a: deep };
+    expect(checkPushRequest({ ...fullRequest(), meta: deep }).ok).toBe(true);
+    expect(errorOf({ ...fullRequest(), meta: { a: deep } })).toBe(`meta is nested more than ${MAX_JSON_DEPTH} levels deep`);
+    expect(errorOf({ ...fullRequest(), extra: [deep] })).toBe(`extra is nested more than ${MAX_JSON_DEPTH} levels deep`);
+    expect(errorOf({ ...fullRequest(), title: 'a\ud800' })).toBe('title must not contain unpaired UTF-16 surrogates');
+    expect(errorOf({ ...fullRequest(), meta: { note: 'a\u0000' } })).toBe('meta.note must not contain NUL characters');
   });
 
   it('reports a body that is too long', () => {

@@ -1,6 +1,7 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
-import { PushRequestSchema } from './push';
+import { PushRequestSchema, type PushRequest } from './push';
+import { checkStorable } from './storable';
 
 export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
 
@@ -96,10 +97,18 @@ export function compileChecker<T extends TSchema>(schema: T): (value: unknown) =
   };
 }
 
-/** Validates one push request (contract 2.1) after dropping null fields. */
+/**
+ * Validates one push request (contract 2.1) after dropping null fields: its schema, then that it
+ * can be stored as sent (checkStorable: text and nesting depth).
+ */
 export const checkPushRequest = (() => {
   const check = compileChecker(PushRequestSchema);
-  return (value: unknown) => check(dropNulls(value));
+  return (value: unknown): Checked<PushRequest> => {
+    const checked = check(dropNulls(value));
+    if (!checked.ok) return checked;
+    const problem = checkStorable(checked.value);
+    return problem ? { ok: false, error: problem } : checked;
+  };
 })();
 
 /** Fastify validator compiler: the TypeBox checks above, with the same error wording. */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { rawField, readCrmHeaders, type CrmHeaderField } from '@operator/contract';
+import { checkStorable, rawField, readCrmHeaders, type CrmHeaderField } from '@operator/contract';
 import { isText, prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
 import { getBonus, listBonuses, recordCredit, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
@@ -30,7 +30,12 @@ export async function bonusRoutes(app: FastifyInstance, { db, headerNames }: Bon
   const credit = (kind: 'bonus' | 'funds') => async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
     const body = request.body;
     if (!isObject(body)) return reply.code(400).send({ error: 'request body must be a JSON object' });
-    const headers = readCrmHeaders(request.headers, headerNames);
+    // The body is kept as sent, extra fields included: all of it must be storable.
+    const problem = checkStorable(body);
+    if (problem) return reply.code(400).send({ error: problem });
+    const checkedHeaders = readCrmHeaders(request.headers, headerNames);
+    if (!checkedHeaders.ok) return reply.code(400).send({ error: checkedHeaders.error });
+    const headers = checkedHeaders.value;
     if (!headers.id) return reply.code(400).send({ error: `missing ${headerNames.id} header (the idempotency key)` });
     const rawBody = request.rawBody;
     const rawAmount = rawBody === undefined ? undefined : (rawField(rawBody, 'amount') as string | undefined);

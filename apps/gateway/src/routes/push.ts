@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import {
   BatchResultSchema,
   checkPushRequest,
+  checkStorable,
   dropNulls,
   ErrorSchema,
   PushAcceptedSchema,
@@ -41,8 +42,12 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       },
     },
     async (request, reply) => {
+      const problem = checkStorable(request.body);
+      if (problem) return reply.code(400).send({ error: problem });
+      const headers = readCrmHeaders(request.headers, headerNames);
+      if (!headers.ok) return reply.code(400).send({ error: headers.error });
       const rawMeta = request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'meta') as string | undefined);
-      const [outcome] = await acceptMessages(accept, [request.body], readCrmHeaders(request.headers, headerNames), [rawMeta]);
+      const [outcome] = await acceptMessages(accept, [request.body], headers.value, [rawMeta]);
       switch (outcome.kind) {
         case 'accepted':
           return reply.code(200).send({ push_id: outcome.pushId });
@@ -64,6 +69,9 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       },
     },
     async (request, reply) => {
+      // The headers are the whole batch's: one that cannot be stored refuses the batch.
+      const headers = readCrmHeaders(request.headers, headerNames);
+      if (!headers.ok) return reply.code(400).send({ error: headers.error });
       // Messages past the limit are left out of the answer, so the CRM sends them again (7.2).
       const items = request.body.slice(0, batchMaxMessages);
       const result: BatchResult = { successful: [], failed: [], fatal: [] };
@@ -78,7 +86,7 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       const outcomes = await acceptMessages(
         accept,
         valid.map((entry) => entry.message),
-        readCrmHeaders(request.headers, headerNames),
+        headers.value,
         valid.map((entry) => rawMetas[entry.index]),
       );
       outcomes.forEach((outcome, i) => {

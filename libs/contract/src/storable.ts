@@ -1,0 +1,58 @@
+import { MAX_JSON_DEPTH } from './limits';
+
+// What PostgreSQL cannot store faithfully: a NUL character (text columns refuse it) and a UTF-16
+// surrogate without its pair (no UTF-8 encoding exists: the driver would store U+FFFD instead, and
+// `json` refuses its \u escape).
+const NUL = '\u0000';
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Why `text` cannot be stored as sent, or null when it can. */
+export function textProblem(text: string): string | null {
+  if (text.includes(NUL)) return 'must not contain NUL characters';
+  if (LONE_SURROGATE.test(text)) return 'must not contain unpaired UTF-16 surrogates';
+  return null;
+}
+
+export const isStorableText = (text: string) => textProblem(text) === null;
+
+/** Size of `text` as PostgreSQL stores it. */
+export const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+
+const isContainer = (value: unknown): value is object => value !== null && typeof value === 'object';
+
+const childPath = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key);
+
+/**
+ * Checks a parsed JSON document before it is stored: every string and every key is storable text,
+ * and no field's value nests more than `maxDepth` levels of objects and arrays (the document itself
+ * is level 0). Walks with its own stack, so no input is deep enough to overflow the call stack.
+ * Answers the first problem found, naming the field, or null.
+ */
+export function checkStorable(document: unknown, maxDepth = MAX_JSON_DEPTH): string | null {
+  if (typeof document === 'string') {
+    const problem = textProblem(document);
+    return problem && `request ${problem}`;
+  }
+  const stack: { value: object; depth: number; path: string }[] = isContainer(document) ? [{ value: document, depth: 0, path: '' }] : [];
+  while (stack.length) {
+    const { value, depth, path } = stack.pop()!;
+    if (depth > maxDepth) return `${path.split(/[.[]/, 1)[0]} is nested more than ${maxDepth} levels deep`;
+    const entries: [string | number, unknown][] = Array.isArray(value) ? value.map((item, i) => [i, item]) : Object.entries(value);
+    const containers: { value: object; depth: number; path: string }[] = [];
+    for (const [key, item] of entries) {
+      if (typeof key === 'string') {
+        const problem = textProblem(key);
+        if (problem) return `${path || 'request'} field names ${problem}`;
+      }
+      if (typeof item === 'string') {
+        const problem = textProblem(item);
+        if (problem) return `${childPath(path, key)} ${problem}`;
+      } else if (isContainer(item)) {
+        containers.push({ value: item, depth: depth + 1, path: childPath(path, key) });
+      }
+    }
+    // Reversed, so the stack yields them in document order.
+    for (let i = containers.length - 1; i >= 0; i--) stack.push(containers[i]);
+  }
+  return null;
+}
