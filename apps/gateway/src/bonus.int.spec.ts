@@ -497,16 +497,16 @@ describe('bonus endpoints', () => {
       expect(await h.stores.db.credit.count({ where: { userId } })).toBe(0);
     });
 
-    it('keeps an amount beyond float precision digit for digit (999999999999999.99 EUR)', async () => {
+    it('keeps the largest amount digit for digit, and refuses 999999999999999.99 EUR (over it) with 400 rather than a credit the ledger cannot hold', async () => {
       const userId = uniqueName('player');
-      // As a double this number is 1000000000000000; the text is what counts.
-      const response = await creditFunds(h, `{"user_id":${JSON.stringify(userId)},"amount":999999999999999.99,"currency":"EUR"}`);
+      const response = await creditFunds(h, `{"user_id":${JSON.stringify(userId)},"amount":1000000000000.00,"currency":"EUR"}`);
       expect(response.statusCode).toBe(200);
-      const creditId = response.json().credit_id;
-      expect((await h.stores.db.credit.findUnique({ where: { id: creditId } }))?.amountMinor).toBe(99999999999999999n);
-      expect((await creditView(h, creditId)).amount).toBe('999999999999999.99');
+      expect((await h.stores.db.credit.findUnique({ where: { id: response.json().credit_id } }))?.amountMinor).toBe(100000000000000n);
+      const over = await creditFunds(h, `{"user_id":${JSON.stringify(userId)},"amount":999999999999999.99,"currency":"EUR"}`);
+      expect(over.statusCode).toBe(400);
+      expect(over.json()).toEqual({ error: 'amount must be at most 1000000000000.00 EUR' });
       // Not carried out: the house ledger of the shared test database is not for this much.
-      const row = await getCredit(h.stores.db.pool, creditId);
+      const row = await getCredit(h.stores.db.pool, response.json().credit_id);
       await processCredit(refusingDeps(h), row!);
     });
   });

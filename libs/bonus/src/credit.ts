@@ -1,12 +1,14 @@
-import type { CrmHeaders } from '@operator/contract';
+import { createHash } from 'node:crypto';
+import { MAX_AMOUNT_MINOR, MAX_USER_ID_LENGTH, MAX_WAGERING_MULTIPLE, isStorableText, type CrmHeaders } from '@operator/contract';
 import type { BonusRow, NewCredit } from '@operator/db';
-import { isCurrency, parseAmount } from './money';
+import { formatMinor, isCurrency, parseAmount } from './money';
 
 export type Prepared = { ok: true; credit: NewCredit } | { ok: false; status: 400 | 404 | 422; error: string };
 
-// PostgreSQL text cannot hold NUL: refused here (400), it would fail the insert (500, retried by the CRM forever).
-export const isText = (value: unknown, max = 255): value is string =>
-  typeof value === 'string' && value.length > 0 && value.length <= max && !value.includes('\u0000');
+// Text PostgreSQL cannot store as sent (NUL, an unpaired surrogate) is refused here (400); it would
+// fail the insert or be stored altered (a 500 is retried by the CRM forever).
+export const isText = (value: unknown, max = MAX_USER_ID_LENGTH): value is string =>
+  typeof value === 'string' && value.length > 0 && value.length <= max && isStorableText(value);
 
 /** The amount's decimal text: as the CRM wrote the number (no float on the way), or a string. */
 function amountText(raw: string | undefined, parsed: unknown): string | undefined {
@@ -15,10 +17,21 @@ function amountText(raw: string | undefined, parsed: unknown): string | undefine
   return undefined;
 }
 
-/** The contract's uniqueness rule (5.2): one action per activity, action, player and trigger hash. */
+/**
+ * The contract's uniqueness rule (5.2): one action per activity, action, player and trigger hash.
+ * Kept as the SHA-256 (hex) of the four, so its unique index holds 64 bytes whatever their size.
+ */
 export function tupleKey(headers: CrmHeaders, userId: string): string | null {
   const { activity_id, action_id, trigger_hash } = headers;
-  return activity_id && action_id && trigger_hash ? JSON.stringify([activity_id, action_id, userId, trigger_hash]) : null;
+  if (!activity_id || !action_id || !trigger_hash) return null;
+  return createHash('sha256').update(JSON.stringify([activity_id, action_id, userId, trigger_hash]), 'utf8').digest('hex');
+}
+
+/** Why the ledger could not carry a catalog bonus (rows stored before the catalog was bounded), or null. */
+function uncreditable(bonus: BonusRow, amountMinor: bigint, currency: string): string | null {
+  if (amountMinor > MAX_AMOUNT_MINOR) return `bonus ${bonus.code} is over the largest amount a credit may have (${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency})`;
+  if (!(Number(bonus.wageringRequirement) <= MAX_WAGERING_MULTIPLE)) return `bonus ${bonus.code} has a wagering requirement over ${MAX_WAGERING_MULTIPLE}`;
+  return null;
 }
 
 interface Common {
@@ -57,6 +70,8 @@ export function prepareBonusCredit(input: Common, bonus: BonusRow | undefined): 
   } else if (currency !== bonus.currency) {
     return { ok: false, status: 400, error: `bonus ${bonus.code} is in ${bonus.currency}; give amount with another currency` };
   }
+  const problem = uncreditable(bonus, amountMinor, currency);
+  if (problem) return { ok: false, status: 422, error: problem };
   return {
     ok: true,
     credit: {

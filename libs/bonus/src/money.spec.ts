@@ -1,3 +1,4 @@
+import { BIGINT_MAX, MAX_AMOUNT_MINOR, MAX_WAGERING_MULTIPLE } from '@operator/contract';
 import { formatMinor, isCurrency, minorDigits, parseAmount } from './money';
 
 describe('parseAmount', () => {
@@ -12,7 +13,10 @@ describe('parseAmount', () => {
     ['1.234', 'BHD', 1234n],
     ['1.2', 'BHD', 1200n],
     ['1', 'BHD', 1000n],
-    ['999999999999999', 'EUR', 99999999999999900n],
+    ['999999999999', 'EUR', 99999999999900n],
+    ['1000000000000', 'EUR', 100000000000000n],
+    ['100000000000000', 'JPY', 100000000000000n],
+    ['100000000000.000', 'BHD', 100000000000000n],
   ])('%s %s -> %p minor units', (text, currency, minor) => {
     expect(parseAmount(text, currency)).toEqual({ ok: true, minor });
   });
@@ -52,7 +56,19 @@ describe('parseAmount', () => {
   it('is exact where binary floating point is not (0.1 + 0.2, large amounts)', () => {
     expect(parseAmount('0.3', 'EUR')).toEqual({ ok: true, minor: 30n });
     expect(parseAmount('4.35', 'EUR')).toEqual({ ok: true, minor: 435n });
-    expect(parseAmount('123456789012345.67', 'EUR')).toEqual({ ok: true, minor: 12345678901234567n });
+    expect(parseAmount('123456789012.34', 'EUR')).toEqual({ ok: true, minor: 12345678901234n });
+  });
+
+  it('refuses more than the largest amount, in any currency, naming the limit', () => {
+    expect(parseAmount('1000000000000.01', 'EUR')).toEqual({ ok: false, error: 'must be at most 1000000000000.00 EUR' });
+    expect(parseAmount('999999999999999.99', 'EUR')).toEqual({ ok: false, error: 'must be at most 1000000000000.00 EUR' });
+    expect(parseAmount('100000000000001', 'JPY')).toEqual({ ok: false, error: 'must be at most 100000000000000 JPY' });
+    expect(parseAmount('100000000000.001', 'BHD')).toEqual({ ok: false, error: 'must be at most 100000000000.000 BHD' });
+  });
+
+  it('bounds amounts so that amount x the largest wagering multiple fits a bigint', () => {
+    expect(MAX_AMOUNT_MINOR * BigInt(MAX_WAGERING_MULTIPLE) <= BIGINT_MAX).toBe(true);
+    expect(BIGINT_MAX).toBe(9223372036854775807n);
   });
 });
 

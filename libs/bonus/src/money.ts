@@ -1,3 +1,5 @@
+import { MAX_AMOUNT_MINOR } from '@operator/contract';
+
 // Money is exact: amounts travel as decimal text and are kept as integer minor units (bigint),
 // never as binary floating point.
 
@@ -19,7 +21,8 @@ export type ParsedAmount = { ok: true; minor: bigint } | { ok: false; error: str
 
 /**
  * A positive amount in the currency's minor units, from its decimal text as sent ("10.5", "10.50",
- * "1000"). More decimals than the currency has, or zero, is an error; trailing zeros are fine.
+ * "1000"). More decimals than the currency has, zero, or more than MAX_AMOUNT_MINOR (what the
+ * ledger holds) is an error; trailing zeros are fine.
  */
 export function parseAmount(text: string, currency: string): ParsedAmount {
   const match = DECIMAL.exec(text.trim());
@@ -29,6 +32,7 @@ export function parseAmount(text: string, currency: string): ParsedAmount {
   if (fraction.length > digits) return { ok: false, error: `has more decimals than ${currency} allows (${digits})` };
   const minor = BigInt(match[1]) * 10n ** BigInt(digits) + BigInt(fraction.padEnd(digits, '0') || '0');
   if (minor <= 0n) return { ok: false, error: 'must be greater than zero' };
+  if (minor > MAX_AMOUNT_MINOR) return { ok: false, error: `must be at most ${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency}` };
   return { ok: true, minor };
 }
 

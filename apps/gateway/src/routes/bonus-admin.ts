@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { isUuid, UUID_PATTERN } from '@operator/contract';
+import { checkStorable, isUuid, MAX_WAGERING_MULTIPLE, UUID_PATTERN } from '@operator/contract';
 import { BONUS_PRODUCTS, BONUS_STATUSES, BONUS_TYPES, changeBonusStatus, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
 import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, type CreditRow, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
@@ -14,7 +14,8 @@ const BonusBody = Type.Object({
   amount: Type.String({ pattern: '^\\d{1,15}(\\.\\d{1,18})?$', errorMessage: 'must be a decimal amount as a string, like "10.00"' }),
   currency: Type.String({ pattern: '^[A-Z]{3}$', errorMessage: 'must be an ISO 4217 code' }),
   validity_days: Type.Integer({ minimum: 1, maximum: 3650 }),
-  wagering_requirement: Type.Number({ minimum: 0, maximum: 10000 }),
+  // With MAX_AMOUNT_MINOR (parseAmount), amount x wagering fits the ledger's bigint.
+  wagering_requirement: Type.Number({ minimum: 0, maximum: MAX_WAGERING_MULTIPLE }),
   active: Type.Optional(Type.Boolean()),
 });
 
@@ -59,6 +60,8 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     { schema: { params: Type.Object({ code: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,128}$', errorMessage: 'must be letters, digits, _ . -' }) }), body: BonusBody } },
     async (request, reply) => {
       const body = request.body;
+      const problem = checkStorable(body);
+      if (problem) return reply.code(400).send({ error: problem });
       if (!isCurrency(body.currency)) return reply.code(400).send({ error: 'currency must be an ISO 4217 code' });
       const amount = parseAmount(body.amount, body.currency);
       if (!amount.ok) return reply.code(400).send({ error: `amount ${amount.error}` });
