@@ -39,6 +39,14 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     bodyLimit: config.BODY_LIMIT_BYTES,
     trustProxy: true,
     return503OnClosing: true,
+    // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
+    // below answers it like every other refusal, with {"error"}.
+    http: { requireHostHeader: false },
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      return reply.code(400).send({ error: 'Host header is required in HTTP/1.1' });
+    }
   });
   app.setValidatorCompiler(typeboxValidatorCompiler);
   // Every body of this API is JSON, whatever Content-Type a client declares. The text is kept too:

@@ -32,7 +32,8 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       if (!ids.length) return reply.code(400).send({ error: 'give one or more push_id query parameters' });
       if (ids.length > MAX_STATUS_IDS) return reply.code(400).send({ error: `at most ${MAX_STATUS_IDS} push_id at once` });
       const bad = ids.find((id) => !isUuid(id));
-      if (bad) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
+      // '' (push_id=) is falsy but no push id either.
+      if (bad !== undefined) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
       const rows = await orUnavailable(readPushStatus(db.pool, ids));
       const found = new Set(rows.map((row) => row.id));
       const notFound = JSON.stringify(ids.filter((id) => !found.has(id.toLowerCase())));
