@@ -1,4 +1,4 @@
-import { closeDb, createDb, getCredit, recordCredit, type CreditRow, type Db } from '@operator/db';
+import { claimDueCredits, closeDb, createDb, getCredit, recordCredit, releaseCredits, type CreditRow, type Db } from '@operator/db';
 import { FakeCrm, TcpProxy, uniqueName } from '@operator/testing';
 import { processCredit, type BonusDeps } from './service';
 import { httpWallet, ledgerWallet, type Wallet } from './wallet';
@@ -66,6 +66,18 @@ describe('crediting under faults (PostgreSQL)', () => {
     } finally {
       await db.pool.query(`DROP TRIGGER IF EXISTS refuse_doomed ON ledger_entries`);
     }
+  });
+
+  it('gives back, at shutdown, the claims on credits it has not processed', async () => {
+    const row = await credit(uniqueName('player'));
+    await db.pool.query(`UPDATE credits SET next_attempt_at = now() WHERE id = $1`, [row.id]);
+    const claimed = (await claimDueCredits(db.pool, 1000, 60000)).filter((c) => c.id === row.id);
+    expect(claimed).toHaveLength(1);
+    expect((await claimDueCredits(db.pool, 1000, 60000)).some((c) => c.id === row.id)).toBe(false);
+    expect(await releaseCredits(db.pool, [row.id])).toBe(1);
+    const again = (await claimDueCredits(db.pool, 1000, 60000)).filter((c) => c.id === row.id);
+    expect(again).toHaveLength(1);
+    await db.pool.query(`UPDATE credits SET next_attempt_at = now() + interval '1 day', locked_until = NULL WHERE id = $1`, [row.id]);
   });
 
   it('records a credit the platform carried out through a PostgreSQL cut, without calling the platform again', async () => {

@@ -132,12 +132,17 @@ export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise
   }
 }
 
-/** One round of the bonus worker: the due credits, then the bonuses past their validity. */
-export async function runBonusRound(deps: BonusDeps, batch = 50): Promise<number> {
+/**
+ * One round of the bonus worker: the due credits, then the bonuses past their validity. `held`
+ * holds the ids of the credits claimed and not yet processed, for giving them back at shutdown.
+ */
+export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<string>()): Promise<number> {
   const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs);
+  for (const credit of credits) held.add(credit.id);
   for (const credit of credits) {
     try {
       await processCredit(deps, credit);
+      held.delete(credit.id);
     } catch (error) {
       // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
       const level = isDbUnavailable(error) ? 'warn' : 'error';

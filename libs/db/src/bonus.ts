@@ -126,6 +126,13 @@ export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number):
   return rows.map(toCredit);
 }
 
+/** Gives back this worker's claims on credits it will not process after all (shutdown). */
+export async function releaseCredits(sql: Sql, ids: string[]): Promise<number> {
+  if (!ids.length) return 0;
+  const { rowCount } = await sql.query(`UPDATE credits SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted'`, [ids]);
+  return rowCount ?? 0;
+}
+
 /** Locks an accepted credit for finishing it; undefined when another worker finished it first. */
 export async function lockAcceptedCredit(sql: Sql, id: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' FOR UPDATE`, [id]);

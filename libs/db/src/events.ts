@@ -165,6 +165,13 @@ export async function extendEventClaims(sql: Sql, ids: string[], leaseMs: number
   );
 }
 
+/** Gives back a dispatcher's claims on events it will not post after all (shutdown). */
+export async function releaseEventClaims(sql: Sql, ids: string[]): Promise<number> {
+  if (!ids.length) return 0;
+  const { rowCount } = await sql.query(`UPDATE events SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending'`, [ids]);
+  return rowCount ?? 0;
+}
+
 /** Records what became of dispatched events, in one statement. */
 export async function recordDispatch(sql: Sql, results: DispatchResult[]): Promise<void> {
   if (!results.length) return;

@@ -26,18 +26,18 @@ export interface ReconcileDeps {
  * and a failed enqueue leaves them to the next pass. A push that was in fact still queued is only
  * looked at twice: its deliveries are claimed once, by whichever job runs first.
  */
-export async function reconcileOnce(deps: ReconcileDeps): Promise<number> {
+export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
   const round = Date.now().toString(36);
   return inTransaction(deps.db, async (tx) => {
     const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.leaseMs, deps.limit ?? 5000);
-    if (!pushIds.length) return 0;
+    if (!pushIds.length) return pushIds;
     const jobs = [];
     for (let i = 0; i < pushIds.length; i += deps.jobMaxMessages) {
       jobs.push({ provider: deps.provider, pushIds: pushIds.slice(i, i + deps.jobMaxMessages), round });
     }
     await enqueueSendJobs(deps.queues, jobs, deps.sendPolicy);
     deps.log.warn({ provider: deps.provider, pushes: pushIds.length }, 'enqueued again pushes whose send job was lost');
-    return pushIds.length;
+    return pushIds;
   });
 }
 

@@ -522,6 +522,24 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     }
   });
 
+  it('gives back, at shutdown, the claims on events it claimed and has not posted', async () => {
+    await device();
+    const pushes = await accept(3);
+    await send(pushes);
+    crm.slow(400);
+    const dispatcher = createDispatcher(options({ concurrency: 1, timeoutMs: 2000, leaseMs: 60000 }));
+    const round = dispatcher.runOnce();
+    await until(() => receivedFor(pushes).length === 1, 'the first post');
+    expect(await dispatcher.release()).toBe(2);
+    const { rows } = await db.pool.query<{ locked: boolean }>(
+      `SELECT locked_until IS NOT NULL AS locked FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY locked`,
+      [pushes.map((push) => push.pushId)],
+    );
+    expect(rows.map((row) => row.locked)).toEqual([false, false, true]);
+    crm.slow(0);
+    await round;
+  });
+
   it('sends each event once, in order, with several dispatchers on a slow receiver whose round outlasts the lease', async () => {
     await device();
     const pushes = await accept(4);

@@ -3,6 +3,7 @@ import {
   createWriteBehind,
   extendEventClaims,
   pushEventRows,
+  releaseEventClaims,
   recordDispatch,
   sequenceFeed,
   type Db,
@@ -59,6 +60,8 @@ export interface Dispatcher {
   start(): void;
   /** Finishes the round in flight, then stops. */
   stop(): Promise<void>;
+  /** Gives back the claims on events claimed and not posted (shutdown past its deadline). */
+  release(): Promise<number>;
 }
 
 /**
@@ -112,6 +115,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   // Results are written as posts finish, a few milliseconds' worth at a time; through a PostgreSQL
   // outage they are held and retried, never posted again because a write failed.
+  /** Events claimed by a round in flight and not posted yet. */
+  const unposted = new Set<string>();
   const results = createWriteBehind<DispatchResult>({ what: 'webhook results', log, write: (items) => recordDispatch(db.pool, items) });
 
   async function runOnce(): Promise<number> {
@@ -125,11 +130,13 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     // From its post until its result is in PostgreSQL (through an outage too), an event's claim is
     // renewed: no other dispatcher posts it again. Events not started lapse as they are.
     const posted: string[] = [];
+    for (const event of events) unposted.add(event.id);
     const renew = setInterval(() => void extendEventClaims(db.pool, posted, options.leaseMs).catch(() => undefined), Math.max(100, options.leaseMs / 3));
     try {
       return await postAll(events, lastStart, posted);
     } finally {
       clearInterval(renew);
+      for (const event of events) unposted.delete(event.id);
     }
   }
 
@@ -149,6 +156,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           if (next >= options.concurrency && Date.now() > lastStart) break;
           const event = events[next++];
           posted.push(event.id);
+          unposted.delete(event.id);
           const body = event.body ?? (pushRows.has(event.id) ? pushEventBody(pushRows.get(event.id)!) : undefined);
           if (body === undefined) {
             keep({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
@@ -196,6 +204,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       running = false;
       wake?.();
       await loop;
+    },
+    release() {
+      return releaseEventClaims(db.pool, [...unposted]);
     },
   };
 }
