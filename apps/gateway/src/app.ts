@@ -1,6 +1,6 @@
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyReply, type FastifyServerOptions } from 'fastify';
 import underPressure from '@fastify/under-pressure';
-import { crmHeaderNames, typeboxValidatorCompiler } from '@operator/contract';
+import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
@@ -42,6 +42,14 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
     // below answers it like every other refusal, with {"error"}.
     http: { requireHostHeader: false },
+    // Path parameters are read percent-encoded: room for the longest user_id with every byte of
+    // its UTF-8 encoded (3 bytes a character, 3 characters a byte).
+    maxParamLength: MAX_USER_ID_LENGTH * 9,
+    // What the router refuses (a bad percent-encoding, a parameter too long) answers like the rest.
+    frameworkErrors: (error, _request, reply: FastifyReply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      reply.code(error.statusCode ?? 400).send({ error: tooLong ? `a path parameter is longer than ${MAX_USER_ID_LENGTH * 9} characters` : error.message });
+    },
   });
   app.addHook('onRequest', async (request, reply) => {
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {

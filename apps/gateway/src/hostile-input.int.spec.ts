@@ -2,7 +2,7 @@ import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createBonusDeps, processCredit } from '@operator/bonus';
-import { MAX_CRM_HEADER_BYTES, MAX_DEVICE_TOKEN_BYTES, MAX_JSON_DEPTH } from '@operator/contract';
+import { MAX_CRM_HEADER_BYTES, MAX_DEVICE_TOKEN_BYTES, MAX_JSON_DEPTH, MAX_USER_ID_LENGTH } from '@operator/contract';
 import { getCredit, playerAccounts, postTransaction } from '@operator/db';
 import { fcmToken, INTERNAL_KEY, pushRequest, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';
@@ -191,6 +191,21 @@ describe('hostile input at the edge', () => {
       const body = { user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken(), ...fields };
       expectRefused(await register(body), 400, message);
       expect(await h.stores.db.device.count({ where: { brandId: BigInt(brand), userId: player } })).toBe(1);
+    });
+  });
+
+  describe('path parameters', () => {
+    it('lists the devices of a player whose user_id is as long as it may be, percent-encoded', async () => {
+      const userId = '\u00e9'.repeat(MAX_USER_ID_LENGTH); // 2,295 characters in the path
+      await h.registerDevice({ user_id: userId, brand_id: brand, provider: 'fcm', token: fcmToken() });
+      const response = await h.internal('GET', `/v1/players/${encodeURIComponent(userId)}/devices?brand_id=${brand}`);
+      expect(response.statusCode).toBe(200);
+      expect(response.json().devices).toEqual([expect.objectContaining({ user_id: userId })]);
+    });
+
+    it('answers a parameter longer than that, or not valid percent-encoding, with a 4xx {"error"}', async () => {
+      expectRefused(await h.internal('GET', `/v1/players/${'x'.repeat(3000)}/wallet`), 414, /path parameter is longer than 2295 characters/);
+      expectRefused(await h.internal('GET', '/v1/players/%E0%A4%A/wallet'), 400, /not a valid url component/);
     });
   });
 
