@@ -1,5 +1,6 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
+import type { LogSink } from '@operator/config';
 import { PrismaClient } from './generated/client';
 
 /**
@@ -19,9 +20,11 @@ export interface DbOptions {
   connectTimeoutMs?: number;
   /** Longest a single statement may run. */
   statementTimeoutMs?: number;
+  /** Where a lost connection is reported (once per outage). */
+  log?: LogSink;
 }
 
-export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statementTimeoutMs = 10000 }: DbOptions): Db {
+export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statementTimeoutMs = 10000, log }: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -30,10 +33,59 @@ export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statemen
     idle_in_transaction_session_timeout: 4 * statementTimeoutMs,
     idleTimeoutMillis: 30000,
   });
-  // A connection that breaks while idle is dropped by the pool; the next query gets a new one.
-  pool.on('error', () => undefined);
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  watchConnections(pool, log);
+  const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
   return Object.assign(prisma, { pool });
+}
+
+/**
+ * Prisma (6.19) sends COMMIT or ROLLBACK itself and only then asks the adapter to release the
+ * transaction's connection; when that statement fails (the connection broke, or COMMIT was
+ * refused) it never does, and the connection stays checked out for good: a few lost connections
+ * and the pool is empty. Released here instead, once; the pool discards it if it is broken.
+ */
+function releasingFailedTransactions(factory: PrismaPg): PrismaPg {
+  const connect = factory.connect.bind(factory);
+  factory.connect = async () => {
+    const adapter = await connect();
+    const startTransaction = adapter.startTransaction.bind(adapter);
+    adapter.startTransaction = async (isolationLevel) => {
+      const transaction = await startTransaction(isolationLevel);
+      const executeRaw = transaction.executeRaw.bind(transaction);
+      transaction.executeRaw = async (query) => {
+        try {
+          return await executeRaw(query);
+        } catch (error) {
+          if (query.sql === 'COMMIT' || query.sql === 'ROLLBACK') await transaction.rollback();
+          throw error;
+        }
+      };
+      return transaction;
+    };
+    return adapter;
+  };
+  return factory;
+}
+
+/**
+ * Gives every connection of the pool an error listener for as long as it lives. The pool listens
+ * only to idle connections; one that is checked out (inside a transaction, between two queries)
+ * would otherwise emit an unhandled 'error' when its server goes away, and end the process. A
+ * broken connection fails its next query and is discarded when released; the pool opens new ones.
+ */
+function watchConnections(pool: pg.Pool, log: LogSink | undefined) {
+  let reported = false;
+  const report = (error: Error & { code?: string }) => {
+    if (reported) return;
+    reported = true;
+    log?.warn({ store: 'postgres', err: error.message, code: error.code }, 'PostgreSQL connection lost; reconnecting on the next query');
+  };
+  pool.on('error', report);
+  pool.on('connect', (client) => {
+    client.on('error', report);
+    if (reported) log?.info({ store: 'postgres' }, 'PostgreSQL connection is back');
+    reported = false;
+  });
 }
 
 export async function closeDb(db: Db): Promise<void> {
@@ -51,6 +103,7 @@ export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Pro
     await client.query('COMMIT');
     return result;
   } catch (error) {
+    // A ROLLBACK that fails means the connection is gone: the pool must not hand it out again.
     await client.query('ROLLBACK').catch((rollbackError: Error) => {
       broken = rollbackError;
     });
@@ -79,7 +132,7 @@ const TRANSIENT_KINDS = new Set([
   'TransactionAlreadyClosed',
 ]);
 const TRANSIENT_MESSAGES =
-  /connection terminated|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
+  /connection terminated|is not queryable|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
 
 type ErrorLike = { code?: unknown; originalCode?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
 
