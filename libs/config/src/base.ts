@@ -5,6 +5,11 @@ import { Type } from '@sinclair/typebox';
 export const RuntimeEnv = Type.Object({
   NODE_ENV: Type.String({ default: 'development', description: 'production turns on the production checks' }),
   LOG_LEVEL: Type.String({ default: 'info', description: 'fatal, error, warn, info, debug, trace or silent' }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({
+    default: 25000,
+    minimum: 100,
+    description: 'On SIGTERM, how long the process may take to finish its work in flight before it gives its claims back and exits',
+  }),
 });
 
 export const DatabaseEnv = Type.Object({

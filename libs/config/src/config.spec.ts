@@ -23,6 +23,7 @@ describe('loadGatewayConfig: defaults', () => {
     expect(config).toEqual({
       NODE_ENV: 'development',
       LOG_LEVEL: 'info',
+      SHUTDOWN_TIMEOUT_MS: 25000,
       DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
       DATABASE_POOL_SIZE: 10,
       REDIS_URL: 'redis://127.0.0.1:6379',

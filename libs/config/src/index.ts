@@ -6,3 +6,4 @@ export * from './logger';
 export * from './events';
 export * from './bonus';
 export * from './backoff';
+export * from './shutdown';
