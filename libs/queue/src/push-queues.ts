@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { PUSH_QUEUES, SEND_PUSH_JOB, sendPushJobId, type PushProvider, type SendPushJob } from './jobs';
+import { redisErrorListener } from './redis';
 
 export type PushQueues = Record<PushProvider, Queue<SendPushJob>>;
 
@@ -14,8 +15,10 @@ export const DEFAULT_SEND_JOB_POLICY: SendJobPolicy = { attempts: 8, backoffMs: 
 /** The workers compute this backoff (exponential, jittered, honouring the provider's Retry-After). */
 export const SEND_BACKOFF_TYPE = 'provider';
 
+/** The producer's queues on one connection; their errors are reported with the connection's (see redisErrorListener). */
 export function createPushQueues(connection: Redis, prefix: string): PushQueues {
-  const make = (provider: PushProvider) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix });
+  const onError = redisErrorListener(connection);
+  const make = (provider: PushProvider) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix }).on('error', onError);
   return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
 }
 
