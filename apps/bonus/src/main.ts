@@ -2,23 +2,25 @@
 // operator's platform), expires bonuses past their validity, and writes every bonus and balance
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
-import { ConfigError, createLogger, loadBonusAppConfig } from '@operator/config';
-import { closeDb, createDb } from '@operator/db';
+import { ConfigError, createLogger, loadBonusAppConfig, onShutdown } from '@operator/config';
+import { closeDb, createDb, releaseCredits } from '@operator/db';
 
 async function main() {
   const config = loadBonusAppConfig();
   const log = createLogger('bonus', config.LOG_LEVEL);
-  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const deps = createBonusDeps(db, config, log);
   log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger' }, 'bonus app started');
 
   let running = true;
   let wake: (() => void) | undefined;
+  // The credits claimed and not yet processed.
+  const held = new Set<string>();
   const loop = (async () => {
     while (running) {
       let handled = 0;
       try {
-        handled = await runBonusRound(deps);
+        handled = await runBonusRound(deps, undefined, held);
       } catch (error) {
         log.error({ err: error }, 'bonus round failed');
       }
@@ -34,17 +36,19 @@ async function main() {
     }
   })();
 
-  const shutdown = async (signal: string) => {
-    if (!running) return;
-    running = false;
-    log.info({ signal }, 'shutting down: finishing the credits in flight');
-    wake?.();
-    await loop;
-    await closeDb(db);
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  onShutdown({
+    log,
+    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    close: async () => {
+      running = false;
+      wake?.();
+      await loop;
+      await closeDb(db);
+    },
+    abandon: async () => {
+      await releaseCredits(db.pool, [...held]);
+    },
+  });
 }
 
 main().catch((error) => {

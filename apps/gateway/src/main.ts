@@ -1,30 +1,29 @@
-import { ConfigError, loadGatewayConfig } from '@operator/config';
+import { ConfigError, createLogger, loadGatewayConfig, onShutdown } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
 import { buildApp } from './app';
 
 async function main() {
   const config = loadGatewayConfig();
-  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
-  const redis = createProducerRedis(config.REDIS_URL);
-  // A Redis outage is answered with 503 per request; it must not stop the process.
-  redis.on('error', () => undefined);
+  const log = createLogger('gateway', config.LOG_LEVEL);
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
+  // A Redis outage is answered with 503 per request; it does not stop the process.
+  const redis = createProducerRedis(config.REDIS_URL, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
   const app = buildApp({ config, db, redis, queues }, true);
 
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, 'shutting down: finishing requests in flight');
-    await app.close();
-    await closePushQueues(queues).catch(() => undefined);
-    redis.disconnect();
-    await closeDb(db);
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  // The gateway holds no claims: past the deadline there is nothing to give back.
+  onShutdown({
+    log,
+    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    close: async () => {
+      // New requests are answered 503 from here on (and readiness with them); those in flight finish.
+      await app.close();
+      await closePushQueues(queues).catch(() => undefined);
+      redis.disconnect();
+      await closeDb(db);
+    },
+  });
 
   await app.listen({ host: config.HOST, port: config.PORT });
 }

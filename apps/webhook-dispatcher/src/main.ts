@@ -1,14 +1,14 @@
 // Delivers the outbox's events to the CRM: push statuses to CRM_STATUS_WEBHOOK_URL, bonus and
 // balance events to CRM_EVENTS_BASE_URL. Several instances may run; each event goes out once per
 // successful answer, in order per push.
-import { ConfigError, createLogger, loadDispatcherConfig } from '@operator/config';
+import { ConfigError, createLogger, loadDispatcherConfig, onShutdown } from '@operator/config';
 import { closeDb, createDb, PUSH_STATUS_TOPIC } from '@operator/db';
 import { createDispatcher } from '@operator/webhooks';
 
 function main() {
   const config = loadDispatcherConfig();
   const log = createLogger('webhook-dispatcher', config.LOG_LEVEL);
-  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const eventsBase = config.CRM_EVENTS_BASE_URL.replace(/\/+$/, '');
   const dispatcher = createDispatcher({
     db,
@@ -37,17 +37,17 @@ function main() {
   dispatcher.start();
   log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null }, 'webhook dispatcher started');
 
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    log.info({ signal }, 'shutting down: finishing the deliveries in flight');
-    await dispatcher.stop();
-    await closeDb(db);
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  onShutdown({
+    log,
+    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    close: async () => {
+      await dispatcher.stop();
+      await closeDb(db);
+    },
+    abandon: async () => {
+      await dispatcher.release();
+    },
+  });
 }
 
 try {

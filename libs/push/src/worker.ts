@@ -1,14 +1,15 @@
-import { ConfigError, createLogger, loadPushWorkerConfig, type Credentials, type PushProviderName } from '@operator/config';
+import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown, type Credentials, type PushProviderName } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, redisErrorListener } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
 
 /**
  * Runs one provider's send worker until SIGTERM or SIGINT, then finishes the jobs in flight and
- * closes its clients. `createClient` makes the provider client for one credential.
+ * closes its clients; past SHUTDOWN_TIMEOUT_MS it gives back the claims of deliveries it has not
+ * sent. `createClient` makes the provider client for one credential.
  */
 export async function runPushWorker<P extends PushProviderName>(provider: P, createClient: (credential: Credentials[P], label: string) => PushProvider) {
   let config;
@@ -32,13 +33,11 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
     create: createClient,
     sandbox: config.sandbox ? createSandboxProvider(provider, (send) => log.info({ pushId: send.pushId }, 'sandbox: push accepted')) : undefined,
   });
-  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
-  const redis = createWorkerRedis(config.REDIS_URL);
-  redis.on('error', (error) => log.warn({ err: error.message }, 'redis connection error'));
+  const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
+  const redis = createWorkerRedis(config.REDIS_URL, {}, log);
   const recorder = createSendRecorder({ db, log, leaseMs: config.PUSH_CLAIM_LEASE_MS });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
-  const producer = createProducerRedis(config.REDIS_URL);
-  producer.on('error', () => undefined);
+  const producer = createProducerRedis(config.REDIS_URL, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
   const reconciler = startReconciler({
     db,
@@ -72,25 +71,25 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
     { connection: redis, prefix: config.QUEUE_PREFIX, concurrency: config.PUSH_WORKER_CONCURRENCY, backoffMs: config.PUSH_SEND_BACKOFF_MS },
   );
   worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
-  worker.on('error', (error) => log.error({ err: error }, 'worker error'));
+  worker.on('error', redisErrorListener(redis));
   log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox }, 'push worker started');
 
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    log.info({ signal }, 'shutting down: finishing jobs in flight');
-    await reconciler.stop();
-    await worker.close();
-    await recorder.close();
-    await closePushQueues(queues).catch(() => undefined);
-    producer.disconnect();
-    await registry.close();
-    await closeDb(db);
-    await redis.quit().catch(() => redis.disconnect());
-    log.info('stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  onShutdown({
+    log,
+    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    close: async () => {
+      await reconciler.stop();
+      // Waits for the jobs in flight, then for their outcomes to be recorded.
+      await worker.close();
+      await recorder.close();
+      await closePushQueues(queues).catch(() => undefined);
+      producer.disconnect();
+      await registry.close();
+      await closeDb(db);
+      await redis.quit().catch(() => redis.disconnect());
+    },
+    abandon: async () => {
+      await recorder.release();
+    },
+  });
 }
