@@ -6,13 +6,24 @@ import pg from 'pg';
 const require = createRequire(import.meta.url);
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/operator_api';
 
+/** PostgreSQL could not be reached at all: one line says where, without the URL's credentials. */
+export class DatabaseUnreachable extends Error {}
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
+
 export async function ensureDatabase(url, { recreate = false } = {}) {
   const target = new URL(url);
   const name = decodeURIComponent(target.pathname.slice(1));
   const admin = new URL(url);
   admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
+  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+  } catch (error) {
+    if (!UNREACHABLE.has(error.code) && !/timeout|connection terminated/i.test(error.message)) throw error;
+    const where = `${target.hostname || 'localhost'}:${target.port || 5432}`;
+    throw new DatabaseUnreachable(`PostgreSQL is not reachable at ${where} — start it or set DATABASE_URL`);
+  }
   try {
     const quoted = `"${name.replace(/"/g, '""')}"`;
     if (recreate) await client.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);
@@ -31,9 +42,20 @@ export function migrate(url) {
   });
 }
 
+/** ensureDatabase for a command line: an unreachable server ends the process with one line. */
+export async function ensureDatabaseOrExit(url) {
+  try {
+    await ensureDatabase(url);
+  } catch (error) {
+    if (!(error instanceof DatabaseUnreachable)) throw error;
+    console.error(error.message);
+    process.exit(1);
+  }
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
-  await ensureDatabase(url);
+  await ensureDatabaseOrExit(url);
   migrate(url);
   console.log('database is migrated');
 }

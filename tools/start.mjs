@@ -2,11 +2,11 @@
 // development defaults of each app's configuration. Ctrl-C (or SIGTERM) stops them all gracefully.
 import { spawn, execFileSync } from 'node:child_process';
 import { APPS } from './apps.mjs';
-import { DEFAULT_DATABASE_URL, ensureDatabase, migrate } from './db-migrate.mjs';
+import { DEFAULT_DATABASE_URL, ensureDatabaseOrExit, migrate } from './db-migrate.mjs';
 import { seed } from './seed.mjs';
 
 const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
-await ensureDatabase(url);
+await ensureDatabaseOrExit(url);
 migrate(url);
 if (process.env.NODE_ENV !== 'production') await seed(url);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
