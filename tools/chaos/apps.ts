@@ -46,7 +46,7 @@ export class App {
       if (this.child !== child) return;
       this.child = null;
       if (this.expectingExit) return;
-      const exit = { app: this.name, at: Date.now(), how: signal ?? `exit ${code}`, tail: this.tail() };
+      const exit = { app: this.name, at: Date.now(), how: signal ?? `exit ${code}`, tail: this.tail(60) };
       this.crashes.push(exit);
       this.onCrash(exit);
     });

@@ -232,8 +232,9 @@ async function main(): Promise<number> {
   log(`${since(t0, sendingDone)} sending and faults over; settling`);
 
   // Settle: every acknowledged message final, every event dispatched, every credit carried out.
+  // Stop early when what is left does not move: each count is zero or has not changed for stallMs.
   let last = '';
-  let lastChange = Date.now();
+  const changed = new Map<string, { value: string; at: number }>();
   let settled = false;
   while (Date.now() - sendingDone < scale.settleMs) {
     const [row] = await query<{ messages: string; deliveries: string; events: string; credits: string }>(
@@ -243,16 +244,15 @@ async function main(): Promise<number> {
               (SELECT count(*) FROM events WHERE dispatch_state = 'pending') AS events,
               (SELECT count(*) FROM credits WHERE status = 'accepted') AS credits`,
     ).catch(() => [{ messages: '?', deliveries: '?', events: '?', credits: '?' }]);
-    const now = `${row.messages} messages and ${row.deliveries} deliveries not final, ${row.events} events not dispatched, ${row.credits} credits not carried out`;
-    if (row.messages === '0' && row.deliveries === '0' && row.events === '0' && row.credits === '0') {
+    last = `${row.messages} messages and ${row.deliveries} deliveries not final, ${row.events} events not dispatched, ${row.credits} credits not carried out`;
+    const counts = Object.entries(row);
+    if (counts.every(([, value]) => value === '0')) {
       settled = true;
       break;
     }
-    if (now !== last) {
-      last = now;
-      lastChange = Date.now();
-    } else if (Date.now() - lastChange > scale.stallMs) {
-      log(`nothing moved for ${scale.stallMs / 1000} s: ${now}`);
+    for (const [name, value] of counts) if (changed.get(name)?.value !== value) changed.set(name, { value, at: Date.now() });
+    if (counts.every(([name, value]) => value === '0' || Date.now() - changed.get(name)!.at > scale.stallMs)) {
+      log(`nothing left moved for ${scale.stallMs / 1000} s: ${last}`);
       break;
     }
     await sleep(1000);
@@ -305,7 +305,10 @@ async function main(): Promise<number> {
       name: 'no app ended on its own (only the kills the suite made)',
       ok: crashes.length === 0,
       lines: crashes.length
-        ? crashes.flatMap((c) => [`${c.app} ${c.how} at ${since(t0, c.at)} (${faults.filter((f) => f.kind !== 'crash' && Math.abs(f.at - c.at) < 15000).map((f) => `${f.kind}${f.target ? ` ${f.target}` : ''} ${since(t0, f.at)}`).join(', ') || 'no fault nearby'}):`, ...c.tail.split('\n').slice(-4).map((line) => `    ${line.slice(0, 240)}`)])
+        ? crashes.flatMap((c) => [
+            `${c.app} ${c.how} at ${since(t0, c.at)}, during: ${faults.filter((f) => f.kind !== 'crash' && f.at <= c.at && (f.endAt ?? f.at) >= c.at - 3000).map((f) => `${f.kind}${f.target ? ` ${f.target}` : ''} ${since(t0, f.at)}`).join(', ') || 'no fault'}`,
+            ...c.tail.split('\n').filter((line) => /error|exception|reject/i.test(line) && !/^\s+at /.test(line)).slice(0, 3).map((line) => `    ${line.trim().slice(0, 300)}`),
+          ])
         : ['none'],
     },
     {
