@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { createSandboxProvider, type ProviderName } from '@operator/providers';
-import { processSendJob, trackingToken } from '@operator/push';
+import { createSendRecorder, processSendJob, trackingToken, type SendRecorder } from '@operator/push';
 import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';
 
@@ -24,11 +24,16 @@ describe('push status: polling, engagement reports and dead letters', () => {
   let h: Harness;
   let brand: number;
   let player: string;
+  let recorder: SendRecorder;
 
   beforeAll(async () => {
     h = await Harness.open({ TRACKING_SECRET: SECRET });
+    recorder = createSendRecorder({ db: h.stores.db, log: silent, leaseMs: 60000 });
   });
-  afterAll(() => h.close());
+  afterAll(async () => {
+    await recorder.close();
+    await h.close();
+  });
 
   beforeEach(async () => {
     brand = uniqueBrandId();
@@ -57,6 +62,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
         provider,
         providerFor: () => createSandboxProvider(provider),
         log: silent,
+        recorder,
         leaseMs: 60000,
         visibilityGraceMs: 30000,
         parallelMessages: 4,
