@@ -2,7 +2,8 @@
 // records every answer. A 2xx single is acknowledged, a 4xx skipped, anything else (5xx, other
 // statuses, a connection that fails) sent again until acknowledged; in a batch, `fatal` and
 // unlisted messages are sent again; some acknowledged messages and credits are sent again on purpose.
-import { sleep, type Random } from './util';
+import type { SeededRandom as Random } from '@operator/testing';
+import { sleep } from './util';
 
 export const OPERATOR_KEY = 'dev-operator-key';
 export const INTERNAL_KEY = 'dev-internal-key';

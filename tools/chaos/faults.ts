@@ -2,11 +2,11 @@
 // sends: kill -9 of every app (several times), PostgreSQL cut through the TCP proxy, Redis killed
 // and restarted having lost the last second of its append-only file, the CRM's webhooks answering
 // 503 and then refusing connections. Each fault is recorded with when it began and ended.
-import type { FakeCrm, TcpProxy } from '@operator/testing';
+import type { FakeCrm, SeededRandom as Random, TcpProxy } from '@operator/testing';
 import type { App } from './apps';
 import type { Scale } from './scale';
 import type { ChaosRedis } from './stores';
-import { sleep, type Random } from './util';
+import { sleep } from './util';
 
 export type FaultKind = 'kill' | 'crash' | 'pg-cut' | 'redis-crash' | 'webhook-503' | 'webhook-down';
 

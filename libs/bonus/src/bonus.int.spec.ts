@@ -12,37 +12,13 @@ import {
   type Db,
   type NewCredit,
 } from '@operator/db';
-import { FakeCrm, uniqueName } from '@operator/testing';
+import { FakeCrm, seededRandom, uniqueName } from '@operator/testing';
 import { tupleKey } from './credit';
 import { formatMinor } from './money';
 import { changeBonusStatus, expireDueBonuses, processCredit, type BonusDeps } from './service';
 import { httpWallet, ledgerWallet } from './wallet';
 
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
-
-/** A small seeded generator, so a failing random run can be replayed with its seed. */
-function seeded(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    int: (min: number, max: number) => min + Math.floor(next() * (max - min + 1)),
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)],
-    shuffle: <T>(items: T[]): T[] => {
-      for (let i = items.length - 1; i > 0; i--) {
-        const j = Math.floor(next() * (i + 1));
-        [items[i], items[j]] = [items[j], items[i]];
-      }
-      return items;
-    },
-  };
-}
 
 /** Runs `work` over `items`, at most `limit` at a time. */
 async function inParallel<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
@@ -314,7 +290,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
   it('keeps the books straight over a random run of credits and status changes', async () => {
     const seed = Date.now() % 1_000_000;
-    const random = seeded(seed);
+    const random = seededRandom(seed);
     const players = Array.from({ length: 4 }, () => uniqueName('player'));
     const currencies = ['EUR', 'USD', 'JPY', 'BHD'] as const;
     const catalog = [await catalogBonus(), await catalogBonus({ type: 'ReloadBonus', product: 'Sportsbook', wageringRequirement: '0.00' })];

@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { build } from 'esbuild';
 import { v7 as uuidv7 } from 'uuid';
 import { claimDeliveries, closeDb, createDb, registerDevice, type Db } from '@operator/db';
 import { createWebPushProvider, type PushProvider } from '@operator/providers';
@@ -206,23 +205,12 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     let caFile: string;
     const children: ChildProcess[] = [];
 
-    beforeAll(async () => {
+    beforeAll(() => {
       const dir = mkdtempSync(path.join(tmpdir(), 'push-worker-'));
       caFile = path.join(dir, 'ca.pem');
       writeFileSync(caFile, testTls().ca);
-      // Inside the repository, so the bundle finds node_modules.
-      bundle = path.join(ROOT, 'dist/test', `${path.basename(dir)}-push-worker-webpush.js`);
-      await build({
-        entryPoints: [path.join(ROOT, 'apps/push-worker-webpush/src/main.ts')],
-        outfile: bundle,
-        bundle: true,
-        platform: 'node',
-        target: 'node20',
-        format: 'cjs',
-        packages: 'external',
-        tsconfig: path.join(ROOT, 'tsconfig.base.json'),
-        logLevel: 'error',
-      });
+      execFileSync(process.execPath, ['tools/build.mjs', 'push-worker-webpush'], { cwd: ROOT, stdio: 'ignore' });
+      bundle = path.join(ROOT, 'dist/apps/push-worker-webpush/main.js');
     });
     afterEach(() => {
       for (const child of children.splice(0)) child.kill('SIGKILL');

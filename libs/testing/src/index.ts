@@ -8,3 +8,4 @@ export * from './fake-apns';
 export * from './fake-fcm';
 export * from './until';
 export * from './fake-crm';
+export * from './random';
