@@ -8,7 +8,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeCrm, TcpProxy } from '@operator/testing';
+import { FakeCrm, seededRandom, TcpProxy } from '@operator/testing';
 import { App, type Exit } from './apps';
 import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkStatuses, type Check, type CreditRows, type RunRecord } from './checks';
 import { BRAND_ID, CrmDriver, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage } from './crm';
@@ -16,7 +16,7 @@ import { planFaults, runFaults, type Fault } from './faults';
 import { PROVIDERS, Providers, type ChaosDevice, type ProviderName } from './providers';
 import { parseOptions } from './scale';
 import { ChaosRedis, freePort, freshDatabase, query } from './stores';
-import { random, since, sleep } from './util';
+import { since, sleep } from './util';
 
 // As tools/apps.mjs lists them.
 const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
@@ -26,7 +26,7 @@ const DEVICE_LAYOUTS: ProviderName[][] = [['fcm'], ['fcm'], ['fcm'], ['fcm'], ['
 
 const options = parseOptions(process.argv.slice(2), process.env);
 const { scale } = options;
-const rng = random(options.seed);
+const rng = seededRandom(options.seed);
 const databaseUrl = process.env.CHAOS_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_chaos';
 const dir = mkdtempSync(join(tmpdir(), 'operator-chaos-'));
 const apps = new Map<string, App>();
@@ -98,6 +98,10 @@ async function main(): Promise<number> {
     PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
     PUSH_CLAIM_LEASE_MS: '15000',
     PUSH_SEND_BACKOFF_MS: '500',
+    // Jobs Redis lost are found again within the run (production waits 5 minutes by default).
+    PUSH_RECONCILE_INTERVAL_MS: '2000',
+    PUSH_RECONCILE_AFTER_MS: '20000',
+    WEBHOOK_CONCURRENCY: '32',
     ...providers.workerEnv(),
   };
   mkdirSync(join(dir, 'logs'));
