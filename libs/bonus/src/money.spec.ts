@@ -64,6 +64,10 @@ describe('parseAmount', () => {
     expect(parseAmount('999999999999999.99', 'EUR')).toEqual({ ok: false, error: 'must be at most 1000000000000.00 EUR' });
     expect(parseAmount('100000000000001', 'JPY')).toEqual({ ok: false, error: 'must be at most 100000000000000 JPY' });
     expect(parseAmount('100000000000.001', 'BHD')).toEqual({ ok: false, error: 'must be at most 100000000000.000 BHD' });
+    // 999999999999999.99 as JSON writes it (a double), and numbers of any length.
+    expect(parseAmount('1000000000000000', 'EUR')).toEqual({ ok: false, error: 'must be at most 1000000000000.00 EUR' });
+    expect(parseAmount(`1${'0'.repeat(400)}`, 'EUR')).toEqual({ ok: false, error: 'must be at most 1000000000000.00 EUR' });
+    expect(parseAmount(`0000000000000000000010.${'0'.repeat(40)}`, 'EUR')).toEqual({ ok: true, minor: 1000n });
   });
 
   it('bounds amounts so that amount x the largest wagering multiple fits a bigint', () => {

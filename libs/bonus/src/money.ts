@@ -15,7 +15,7 @@ export function minorDigits(currency: string): number {
   return new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
 }
 
-const DECIMAL = /^(\d{1,15})(?:\.(\d{1,18}))?$/;
+const DECIMAL = /^(\d+)(?:\.(\d+))?$/;
 
 export type ParsedAmount = { ok: true; minor: bigint } | { ok: false; error: string };
 
@@ -28,11 +28,14 @@ export function parseAmount(text: string, currency: string): ParsedAmount {
   const match = DECIMAL.exec(text.trim());
   if (!match) return { ok: false, error: 'must be a positive decimal number' };
   const digits = minorDigits(currency);
+  const tooLarge = { ok: false as const, error: `must be at most ${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency}` };
+  // Past 18 integer digits it is over the bound whatever the currency; not worth a BigInt of any length.
+  if (match[1].replace(/^0+/, '').length > 18) return tooLarge;
   const fraction = (match[2] ?? '').replace(/0+$/, '');
   if (fraction.length > digits) return { ok: false, error: `has more decimals than ${currency} allows (${digits})` };
   const minor = BigInt(match[1]) * 10n ** BigInt(digits) + BigInt(fraction.padEnd(digits, '0') || '0');
   if (minor <= 0n) return { ok: false, error: 'must be greater than zero' };
-  if (minor > MAX_AMOUNT_MINOR) return { ok: false, error: `must be at most ${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency}` };
+  if (minor > MAX_AMOUNT_MINOR) return tooLarge;
   return { ok: true, minor };
 }
 
