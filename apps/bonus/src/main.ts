@@ -3,7 +3,7 @@
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
 import { ConfigError, createLogger, loadBonusAppConfig, onShutdown } from '@operator/config';
-import { closeDb, createDb, releaseCredits } from '@operator/db';
+import { closeDb, createDb, createPoller, releaseCredits } from '@operator/db';
 
 async function main() {
   const config = loadBonusAppConfig();
@@ -12,37 +12,16 @@ async function main() {
   const deps = createBonusDeps(db, config, log);
   log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger' }, 'bonus app started');
 
-  let running = true;
-  let wake: (() => void) | undefined;
   // The credits claimed and not yet processed.
   const held = new Set<string>();
-  const loop = (async () => {
-    while (running) {
-      let handled = 0;
-      try {
-        handled = await runBonusRound(deps, undefined, held);
-      } catch (error) {
-        log.error({ err: error }, 'bonus round failed');
-      }
-      if (running && handled === 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, config.BONUS_POLL_MS);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-      }
-    }
-  })();
+  const poller = createPoller({ what: 'bonus', log, idleMs: config.BONUS_POLL_MS, round: async () => (await runBonusRound(deps, undefined, held)) > 0 });
+  poller.start();
 
   onShutdown({
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
-      running = false;
-      wake?.();
-      await loop;
+      await poller.stop();
       await closeDb(db);
     },
     abandon: async () => {

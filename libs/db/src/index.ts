@@ -5,4 +5,5 @@ export * from './deliveries';
 export * from './events';
 export * from './bonus';
 export * from './write-behind';
+export * from './poller';
 export { Prisma } from './generated/client';

@@ -1,5 +1,6 @@
 import {
   claimDueEvents,
+  createPoller,
   createWriteBehind,
   extendEventClaims,
   pushEventRows,
@@ -171,40 +172,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return events.length;
   }
 
-  let running = false;
-  let loop: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
+  const poller = createPoller({ what: 'dispatch', log, idleMs: options.idleMs, round: async () => (await runOnce()) >= options.batchSize });
 
   return {
     runOnce,
-    start() {
-      if (running) return;
-      running = true;
-      loop = (async () => {
-        while (running) {
-          let claimed = 0;
-          try {
-            claimed = await runOnce();
-          } catch (error) {
-            log.error({ err: error }, 'dispatch round failed');
-          }
-          if (running && claimed < options.batchSize) {
-            await new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, options.idleMs);
-              wake = () => {
-                clearTimeout(timer);
-                resolve();
-              };
-            });
-          }
-        }
-      })();
-    },
-    async stop() {
-      running = false;
-      wake?.();
-      await loop;
-    },
+    start: poller.start,
+    stop: poller.stop,
     release() {
       return releaseEventClaims(db.pool, [...unposted]);
     },
