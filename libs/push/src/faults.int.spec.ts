@@ -1,85 +1,36 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { v7 as uuidv7 } from 'uuid';
-import { claimDeliveries, closeDb, createDb, registerDevice, type Db } from '@operator/db';
-import { createWebPushProvider, type PushProvider } from '@operator/providers';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
-import { FakePushService, pushRequest, TcpProxy, testTls, uniqueBrandId, uniqueName, until, vapidKeys } from '@operator/testing';
-import { acceptMessages } from './accept';
+import { claimDeliveries, closeDb, createDb } from '@operator/db';
+import type { PushProvider } from '@operator/providers';
+import { TcpProxy, testTls, until } from '@operator/testing';
 import { createSendRecorder } from './outcomes';
 import { reconcileOnce } from './reconcile';
 import { processSendJob, type SendDeps } from './send';
+import { silent, WebPushFixture } from './test/web-push-fixture';
 
-const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ROOT = path.resolve(__dirname, '../../..');
 
 describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Redis', () => {
-  let db: Db;
-  let producer: Redis;
-  let queues: PushQueues;
-  let fake: FakePushService;
-  let provider: PushProvider;
-  let prefix: string;
-  let brand: number;
-  let player: string;
-  const vapid = { ...vapidKeys(), subject: 'mailto:ops@example.test' };
+  const t = new WebPushFixture('test-faults');
 
-  beforeAll(async () => {
-    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
-    producer = createProducerRedis(process.env.REDIS_URL!);
-    await new Promise((resolve) => producer.once('ready', resolve));
-    fake = await FakePushService.start();
-    provider = createWebPushProvider({ vapid, agent: new https.Agent({ ca: testTls().ca, keepAlive: true }), timeoutMs: 3000 });
-  });
-  afterAll(async () => {
-    await provider.close();
-    await fake.close();
-    producer.disconnect();
-    await closeDb(db);
-  });
+  beforeAll(() => t.open());
+  afterAll(() => t.close());
+  beforeEach(() => t.begin());
+  afterEach(() => t.end());
 
-  beforeEach(() => {
-    prefix = uniqueName('test-faults');
-    queues = createPushQueues(producer, prefix);
-    brand = uniqueBrandId();
-    player = uniqueName('player');
-  });
-  afterEach(async () => {
-    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
-    await closePushQueues(queues);
-  });
-
-  async function device() {
-    const id = uniqueName('sub');
-    const subscription = fake.subscription(id);
-    await registerDevice(db, uuidv7(), {
-      brandId: BigInt(brand),
-      userId: player,
-      provider: 'webpush',
-      platform: 'web',
-      token: subscription.endpoint,
-      p256dh: subscription.keys.p256dh,
-      auth: subscription.keys.auth,
-    });
-    return id;
-  }
-
-  async function accept(count: number) {
-    const requests = Array.from({ length: count }, () => pushRequest(brand, player));
-    const outcomes = await acceptMessages({ db, redis: producer, queues, jobMaxMessages: count, sendPolicy: { attempts: 4, backoffMs: 50 } }, requests, {});
-    return outcomes.map((outcome) => (outcome.kind === 'accepted' ? outcome.pushId : fail(outcome.kind)));
-  }
+  /** A device of the player at the fake push service; answers its subscription id. */
+  const device = async () => (await t.device()).id;
+  const accept = (count: number) => t.accept(count);
 
   const statuses = async (pushIds: string[]) =>
-    (await db.pool.query<{ status: string }>(`SELECT status::text FROM deliveries WHERE message_id = ANY($1::uuid[])`, [pushIds])).rows.map((r) => r.status);
+    (await t.db.pool.query<{ status: string }>(`SELECT status::text FROM deliveries WHERE message_id = ANY($1::uuid[])`, [pushIds])).rows.map((r) => r.status);
   /** How many times each push reached the device. */
   const receipts = (subscription: string) => {
     const counts = new Map<string, number>();
-    for (const message of fake.receivedFor(subscription)) {
+    for (const message of t.fake.receivedFor(subscription)) {
       const pushId = (message.payload as { push_id: string }).push_id;
       counts.set(pushId, (counts.get(pushId) ?? 0) + 1);
     }
@@ -87,7 +38,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   };
   /** Other suites leave unsent pushes in the shared test database: out of the reconciler's way. */
   const outOfTheWay = (pushIds: string[]) =>
-    db.pool.query(
+    t.db.pool.query(
       `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status IN ('pending', 'sending') AND NOT (message_id = ANY($1::uuid[]))`,
       [pushIds],
     );
@@ -104,7 +55,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       const cutAfterSend: PushProvider = {
         name: 'webpush',
         async send(notification, targets) {
-          const results = await provider.send(notification, targets);
+          const results = await t.provider.send(notification, targets);
           await proxy.stop();
           setTimeout(() => void proxy.resume(), 1000);
           return results;
@@ -128,7 +79,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
 
       // The job runs again after the lease (a retried or stalled job): nothing is left to send.
       await sleep(3100);
-      expect(await processSendJob({ ...deps, providerFor: () => provider }, job([pushId]))).toEqual({ kind: 'done', sent: 0, failed: 0, dropped: 0 });
+      expect(await processSendJob({ ...deps, providerFor: () => t.provider }, job([pushId]))).toEqual({ kind: 'done', sent: 0, failed: 0, dropped: 0 });
       expect(receipts(phone).get(pushId)).toBe(1);
     } finally {
       await recorder.close();
@@ -138,15 +89,15 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   });
 
   it('renews the claims it holds, so no other worker takes them while their outcomes wait to be written', async () => {
-    const recorder = createSendRecorder({ db, log: silent, leaseMs: 1500 });
+    const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 1500 });
     try {
       await device();
       const pushIds = await accept(3);
-      const claim = await claimDeliveries(db.pool, pushIds, 'webpush', 1500);
+      const claim = await claimDeliveries(t.db.pool, pushIds, 'webpush', 1500);
       recorder.hold(claim.deliveries.map((d) => d.id));
       // Three leases pass; the renewals keep the claims fresh, so another worker's claim finds nothing.
       await sleep(4500);
-      const other = await claimDeliveries(db.pool, pushIds, 'webpush', 1500);
+      const other = await claimDeliveries(t.db.pool, pushIds, 'webpush', 1500);
       expect(other.deliveries).toHaveLength(0);
       expect(other.heldElsewhere).toBe(3);
     } finally {
@@ -155,11 +106,11 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   });
 
   it('gives back, at shutdown, the claims on deliveries it has no outcome for, and keeps those it sent', async () => {
-    const recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
+    const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
     try {
       await device();
       const pushIds = await accept(3);
-      const claim = await claimDeliveries(db.pool, pushIds, 'webpush', 60000);
+      const claim = await claimDeliveries(t.db.pool, pushIds, 'webpush', 60000);
       recorder.hold(claim.deliveries.map((d) => d.id));
       const [sent] = claim.deliveries;
       await recorder.record([{ pushId: sent.messageId, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
@@ -174,24 +125,24 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   it('enqueues again the pushes whose job was lost, once, and they are sent', async () => {
     const phone = await device();
     const pushIds = await accept(3);
-    await queues.webpush.obliterate({ force: true }); // Redis lost the job
+    await t.queues.webpush.obliterate({ force: true }); // Redis lost the job
     // A fourth push is claimed right now by a live worker: not stranded.
     const [busy] = await accept(1);
-    await claimDeliveries(db.pool, [busy], 'webpush', 60000);
+    await claimDeliveries(t.db.pool, [busy], 'webpush', 60000);
     await outOfTheWay([...pushIds, busy]);
     await sleep(50);
 
-    const reconcile = { db, queues, provider: 'webpush' as const, log: silent, afterMs: 20, leaseMs: 60000, jobMaxMessages: 2, sendPolicy: { attempts: 4, backoffMs: 50 } };
+    const reconcile = { db: t.db, queues: t.queues, provider: 'webpush' as const, log: silent, afterMs: 20, leaseMs: 60000, jobMaxMessages: 2, sendPolicy: { attempts: 4, backoffMs: 50 } };
     expect((await reconcileOnce(reconcile)).sort()).toEqual([...pushIds].sort());
     expect(await reconcileOnce(reconcile)).toEqual([]); // marked: not again until afterMs passes without progress
 
-    const jobs = (await queues.webpush.getJobs(['wait', 'delayed', 'prioritized'])).filter((j) => j.id!.includes('-r'));
+    const jobs = (await t.queues.webpush.getJobs(['wait', 'delayed', 'prioritized'])).filter((j) => j.id!.includes('-r'));
     expect(jobs.flatMap((j) => j.data.pushIds).sort()).toEqual([...pushIds].sort());
     expect(jobs.map((j) => j.data.pushIds.length).sort()).toEqual([1, 2]);
 
-    const recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
+    const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
     try {
-      const deps: SendDeps = { db, provider: 'webpush', providerFor: () => provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret' };
+      const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret' };
       for (const j of jobs) await processSendJob(deps, { pushIds: j.data.pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: j.timestamp });
     } finally {
       await recorder.close();
@@ -224,11 +175,11 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
           ...process.env,
           NODE_ENV: 'test',
           LOG_LEVEL: 'silent',
-          QUEUE_PREFIX: prefix,
+          QUEUE_PREFIX: t.prefix,
           NODE_EXTRA_CA_CERTS: caFile,
-          VAPID_PUBLIC_KEY: vapid.publicKey,
-          VAPID_PRIVATE_KEY: vapid.privateKey,
-          VAPID_SUBJECT: vapid.subject,
+          VAPID_PUBLIC_KEY: t.vapid.publicKey,
+          VAPID_PRIVATE_KEY: t.vapid.privateKey,
+          VAPID_SUBJECT: t.vapid.subject,
           PUSH_WORKER_CONCURRENCY: '1',
           PUSH_WORKER_PARALLEL_MESSAGES: '4',
           PUSH_CLAIM_LEASE_MS: '1500',
@@ -244,15 +195,15 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       const COUNT = 240;
       const IN_FLIGHT = 1 * 4; // concurrency × parallel messages
       const phone = await device();
-      fake.respond(phone, ...Array.from({ length: COUNT * 2 }, () => ({ status: 201, delayMs: 25 })));
+      t.fake.respond(phone, ...Array.from({ length: COUNT * 2 }, () => ({ status: 201, delayMs: 25 })));
       const pushIds = await accept(COUNT);
       await outOfTheWay(pushIds);
 
       const first = startWorker();
-      await until(() => fake.receivedFor(phone).length >= COUNT / 3, 'a third of the pushes to be sent', 20000);
+      await until(() => t.fake.receivedFor(phone).length >= COUNT / 3, 'a third of the pushes to be sent', 20000);
       first.kill('SIGKILL');
       await new Promise((resolve) => first.once('exit', resolve));
-      const sentBeforeKill = fake.receivedFor(phone).length;
+      const sentBeforeKill = t.fake.receivedFor(phone).length;
 
       startWorker();
       await until(async () => (await statuses(pushIds)).every((s) => s === 'sent'), 'every push to be sent after the kill', 30000);

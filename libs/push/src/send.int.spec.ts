@@ -1,70 +1,30 @@
-import https from 'node:https';
 import { v7 as uuidv7 } from 'uuid';
-import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
-import { createSandboxProvider, createWebPushProvider, type PushProvider } from '@operator/providers';
-import {
-  closePushQueues,
-  createProducerRedis,
-  createPushQueues,
-  createSendWorker,
-  createWorkerRedis,
-  type PushQueues,
-  type Redis,
-} from '@operator/queue';
-import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, until, vapidKeys, type FakePushAnswer } from '@operator/testing';
-import { acceptMessages } from './accept';
+import { createSandboxProvider } from '@operator/providers';
+import { createSendWorker, createWorkerRedis, type Redis } from '@operator/queue';
+import { until } from '@operator/testing';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
-
-const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
-
+import { silent, WebPushFixture } from './test/web-push-fixture';
 
 describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () => {
-  let db: Db;
-  let producer: Redis;
-  let queues: PushQueues;
-  let fake: FakePushService;
-  let provider: PushProvider;
-  let prefix: string;
-  let brand: number;
-  let player: string;
+  const t = new WebPushFixture('test-send');
   let recorder: SendRecorder;
 
-  beforeAll(async () => {
-    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
-    producer = createProducerRedis(process.env.REDIS_URL!);
-    await new Promise((resolve) => producer.once('ready', resolve));
-    fake = await FakePushService.start();
-    provider = createWebPushProvider({
-      vapid: { ...vapidKeys(), subject: 'mailto:ops@example.test' },
-      agent: new https.Agent({ ca: testTls().ca, keepAlive: true }),
-      timeoutMs: 3000,
-    });
-  });
-  afterAll(async () => {
-    await provider.close();
-    await fake.close();
-    producer.disconnect();
-    await closeDb(db);
-  });
-
+  beforeAll(() => t.open());
+  afterAll(() => t.close());
   beforeEach(() => {
-    recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
-    prefix = uniqueName('test-send');
-    queues = createPushQueues(producer, prefix);
-    brand = uniqueBrandId();
-    player = uniqueName('player');
+    t.begin();
+    recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
   });
   afterEach(async () => {
     await recorder.close();
-    await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
-    await closePushQueues(queues);
+    await t.end();
   });
 
   const deps = (overrides: Partial<SendDeps> = {}): SendDeps => ({
-    db,
+    db: t.db,
     provider: 'webpush',
-    providerFor: () => provider,
+    providerFor: () => t.provider,
     log: silent,
     recorder,
     leaseMs: 60000,
@@ -73,33 +33,12 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     trackingSecret: 'test-tracking-secret',
     ...overrides,
   });
+  const device = t.device.bind(t);
+  const accept = (count = 1, policy = { attempts: 4, backoffMs: 50 }) => t.accept(count, policy, { web: { tag: 'promo', require_interaction: 'true' } });
 
-  /** A device of the player, subscribed at the fake push service, answering as scripted. */
-  async function device(...answers: FakePushAnswer[]) {
-    const id = uniqueName('sub');
-    const subscription = fake.subscription(id);
-    if (answers.length) fake.respond(id, ...answers);
-    const { device: row } = await registerDevice(db, uuidv7(), {
-      brandId: BigInt(brand),
-      userId: player,
-      provider: 'webpush',
-      platform: 'web',
-      token: subscription.endpoint,
-      p256dh: subscription.keys.p256dh,
-      auth: subscription.keys.auth,
-    });
-    return { id, deviceId: row.id };
-  }
-
-  async function accept(count = 1, policy = { attempts: 4, backoffMs: 50 }) {
-    const requests = Array.from({ length: count }, () => pushRequest(brand, player, { web: { tag: 'promo', require_interaction: 'true' } }));
-    const outcomes = await acceptMessages({ db, redis: producer, queues, jobMaxMessages: 100, sendPolicy: policy }, requests, {});
-    return outcomes.map((outcome) => (outcome.kind === 'accepted' ? outcome.pushId : fail(outcome.kind)));
-  }
-
-  const deliveries = (pushId: string) => db.delivery.findMany({ where: { messageId: pushId }, include: { device: true }, orderBy: { id: 'asc' } });
-  const message = (pushId: string) => db.message.findUniqueOrThrow({ where: { id: pushId } });
-  const receivedBy = (id: string) => fake.received.filter((m) => m.id === id);
+  const deliveries = (pushId: string) => t.db.delivery.findMany({ where: { messageId: pushId }, include: { device: true }, orderBy: { id: 'asc' } });
+  const message = (pushId: string) => t.db.message.findUniqueOrThrow({ where: { id: pushId } });
+  const receivedBy = (id: string) => t.fake.received.filter((m) => m.id === id);
   const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
 
   it('records each device: sent with the provider id, dead tokens failed and deactivated (only those)', async () => {
@@ -163,19 +102,19 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     const outcome = await processSendJob(deps({ parallelMessages: 1 }), job(pushIds, 1, 3));
     expect(outcome).toMatchObject({ kind: 'retry', reason: expect.stringContaining('credentials refused') });
     // One request reached the service; the other messages were not tried with those credentials.
-    expect(fake.requests.filter((r) => r.id === phone.id)).toHaveLength(1);
+    expect(t.fake.requests.filter((r) => r.id === phone.id)).toHaveLength(1);
     // Nothing was sent or failed for good: every delivery waits for the next attempt.
     const all = (await Promise.all(pushIds.map(deliveries))).flat();
     expect(all.map((d) => d.status)).toEqual(['pending', 'pending', 'pending']);
     expect(all.every((d) => d.errorCode === 'auth')).toBe(true);
-    expect((await db.device.findUniqueOrThrow({ where: { id: phone.deviceId } })).active).toBe(true);
+    expect((await t.db.device.findUniqueOrThrow({ where: { id: phone.deviceId } })).active).toBe(true);
   });
 
   it('lets a crashed worker’s claim lapse before sending those deliveries again', async () => {
     const phone = await device();
     const [pushId] = await accept();
     const { claimDeliveries } = await import('@operator/db');
-    await claimDeliveries(db.pool, [pushId], 'webpush', 60000); // a worker claimed them, then died
+    await claimDeliveries(t.db.pool, [pushId], 'webpush', 60000); // a worker claimed them, then died
 
     expect(await processSendJob(deps({ leaseMs: 300 }), job([pushId]))).toMatchObject({ kind: 'wait' });
     expect(receivedBy(phone.id)).toHaveLength(0);
@@ -193,7 +132,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   it('fails the deliveries of a removed device without sending', async () => {
     const phone = await device();
     const [pushId] = await accept();
-    await db.device.delete({ where: { id: phone.deviceId } });
+    await t.db.device.delete({ where: { id: phone.deviceId } });
     expect(await processSendJob(deps(), job([pushId]))).toMatchObject({ kind: 'done', sent: 0, failed: 1 });
     expect(await deliveries(pushId)).toEqual([expect.objectContaining({ status: 'failed', errorCode: 'device-inactive' })]);
     expect(receivedBy(phone.id)).toHaveLength(0);
@@ -215,7 +154,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     afterEach(() => connection.disconnect());
 
     const startWorker = (overrides: Partial<SendDeps> = {}) =>
-      createSendWorker('webpush', (run) => processSendJob(deps(overrides), run), { connection, prefix, concurrency: 2, backoffMs: 50 });
+      createSendWorker('webpush', (run) => processSendJob(deps(overrides), run), { connection, prefix: t.prefix, concurrency: 2, backoffMs: 50 });
 
     it('retries a 5xx with backoff until it is sent', async () => {
       const flaky = await device(500, 502);
@@ -223,7 +162,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
       const worker = startWorker();
       try {
         await until(async () => (await message(pushId)).status === 'sent', 'the push to be sent');
-        expect(fake.requests.filter((r) => r.id === flaky.id).map((r) => r.status)).toEqual([500, 502, 201]);
+        expect(t.fake.requests.filter((r) => r.id === flaky.id).map((r) => r.status)).toEqual([500, 502, 201]);
         const [row] = await deliveries(pushId);
         expect(row).toMatchObject({ status: 'sent', attempts: 3 });
       } finally {
@@ -237,7 +176,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
       const worker = startWorker();
       try {
         await until(async () => (await message(pushId)).status === 'sent', 'the push to be sent');
-        const times = fake.requests.filter((r) => r.id === busy.id).map((r) => r.at);
+        const times = t.fake.requests.filter((r) => r.id === busy.id).map((r) => r.at);
         expect(times).toHaveLength(2);
         expect(times[1] - times[0]).toBeGreaterThanOrEqual(950);
       } finally {
@@ -249,7 +188,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
       const slow = await device({ status: 201, delayMs: 700 });
       const [pushId] = await accept();
       const worker = startWorker();
-      await until(async () => fake.requests.some((r) => r.id === slow.id) || (await deliveries(pushId))[0].status === 'sending', 'the send to start');
+      await until(async () => t.fake.requests.some((r) => r.id === slow.id) || (await deliveries(pushId))[0].status === 'sending', 'the send to start');
       await worker.close();
       const [row] = await deliveries(pushId);
       expect(row.status).toBe('sent');
