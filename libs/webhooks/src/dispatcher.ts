@@ -114,10 +114,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
   }
 
-  // Results are written as posts finish, a few milliseconds' worth at a time; through a PostgreSQL
-  // outage they are held and retried, never posted again because a write failed.
   /** Events claimed by a round in flight and not posted yet. */
   const unposted = new Set<string>();
+  // Results are written as posts finish, a few milliseconds' worth at a time; through a PostgreSQL
+  // outage they are held and retried, never posted again because a write failed.
   const results = createWriteBehind<DispatchResult>({ what: 'webhook results', log, write: (items) => recordDispatch(db.pool, items) });
 
   async function runOnce(): Promise<number> {
