@@ -7,7 +7,7 @@ export const BonusEnv = Type.Object({
   BONUS_PLATFORM_URL: Type.String({ default: '', description: "Where credits are POSTed on the operator's own platform; empty: the built-in ledger" }),
   BONUS_PLATFORM_API_KEY: Type.String({ default: '', description: 'X-Api-Key sent to BONUS_PLATFORM_URL' }),
   BONUS_PLATFORM_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'Time to wait for the platform to answer a credit' }),
-  BONUS_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, description: 'Tries of a credit the platform keeps failing transiently before it is failed' }),
+  BONUS_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, description: 'Tries of a credit that keeps failing (the platform refusing transiently, or its recording failing) before it is failed' }),
   BONUS_BACKOFF_MS: Type.Integer({ default: 2000, minimum: 1, description: 'Base of the exponential backoff between tries' }),
   BONUS_POLL_MS: Type.Integer({ default: 200, minimum: 10, description: 'Pause of the bonus app between rounds when idle' }),
   EVENTS_ORIGIN: Type.String({ default: 'operator', minLength: 1, description: 'The origin field of bonus and balance events' }),
