@@ -44,7 +44,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     http: { requireHostHeader: false },
     // Path parameters are read percent-encoded: room for the longest user_id with every byte of
     // its UTF-8 encoded (3 bytes a character, 3 characters a byte).
-    maxParamLength: MAX_USER_ID_LENGTH * 9,
+    routerOptions: { maxParamLength: MAX_USER_ID_LENGTH * 9 },
     // What the router refuses (a bad percent-encoding, a parameter too long) answers like the rest.
     frameworkErrors: (error, _request, reply: FastifyReply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
