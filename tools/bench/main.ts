@@ -1,0 +1,252 @@
+// `npm run bench`: how fast each stage of the stack is on this machine, in one run, printed as one
+// table. The apps run as built, as separate processes, against the real PostgreSQL and Redis (a
+// database and queue prefix of their own); providers are local servers over TLS and the CRM is a
+// local receiver. The same figures are taken again with millions of old rows in the tables.
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { apnsToken, fcmToken } from '@operator/testing';
+import { Providers } from '../chaos/providers';
+import { freePort } from '../chaos/stores';
+import { each, load, type Request } from './load';
+
+const env = process.env;
+const SECONDS = Number(env.BENCH_SECONDS || 10);
+const CONNECTIONS = Number(env.BENCH_CONNECTIONS || 50);
+const PLAYERS = Number(env.BENCH_PLAYERS || 5000);
+const BATCHES = Number(env.BENCH_BATCHES || 40);
+const BATCH_SIZE = Number(env.BENCH_BATCH_SIZE || 500);
+const SEND = Number(env.BENCH_SEND || 20000);
+const END_TO_END = Number(env.BENCH_END_TO_END || 50000);
+const OLD_ROWS = Number(env.BENCH_OLD_ROWS ?? 5_000_000);
+const DATABASE_URL = env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench';
+const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
+const BRAND = 7;
+const OPERATOR = { 'x-api-key': 'dev-operator-key' };
+const INTERNAL = { 'x-api-key': 'dev-internal-key' };
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+const count = async (sql: string) => Number((await pool.query(sql)).rows[0].count);
+const log = (line: string) => console.log(`bench: ${line}`);
+
+/** The CRM's status webhook: counts the pushes reported sent. */
+class Receiver {
+  readonly sent = new Set<string>();
+  events = 0;
+  port = 0;
+  private readonly server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      this.events += 1;
+      try {
+        const event = JSON.parse(body) as { push_id?: string; status?: string };
+        if (event.status === 'sent' && event.push_id) this.sent.add(event.push_id);
+      } catch {
+        // Counted; not a push status.
+      }
+      res.end('{"message":"success"}');
+    });
+  });
+  async start() {
+    this.server.keepAliveTimeout = 60000;
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as { port: number }).port;
+    return this;
+  }
+  close() {
+    this.server.closeAllConnections();
+    this.server.close();
+  }
+}
+
+function start(name: string, extra: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, [`dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+async function until(probe: () => Promise<boolean>, what: string, ms = 600000) {
+  const deadline = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+let nextId = randomInt(1, 2 ** 40);
+const message = (userId: string, n: number) => ({
+  activity: { id: nextId++, brand_id: BRAND, user_id: userId, activity_id: 55, action_group_id: 2, trigger_hash: 'bench', action_id: 3 },
+  title: 'Weekend reload',
+  body: 'Your 50 free spins are waiting',
+  android: { priority: 'high', channel_id: 'promos' },
+  ios: { badge: '1' },
+  meta: { campaign: 'bench', n },
+});
+const fcmPlayer = (i: number) => `fcm-player-${i % PLAYERS}`;
+const apnsPlayer = (i: number) => `apns-player-${i % PLAYERS}`;
+const batchesOf = (total: number, player: (i: number) => string): Request[] =>
+  Array.from({ length: Math.ceil(total / BATCH_SIZE) }, (_, b) => ({
+    path: '/channels/push/batch',
+    headers: OPERATOR,
+    body: JSON.stringify(Array.from({ length: Math.min(BATCH_SIZE, total - b * BATCH_SIZE) }, (_, i) => message(player(b * BATCH_SIZE + i), i))),
+  }));
+
+const dir = mkdtempSync(join(tmpdir(), 'operator-bench-'));
+const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn' };
+const OPEN_DELIVERIES = `SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')`;
+const PENDING_EVENTS = `SELECT count(*) FROM events WHERE dispatch_state = 'pending' AND topic = 'push.status'`;
+
+interface Row {
+  stage: string;
+  load: string;
+  figures: string[];
+  rates: number[];
+}
+
+async function baseline(): Promise<number> {
+  const port = await freePort();
+  const bare = fork('dist/tools/bench/bare.js', [], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  await new Promise((resolve) => bare.once('message', resolve));
+  const result = await load(port, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+  await stop(bare);
+  return result.perSecond;
+}
+
+/** One pass over every stage; answers one figure per stage. */
+async function pass(gatewayPort: number, receiver: Receiver, providers: Providers, bare: number) {
+  const figures: Record<string, { text: string; rate: number }> = {};
+
+  const singles = await load(gatewayPort, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', headers: OPERATOR, body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+  const other = Object.entries(singles.statuses).filter(([status]) => status !== '200');
+  if (other.length) log(`singles answered other than 200: ${JSON.stringify(singles.statuses)}`);
+  figures.singles = {
+    text: `${singles.perSecond.toFixed(0)} req/s (${((100 * singles.perSecond) / bare).toFixed(0)}% of the baseline), p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms`,
+    rate: singles.perSecond,
+  };
+
+  const batches = batchesOf(BATCHES * BATCH_SIZE, fcmPlayer);
+  const batch = await each(gatewayPort, 4, batches);
+  figures.batches = { text: `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms`, rate: (BATCHES * BATCH_SIZE) / batch.seconds };
+
+  // The send stage alone: the jobs are queued, then a worker drains them.
+  const drain = async (name: string, extra: Record<string, string>) => {
+    const toSend = await count(OPEN_DELIVERIES);
+    const started = performance.now();
+    const worker = start(name, extra);
+    await until(async () => (await count(OPEN_DELIVERIES)) === 0, `${name} to send`);
+    const seconds = (performance.now() - started) / 1000;
+    await stop(worker);
+    return { toSend, rate: toSend / seconds };
+  };
+  const sandbox = await drain('push-worker-fcm', {});
+  figures.sandbox = { text: `${sandbox.rate.toFixed(0)} deliveries/s (${sandbox.toSend})`, rate: sandbox.rate };
+
+  await each(gatewayPort, 4, batchesOf(SEND, fcmPlayer));
+  const fcm = await drain('push-worker-fcm', providers.workerEnv());
+  figures.fcm = { text: `${fcm.rate.toFixed(0)} deliveries/s (${fcm.toSend})`, rate: fcm.rate };
+
+  await each(gatewayPort, 4, batchesOf(SEND, apnsPlayer));
+  const apns = await drain('push-worker-apns', providers.workerEnv());
+  figures.apns = { text: `${apns.rate.toFixed(0)} deliveries/s (${apns.toSend})`, rate: apns.rate };
+
+  // The dispatcher alone: every status of the stages above waits in the outbox.
+  const toPost = await count(PENDING_EVENTS);
+  const postsBefore = receiver.events;
+  const dispatchStarted = performance.now();
+  const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
+  await until(async () => (await count(PENDING_EVENTS)) === 0, 'the dispatcher to post');
+  const dispatchRate = toPost / ((performance.now() - dispatchStarted) / 1000);
+  figures.dispatcher = { text: `${dispatchRate.toFixed(0)} events/s (${toPost}; ${receiver.events - postsBefore} posts)`, rate: dispatchRate };
+
+  // End to end: from the first request until every status reached the receiver.
+  const worker = start('push-worker-fcm', {});
+  await sleep(1000);
+  const ids: string[] = [];
+  const e2eStarted = performance.now();
+  await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
+    for (const entry of (JSON.parse(body) as { successful: { push_id: string }[] }).successful) ids.push(entry.push_id);
+  });
+  const accepted = (performance.now() - e2eStarted) / 1000;
+  await until(async () => ids.every((id) => receiver.sent.has(id)), 'every status of the end-to-end run');
+  const e2eSeconds = (performance.now() - e2eStarted) / 1000;
+  await Promise.all([stop(worker), stop(dispatcher)]);
+  figures.e2e = { text: `${(ids.length / e2eSeconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${e2eSeconds.toFixed(1)} s)`, rate: ids.length / e2eSeconds };
+  return figures;
+}
+
+async function main() {
+  const receiver = await new Receiver().start();
+  const providers = await Providers.start(dir);
+  const gatewayPort = await freePort();
+  const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' });
+  try {
+    await until(async () => (await fetch(`http://127.0.0.1:${gatewayPort}/health/ready`).catch(() => undefined))?.ok === true, 'the gateway', 30000);
+    const devices: Request[] = [];
+    for (let i = 0; i < PLAYERS; i++) {
+      devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: fcmPlayer(i), brand_id: BRAND, provider: 'fcm', platform: 'android', token: fcmToken() }) });
+      devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: apnsPlayer(i), brand_id: BRAND, provider: 'apns', platform: 'ios', token: apnsToken() }) });
+    }
+    await each(gatewayPort, 16, devices);
+    log(`${PLAYERS} FCM and ${PLAYERS} APNs players registered`);
+
+    const bare = await baseline();
+    log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
+    const fresh = await pass(gatewayPort, receiver, providers, bare);
+    log('fresh tables done');
+
+    let old: Awaited<ReturnType<typeof pass>> | undefined;
+    if (OLD_ROWS > 0) {
+      const { seedOldRows } = await import(pathToFileURL(resolve('tools/seed-old-rows.mjs')).href);
+      const seeded = performance.now();
+      await seedOldRows(DATABASE_URL, { rows: OLD_ROWS });
+      log(`${OLD_ROWS} old rows added in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
+      old = await pass(gatewayPort, receiver, providers, bare);
+    }
+
+    const rows: [string, string, keyof typeof fresh | null][] = [
+      ['bare Fastify baseline', `single-push body, ${CONNECTIONS} connections, ${SECONDS} s`, null],
+      ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
+      ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
+      ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
+      ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over TLS`, 'fcm'],
+      ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
+      ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
+      ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
+    ];
+    const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
+    const table = rows.map(([stage, what, key]) => {
+      if (!key) return [stage, what, `${bare.toFixed(0)} req/s`, '', ''];
+      const a = fresh[key];
+      const b = old?.[key];
+      return [stage, what, a.text, b?.text ?? '', b ? `${(((b.rate - a.rate) / a.rate) * 100).toFixed(0)}%` : ''];
+    });
+    console.log('');
+    console.log(`| ${header.join(' | ')} |`);
+    console.log(`|${header.map(() => '---').join('|')}|`);
+    for (const line of table) console.log(`| ${line.join(' | ')} |`);
+  } finally {
+    await stop(gateway);
+    receiver.close();
+    await providers.close();
+    await pool.end();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
