@@ -95,6 +95,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
       },
       headerNames: crmHeaderNames(config.CRM_HEADER_WORD),
       batchMaxMessages: config.BATCH_MAX_MESSAGES,
+      singleGroup: { windowMs: config.PUSH_SINGLE_GROUP_WINDOW_MS, maxMessages: config.PUSH_SINGLE_GROUP_MAX },
     });
     await crm.register(statusRoutes, { db });
     await crm.register(bonusRoutes, { db, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });

@@ -19,6 +19,13 @@ export const GatewayEnv = Type.Object({
   BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
   BATCH_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages handled per batch request; the rest are left for the CRM to resend' }),
   PUSH_JOB_MAX_MESSAGES: Type.Integer({ default: 100, minimum: 1, description: 'Messages per send job of a batch' }),
+  PUSH_SINGLE_GROUP_WINDOW_MS: Type.Integer({
+    default: 2,
+    minimum: 0,
+    maximum: 1000,
+    description: 'How long single pushes arriving together are gathered to be stored in one transaction (0: those of one event-loop turn)',
+  }),
+  PUSH_SINGLE_GROUP_MAX: Type.Integer({ default: 500, minimum: 1, description: 'Single pushes stored together at most; a full group is stored at once (1: no grouping)' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
 });
 

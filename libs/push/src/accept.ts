@@ -76,8 +76,9 @@ function unavailable(error: unknown): never {
 }
 
 /**
- * Accepts valid push requests exactly once per (activity.brand_id, activity.id). `rawMetas` holds
- * each request's `meta` as the CRM wrote it, so it can be returned byte for byte.
+ * Accepts valid push requests exactly once per (activity.brand_id, activity.id). `headers` are the
+ * CRM headers of all the requests (a batch's) or of each one (singles stored together); `rawMetas`
+ * holds each request's `meta` as the CRM wrote it, so it can be returned byte for byte.
  *
  * A message is answered as accepted only once it is committed in PostgreSQL together with its
  * deliveries, and its send job is in Redis: the jobs are added inside the transaction, just before
@@ -88,11 +89,12 @@ function unavailable(error: unknown): never {
 export async function acceptMessages(
   deps: AcceptDeps,
   requests: PushRequest[],
-  headers: CrmHeaders,
-  rawMetas: (string | undefined)[] = [],
+  headers: CrmHeaders | readonly CrmHeaders[],
+  rawMetas: readonly (string | undefined)[] = [],
 ): Promise<Outcome[]> {
   if (!redisReady(deps.redis)) throw new UnavailableError('queue is unavailable, retry later');
-  const messages = requests.map((request, i) => toNewMessage(request, headers, rawMetas[i]));
+  const headersOf = Array.isArray(headers) ? (i: number) => headers[i] : () => headers as CrmHeaders;
+  const messages = requests.map((request, i) => toNewMessage(request, headersOf(i), rawMetas[i]));
   const keys = messages.map(messageKey);
 
   let known: Map<string, string>;
@@ -141,8 +143,9 @@ function isOutage(deps: AcceptDeps, error: unknown): boolean {
 
 /**
  * Stores and queues in one transaction. When that fails for a reason other than an outage, stores
- * message by message, so that one row the database refuses costs only that message (fatal, retried
- * by the CRM) and not the whole batch.
+ * each half on its own, down to single messages, so that one row the database refuses costs only
+ * that message (fatal, retried by the CRM) and not the whole batch or group, in a few transactions
+ * rather than one per message.
  */
 async function storeAll(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
   try {
@@ -151,14 +154,21 @@ async function storeAll(deps: AcceptDeps, pending: Pending[]): Promise<Map<strin
     if (isOutage(deps, error)) unavailable(error);
     if (pending.length === 1) return new Map([[pending[0].key, FATAL]]);
   }
-  const outcomes = new Map<string, Outcome>();
-  for (const item of pending) {
-    for (const [key, outcome] of await storeAll(deps, [item])) outcomes.set(key, outcome);
-  }
-  return outcomes;
+  const half = Math.ceil(pending.length / 2);
+  const first = await storeAll(deps, pending.slice(0, half));
+  const second = await storeAll(deps, pending.slice(half));
+  return new Map([...first, ...second]);
 }
 
-async function storeInTransaction(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
+/** Rows in one order in every transaction, so two that insert some of the same keys never deadlock. */
+function byKey(a: Pending, b: Pending): number {
+  const { brandId: ab, crmMessageId: am } = a.message;
+  const { brandId: bb, crmMessageId: bm } = b.message;
+  return ab !== bb ? (ab < bb ? -1 : 1) : am === bm ? 0 : am < bm ? -1 : 1;
+}
+
+async function storeInTransaction(deps: AcceptDeps, unordered: Pending[]): Promise<Map<string, Outcome>> {
+  const pending = [...unordered].sort(byKey);
   return inTransaction(deps.db, async (tx) => {
     const inserted = await insertMessages(
       tx,

@@ -14,12 +14,14 @@ import {
   type CrmHeaderField,
   type PushRequest,
 } from '@operator/contract';
-import { acceptMessages, UnavailableError, type AcceptDeps } from '@operator/push';
+import { acceptMessages, groupSingles, UnavailableError, type AcceptDeps, type SingleGroupOptions } from '@operator/push';
 
 export interface PushRouteOptions {
   accept: AcceptDeps;
   headerNames: Record<CrmHeaderField, string>;
   batchMaxMessages: number;
+  /** Singles arriving together are stored in one transaction. */
+  singleGroup: SingleGroupOptions;
 }
 
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 413: ErrorSchema, 503: ErrorSchema };
@@ -32,6 +34,8 @@ function crmIdOf(item: unknown): number | null {
 
 export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions) {
   const { accept, headerNames, batchMaxMessages } = options;
+  const singles = groupSingles(accept, options.singleGroup);
+  app.addHook('onClose', () => singles.close());
 
   app.post<{ Body: PushRequest }>(
     '/channels/push/single',
@@ -46,8 +50,10 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       if (problem) return reply.code(400).send({ error: problem });
       const headers = readCrmHeaders(request.headers, headerNames);
       if (!headers.ok) return reply.code(400).send({ error: headers.error });
-      const rawMeta = request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'meta') as string | undefined);
-      const [outcome] = await acceptMessages(accept, [request.body], headers.value, [rawMeta]);
+      // Only a meta that is there has raw text worth finding.
+      const rawMeta =
+        request.body.meta === undefined || request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'meta') as string | undefined);
+      const outcome = await singles.accept(request.body, headers.value, rawMeta);
       switch (outcome.kind) {
         case 'accepted':
           return reply.code(200).send({ push_id: outcome.pushId });

@@ -1,0 +1,75 @@
+import type { CrmHeaders, PushRequest } from '@operator/contract';
+import { acceptMessages, type AcceptDeps, type Outcome } from './accept';
+
+export interface SingleGroupOptions {
+  /** How long the first single of a group waits for others (0: those that arrive in the same event-loop turn). */
+  windowMs: number;
+  /** A group this large is stored at once, without waiting for the rest of the window. */
+  maxMessages: number;
+}
+
+export interface SingleAcceptor {
+  /** What became of this one message, once it is durable (or known not to be). */
+  accept(request: PushRequest, headers: CrmHeaders, rawMeta: string | undefined): Promise<Outcome>;
+  /** Stores the group still gathering without waiting, and waits for every group being stored. */
+  close(): Promise<void>;
+}
+
+interface Waiting {
+  request: PushRequest;
+  headers: CrmHeaders;
+  rawMeta: string | undefined;
+  resolve: (outcome: Outcome) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit for single pushes: the singles that arrive within a short window are accepted
+ * together, as one batch (one transaction, one set of send jobs), and each is answered with its own
+ * outcome. A commit per request is what limits singles; a group costs about what one single did.
+ * When the group's stores are down, every request of the group gets the same error (503).
+ */
+export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): SingleAcceptor {
+  let gathering: Waiting[] = [];
+  let timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  const storing = new Set<Promise<void>>();
+
+  async function store(group: Waiting[]) {
+    try {
+      const outcomes = await acceptMessages(
+        deps,
+        group.map((waiting) => waiting.request),
+        group.map((waiting) => waiting.headers),
+        group.map((waiting) => waiting.rawMeta),
+      );
+      group.forEach((waiting, i) => waiting.resolve(outcomes[i]));
+    } catch (error) {
+      for (const waiting of group) waiting.reject(error);
+    }
+  }
+
+  function flush() {
+    if (options.windowMs > 0) clearTimeout(timer as NodeJS.Timeout);
+    else clearImmediate(timer as NodeJS.Immediate);
+    timer = undefined;
+    const group = gathering;
+    gathering = [];
+    if (!group.length) return;
+    const stored = store(group).finally(() => storing.delete(stored));
+    storing.add(stored);
+  }
+
+  return {
+    accept(request, headers, rawMeta) {
+      return new Promise<Outcome>((resolve, reject) => {
+        gathering.push({ request, headers, rawMeta, resolve, reject });
+        if (gathering.length >= options.maxMessages) flush();
+        else if (gathering.length === 1) timer = options.windowMs > 0 ? setTimeout(flush, options.windowMs) : setImmediate(flush);
+      });
+    },
+    async close() {
+      flush();
+      await Promise.all(storing);
+    },
+  };
+}
