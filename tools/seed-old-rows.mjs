@@ -1,0 +1,125 @@
+// Old rows for the benchmark: messages settled long ago, each with its delivery and its delivered
+// status event, exactly what retention purges. They fill the tables (and their indexes) the way a
+// few months of traffic would, so that the hot paths can be measured against a grown database.
+// Everything is set-based (INSERT ... SELECT generate_series): millions of rows in a minute or two.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/** The brand the old messages belong to: none of the benchmark's own. */
+export const OLD_ROWS_BRAND = 900_000_001;
+
+const CHUNK = 250_000;
+
+// A UUIDv7 (as the gateway makes) for the row's time, so old ids sort before new ones as they would.
+const uuidV7 = (ms, seed) => `(lpad(to_hex(${ms}), 12, '0') || '7' || substr(md5(${seed}), 1, 3) || '8' || substr(md5(${seed}), 4, 15))::uuid`;
+
+/**
+ * Inserts `messages` old messages (or a third of `rows`: one message, one delivery and one event
+ * each), created over the 30 days before `ageDays` ago, then vacuums and analyzes the three tables
+ * so that the measurements after it are not taken while autovacuum works through them.
+ */
+export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } = {}) {
+  const n = messages ?? Math.ceil((rows ?? 0) / 3);
+  const started = performance.now();
+  if (!(n > 0)) return { messages: 0, deliveries: 0, events: 0, seconds: 0 };
+  const connect = async () => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    // Nothing is lost if the server crashes mid-seed; the next run seeds again.
+    await client.query('SET synchronous_commit = off');
+    return client;
+  };
+  const [a, b] = await Promise.all([connect(), connect()]);
+  try {
+    const salt = randomBytes(6).toString('hex');
+    const {
+      rows: [base],
+    } = await a.query(
+      `SELECT (SELECT COALESCE(max(crm_message_id), 0) FROM messages WHERE brand_id = $1)::text AS crm,
+              (SELECT LEAST(COALESCE(min(seq), 1), 1) FROM events)::text AS seq,
+              (SELECT LEAST(COALESCE(min(feed_seq), 1), 1) FROM events)::text AS feed,
+              (extract(epoch FROM now() - ($2 + 30) * interval '1 day') * 1000)::bigint::text AS from_ms`,
+      [OLD_ROWS_BRAND, ageDays],
+    );
+    const spanMs = 30 * 86_400_000;
+    // Row i (1..n) was created at from_ms + i * step, in id order, like real traffic.
+    const at = (i) => `(${base.from_ms}::bigint + (${i}::bigint * ${spanMs}::bigint / ${n}))`;
+    const ts = (i, plusMs = 0) => `to_timestamp((${at(i)} + ${plusMs}) / 1000.0)`;
+    const messageId = (i) => uuidV7(at(i), `'${salt}m' || ${i}`);
+    const deliveryId = (i) => uuidV7(at(i), `'${salt}d' || ${i}`);
+    const failed = (i) => `(${i} % 20 = 0)`;
+
+    const chunks = [];
+    for (let first = 1; first <= n; first += CHUNK) chunks.push([first, Math.min(n, first + CHUNK - 1)]);
+
+    const insertMessages = ([first, last]) =>
+      a.query(
+        `INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
+                               origin, payload, meta, crm_headers, status, error, created_at, updated_at)
+         SELECT ${messageId('i')}, $1, $2::bigint + i, 'old-player-' || (i % 100000), 55, 2, 3, 'th-' || (i % 1000),
+                NULL,
+                json_build_object('activity', json_build_object('id', $2::bigint + i, 'brand_id', $1::bigint, 'user_id', 'old-player-' || (i % 100000),
+                                  'activity_id', 55, 'action_group_id', 2, 'trigger_hash', 'th-' || (i % 1000), 'action_id', 3),
+                                  'title', 'Weekend reload', 'body', '50 free spins are waiting', 'meta', json_build_object('campaign', 'old')),
+                '{"campaign":"old"}'::json,
+                jsonb_build_object('id', 'svc-' || i, 'activityid', '55', 'actionid', '3'),
+                (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"MessageStatus",
+                CASE WHEN ${failed('i')} THEN 'unregistered' END,
+                ${ts('i')}, ${ts('i', 900)}
+           FROM generate_series($3::bigint, $4::bigint) AS i`,
+        [OLD_ROWS_BRAND, base.crm, first, last],
+      );
+    // The device was removed since (device_id is set to null when a device is deleted).
+    const insertDeliveries = ([first, last]) =>
+      a.query(
+        `INSERT INTO deliveries (id, message_id, device_id, provider, status, provider_message_id, error_code, error, attempts,
+                                 sent_at, created_at, updated_at)
+         SELECT ${deliveryId('i')}, ${messageId('i')}, NULL,
+                (CASE WHEN i % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider",
+                (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"DeliveryStatus",
+                CASE WHEN NOT ${failed('i')} THEN 'projects/old/messages/' || i END,
+                CASE WHEN ${failed('i')} THEN 'unregistered' END,
+                CASE WHEN ${failed('i')} THEN 'Requested entity was not found.' END,
+                1,
+                CASE WHEN NOT ${failed('i')} THEN ${ts('i', 800)} END, ${ts('i')}, ${ts('i', 800)}
+           FROM generate_series($1::bigint, $2::bigint) AS i`,
+        [first, last],
+      );
+    // Numbered below every event already there (seq and feed), as events of months ago would be.
+    const insertEvents = ([first, last]) =>
+      b.query(
+        `INSERT INTO events (id, seq, feed_seq, topic, ordering_key, push_id, status, error, occurred_at, dispatch_state, attempts,
+                             next_attempt_at, delivered_at)
+         SELECT gen_random_uuid(), $1::bigint - $5::bigint - 1 + i, $2::bigint - $5::bigint - 1 + i, 'push.status',
+                ${messageId('i')}::text, ${messageId('i')},
+                CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END, CASE WHEN ${failed('i')} THEN 'unregistered' END,
+                ${ts('i', 900)}, 'delivered', 1, ${ts('i', 900)}, ${ts('i', 1000)}
+           FROM generate_series($3::bigint, $4::bigint) AS i`,
+        [base.seq, base.feed, first, last, n],
+      );
+
+    // Messages, then their deliveries (the foreign key needs the messages committed), on one
+    // connection; events on the other meanwhile.
+    await Promise.all([
+      (async () => {
+        for (const chunk of chunks) await insertMessages(chunk);
+        for (const chunk of chunks) await insertDeliveries(chunk);
+      })(),
+      (async () => {
+        for (const chunk of chunks) await insertEvents(chunk);
+      })(),
+    ]);
+    await Promise.all([a.query('VACUUM ANALYZE messages'), b.query('VACUUM ANALYZE events')]);
+    await a.query('VACUUM ANALYZE deliveries');
+    return { messages: n, deliveries: n, events: n, seconds: (performance.now() - started) / 1000 };
+  } finally {
+    await Promise.all([a.end(), b.end()]);
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const url = process.env.DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api';
+  const rows = Number(process.argv[2] || 5_000_000);
+  const result = await seedOldRows(url, { rows });
+  console.log(`seeded ${result.messages} messages, ${result.deliveries} deliveries and ${result.events} events in ${result.seconds.toFixed(1)} s`);
+}
