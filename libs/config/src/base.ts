@@ -27,3 +27,13 @@ export const PushSendEnv = Type.Object({
   PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),
   PUSH_SEND_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts (doubles each time, jittered)' }),
 });
+
+/** How long settled messages and delivered events are kept (see libs/db/src/retention.ts). */
+export const RetentionEnv = Type.Object({
+  RETENTION_DAYS: Type.Integer({
+    default: 30,
+    minimum: 0,
+    description: 'Settled messages (with their deliveries) and delivered or dead events older than this many days are purged; 0 keeps them for ever',
+  }),
+  RETENTION_INTERVAL_MS: Type.Integer({ default: 60000, minimum: 1000, description: 'Pause between looks for rows to purge once none is left' }),
+});

@@ -7,3 +7,4 @@ export * from './bonus';
 export * from './write-behind';
 export * from './poller';
 export { Prisma } from './generated/client';
+export * from './retention';
