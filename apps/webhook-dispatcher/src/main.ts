@@ -25,7 +25,7 @@ function main() {
     },
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     concurrency: config.WEBHOOK_CONCURRENCY,
-    batchSize: 100,
+    batchSize: config.WEBHOOK_BATCH_SIZE,
     leaseMs: Math.max(30000, config.WEBHOOK_TIMEOUT_MS * 3),
     maxAgeMs: config.maxAgeMs,
     backoffMs: config.WEBHOOK_BACKOFF_MS,

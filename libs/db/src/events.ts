@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { inTransaction, type Db, type Sql } from './client';
+import type { Sql } from './client';
 
 export const PUSH_STATUS_TOPIC = 'push.status';
 
@@ -29,28 +29,10 @@ export async function recordEngagement(sql: Sql, pushId: string, type: Engagemen
   return { found: true, changed: true, status: type };
 }
 
-/**
- * Numbers newly committed events in commit order (feed_seq), one sequencer at a time: an event
- * that commits later always gets a larger number, so a poller that keeps its cursor misses none.
- * The lock is taken first, so the numbering statement sees every earlier sequencer's commit.
- */
-export async function sequenceFeed(db: Db): Promise<number> {
-  return inTransaction(db, async (sql) => {
-    await sql.query('SELECT pg_advisory_xact_lock(4201)');
-    const { rowCount } = await sql.query(
-      `WITH base AS (SELECT COALESCE(max(feed_seq), 0) AS top FROM events),
-            fresh AS (SELECT id, row_number() OVER (ORDER BY seq) AS n
-                        FROM (SELECT id, seq FROM events WHERE feed_seq IS NULL ORDER BY seq LIMIT 10000) f)
-       UPDATE events e SET feed_seq = base.top + fresh.n FROM fresh, base WHERE e.id = fresh.id`,
-    );
-    return rowCount ?? 0;
-  });
-}
-
 /** A push status event with what the CRM needs: the push's activity ids and its meta as sent. */
 export interface PushEventRow {
   id: string;
-  feedSeq: string | null;
+  feedSeq: string;
   pushId: string;
   status: string;
   error: string | null;
@@ -66,19 +48,36 @@ export interface PushEventRow {
   triggerHash: string;
 }
 
+/** Positions of one transaction's events in the feed (events_feed_position() in the migrations). */
+const FEED_POSITIONS = 65536;
+
 const PUSH_EVENT_COLUMNS = `e.id, e.feed_seq::text AS "feedSeq", e.push_id AS "pushId", e.status, e.error, e.occurred_at AS "occurredAt",
   m.meta::text AS meta, m.crm_message_id::text AS "crmMessageId", m.brand_id::text AS "brandId", m.user_id AS "userId",
   m.activity_id::text AS "activityId", m.action_group_id::text AS "actionGroupId", m.action_id::text AS "actionId",
   m.trigger_hash AS "triggerHash"`;
 
-/** Push status events after `cursor` (a feed_seq), in feed order. */
-export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushEventRow[]> {
-  const { rows } = await sql.query<PushEventRow>(
-    `SELECT ${PUSH_EVENT_COLUMNS} FROM events e JOIN messages m ON m.id = e.push_id
+export interface PushFeedPage {
+  rows: PushEventRow[];
+  /** Committed events after these that wait for an older transaction, still running, to end. */
+  held: boolean;
+}
+
+/**
+ * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
+ * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
+ * last one answered. Reads only: it works in a read-only transaction and on a replica.
+ */
+export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
+  const { rows } = await sql.query<PushEventRow & { final: boolean }>(
+    `SELECT ${PUSH_EVENT_COLUMNS}, e.feed_seq < h.horizon AS final
+       FROM events e JOIN messages m ON m.id = e.push_id
+            CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${FEED_POSITIONS} AS horizon) h
       WHERE e.topic = $1 AND e.feed_seq > $2 ORDER BY e.feed_seq LIMIT $3`,
     [PUSH_STATUS_TOPIC, after.toString(), limit],
   );
-  return rows;
+  const held = rows.findIndex((row) => !row.final);
+  const answered = held < 0 ? rows : rows.slice(0, held);
+  return { rows: answered.map(({ final: _final, ...row }) => row), held: held >= 0 };
 }
 
 export interface PushStatusRow {
@@ -105,7 +104,7 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
   return rows;
 }
 
-/** An event the dispatcher now owns until `leaseMs` passes. */
+/** An event the dispatcher now owns until `lease`. */
 export interface DueEvent {
   id: string;
   topic: string;
@@ -117,29 +116,52 @@ export interface DueEvent {
   occurredAt: Date;
   attempts: number;
   expiresAt: Date | null;
+  /** When the claim lapses; also what identifies it (see releaseEventClaims). */
+  lease: Date;
+  /** A push event with its message, for its body; null for other topics (or a push that is gone). */
+  push: PushEventRow | null;
 }
 
 /**
- * Takes up to `limit` events that are due, for the given topics: only the first undelivered
- * event of each ordering key, so the events of one push (or one bonus) go out in order.
+ * Takes up to `limit` events that are due, for the given topics, oldest first: only the first
+ * pending event of each ordering key, so the events of one push (or one bonus) go out in order.
+ * Each topic is walked in seq order on its own partial index of pending events, so neither the
+ * delivered events nor another topic's backlog are read. Push events come with their message.
  */
 export async function claimDueEvents(sql: Sql, topics: string[], limit: number, leaseMs: number): Promise<DueEvent[]> {
   if (!topics.length) return [];
-  const { rows } = await sql.query<DueEvent>(
+  const { rows } = await sql.query<Omit<DueEvent, 'push'> & Omit<PushEventRow, 'crmMessageId'> & { crmMessageId: string | null }>(
     `WITH due AS (
-       SELECT e.id FROM events e
-        WHERE e.dispatch_state = 'pending' AND e.topic = ANY($1::text[]) AND e.next_attempt_at <= now()
-          AND (e.locked_until IS NULL OR e.locked_until < now())
-          AND NOT EXISTS (SELECT 1 FROM events p
-                           WHERE p.ordering_key = e.ordering_key AND p.seq < e.seq AND p.dispatch_state = 'pending')
-        ORDER BY e.seq LIMIT $2 FOR UPDATE SKIP LOCKED)
-     UPDATE events e SET locked_until = now() + $3 * interval '1 millisecond'
-       FROM due WHERE e.id = due.id
-     RETURNING e.id, e.topic, e.push_id AS "pushId", e.status, e.error, e.body::text AS body, e.occurred_at AS "occurredAt",
-               e.attempts, e.expires_at AS "expiresAt"`,
+       SELECT c.id, c.seq FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
+         SELECT e.id, e.seq FROM events e
+          WHERE e.topic = t.topic AND e.dispatch_state = 'pending' AND e.next_attempt_at <= now()
+            AND (e.locked_until IS NULL OR e.locked_until < now())
+            AND NOT EXISTS (SELECT 1 FROM events p
+                             WHERE p.ordering_key = e.ordering_key AND p.seq < e.seq AND p.dispatch_state = 'pending')
+          ORDER BY e.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
+        ORDER BY c.seq LIMIT $2),
+     claimed AS (
+       UPDATE events e SET locked_until = now() + $3 * interval '1 millisecond'
+         FROM due WHERE e.id = due.id
+       RETURNING e.*)
+     SELECT ${PUSH_EVENT_COLUMNS}, e.topic, e.body::text AS body, e.attempts, e.expires_at AS "expiresAt", e.locked_until AS lease
+       FROM claimed e LEFT JOIN messages m ON m.id = e.push_id
+      ORDER BY e.seq`,
     [topics, limit, leaseMs],
   );
-  return rows;
+  return rows.map((row) => ({
+    id: row.id,
+    topic: row.topic,
+    pushId: row.pushId,
+    status: row.status,
+    error: row.error,
+    body: row.body,
+    occurredAt: row.occurredAt,
+    attempts: row.attempts,
+    expiresAt: row.expiresAt,
+    lease: row.lease,
+    push: row.pushId && row.crmMessageId !== null ? { ...row, crmMessageId: row.crmMessageId } : null,
+  }));
 }
 
 /** The push events of `ids` with their message's activity ids and meta. */
@@ -156,19 +178,31 @@ export type DispatchResult =
   | { id: string; outcome: 'retry'; nextAttemptAt: Date; error: string }
   | { id: string; outcome: 'dead'; error: string };
 
-/** Keeps a dispatcher's claims alive while it still holds the events (posted, result not yet recorded). */
+/**
+ * Keeps a dispatcher's claims alive while it still holds the events (posted, result not yet
+ * recorded). An event whose result is already recorded (its claim cleared) is left alone.
+ */
 export async function extendEventClaims(sql: Sql, ids: string[], leaseMs: number): Promise<void> {
   if (!ids.length) return;
   await sql.query(
-    `UPDATE events SET locked_until = now() + $2 * interval '1 millisecond' WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending'`,
+    `UPDATE events SET locked_until = now() + $2 * interval '1 millisecond'
+      WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending' AND locked_until IS NOT NULL`,
     [ids, leaseMs],
   );
 }
 
-/** Gives back a dispatcher's claims on events it will not post after all (shutdown). */
-export async function releaseEventClaims(sql: Sql, ids: string[]): Promise<number> {
-  if (!ids.length) return 0;
-  const { rowCount } = await sql.query(`UPDATE events SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending'`, [ids]);
+/**
+ * Gives back claims on events that will not be posted after all (too late to start within the
+ * lease, or shutdown): each only while it is still the claim we took, never one another
+ * dispatcher took after it lapsed.
+ */
+export async function releaseEventClaims(sql: Sql, claims: { id: string; lease: Date }[]): Promise<number> {
+  if (!claims.length) return 0;
+  const { rowCount } = await sql.query(
+    `UPDATE events e SET locked_until = NULL FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, lease)
+      WHERE e.id = c.id AND e.locked_until = c.lease AND e.dispatch_state = 'pending'`,
+    [claims.map((claim) => claim.id), claims.map((claim) => claim.lease)],
+  );
   return rowCount ?? 0;
 }
 

@@ -556,6 +556,45 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expectInOrder(receivedFor(pushes));
   });
 
+  it('posts thousands of events with many in flight, claiming more while posts are out, each once', async () => {
+    // Pushes already sent (their `sent` event waiting), written the way the send recorder writes them.
+    const { rows } = await db.pool.query<{ pushId: string }>(
+      `WITH m AS (
+         INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT gen_random_uuid(), $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'sent' FROM generate_series(1, 3000) AS i
+         RETURNING id)
+       INSERT INTO events (id, topic, ordering_key, push_id, status) SELECT gen_random_uuid(), 'push.status', m.id::text, m.id, 'sent' FROM m
+       RETURNING push_id AS "pushId"`,
+      [brand, player, ODD_META],
+    );
+    const pushes = rows.map(({ pushId }) => ({ pushId }) as Push);
+    for (const push of pushes) mine.add(push.pushId);
+    crm.slow(20);
+
+    const startedAt = Date.now();
+    // One after another these posts would take a minute; claims of 500 would each wait for the slowest.
+    start({ concurrency: 64, batchSize: 500, timeoutMs: 2000, leaseMs: 10000 });
+    const settledRows = await settled(pushes, 20000);
+    expect(Date.now() - startedAt).toBeLessThan(15000);
+    expect(settledRows.every((row) => row.state === 'delivered')).toBe(true);
+    expectEachOnce(pushes, settledRows);
+    const posts = receivedFor(pushes);
+    expect(posts).toHaveLength(3000);
+    expect(posts.every((post) => post.body.endsWith(`,"meta":${ODD_META}}`))).toBe(true);
+
+    // How many posts the receiver held at once, at most.
+    const edges = posts.flatMap((post) => [
+      { at: post.at, step: 1 },
+      { at: post.answeredAt!, step: -1 },
+    ]);
+    edges.sort((a, b) => a.at - b.at || a.step - b.step);
+    let inFlight = 0;
+    let most = 0;
+    for (const edge of edges) most = Math.max(most, (inFlight += edge.step));
+    expect(most).toBeGreaterThanOrEqual(32);
+    expect(most).toBeLessThanOrEqual(64);
+  });
+
   it('writes no event for duplicate or late reports, and `sent` first for a report that beats the worker', async () => {
     await device();
     const [push, early] = await accept(2);

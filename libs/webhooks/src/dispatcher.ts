@@ -1,12 +1,12 @@
+import http from 'node:http';
+import https from 'node:https';
 import {
   claimDueEvents,
   createPoller,
   createWriteBehind,
   extendEventClaims,
-  pushEventRows,
   releaseEventClaims,
   recordDispatch,
-  sequenceFeed,
   type Db,
   type DispatchResult,
   type DueEvent,
@@ -14,7 +14,6 @@ import {
 import { pushEventBody } from './body';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, type LogSink } from '@operator/config';
-
 
 export interface WebhookAuth {
   basic?: { username: string; password: string };
@@ -29,7 +28,9 @@ export interface DispatcherOptions {
   secret: string;
   auth: WebhookAuth;
   timeoutMs: number;
+  /** Posts in flight at once, over as many kept-alive connections. */
   concurrency: number;
+  /** Events claimed from the outbox at once; more are claimed as soon as half of them are posted. */
   batchSize: number;
   /** How long a claimed event stays ours; a dispatcher killed mid-post leaves it to be taken again after this. */
   leaseMs: number;
@@ -55,20 +56,32 @@ function retryAfterMs(header: string | null): number {
 }
 
 export interface Dispatcher {
-  /** One round: claim due events, post them, record the outcomes. Answers how many were claimed. */
+  /** One round: claim a batch of due events, post them, record the outcomes. Answers how many were claimed. */
   runOnce(): Promise<number>;
-  /** Runs rounds until stop(). */
+  /**
+   * Posts continuously: `concurrency` posts in flight, claims refilled as they are taken, results
+   * recorded as posts end.
+   */
   start(): void;
-  /** Finishes the round in flight, then stops. */
+  /** Stops claiming, gives back the claims not posted yet, and ends once the posts in flight are recorded. */
   stop(): Promise<void>;
   /** Gives back the claims on events claimed and not posted (shutdown past its deadline). */
   release(): Promise<number>;
 }
 
+interface Claim {
+  /** The last moment a post of this claim may start. */
+  lastStart: number;
+  started: number;
+}
+
+type PostOutcome = { ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number };
+
 /**
- * Delivers outbox events to the CRM: JSON POSTs, signed, authenticated as configured. Retries
- * timeouts, network errors, 408, 425, 429 and 5xx with backoff until the event's maximum age;
- * other answers, and events past their age, go to the dead letters. Events of one push go in order.
+ * Delivers outbox events to the CRM: JSON POSTs over kept-alive connections, signed, authenticated
+ * as configured. Retries timeouts, network errors, 408, 425, 429 and 5xx with backoff until the
+ * event's maximum age; other answers, and events past their age, go to the dead letters. Events of
+ * one ordering key go in order: the claim takes only the first pending event of each key.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { db, log } = options;
@@ -81,31 +94,59 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     baseHeaders.authorization = `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
   }
   if (options.auth.apiKey) baseHeaders[options.auth.apiKey.header.toLowerCase()] = options.auth.apiKey.value;
-
-  async function post(url: string, body: string): Promise<{ ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number }> {
-    try {
-      const response = await fetch(url, {
-        method: 'POST',
-        headers: { ...baseHeaders, [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
-        body,
-        signal: AbortSignal.timeout(options.timeoutMs),
-      });
-      await response.arrayBuffer().catch(() => undefined);
-      if (response.ok) return { ok: true };
-      return {
-        ok: false,
-        retry: isRetried(response.status),
-        error: `HTTP ${response.status}`,
-        retryAfterMs: retryAfterMs(response.headers.get('retry-after')),
-      };
-    } catch (error) {
-      const reason = (error as Error).name === 'TimeoutError' ? `timeout after ${options.timeoutMs} ms` : ((error as Error).cause as Error)?.message ?? (error as Error).message;
-      return { ok: false, retry: true, error: reason, retryAfterMs: 0 };
-    }
+  // A connection per post in flight, kept open between posts: no handshake (TCP, TLS) per event.
+  const agentOptions = { keepAlive: true, maxSockets: options.concurrency, maxFreeSockets: options.concurrency, scheduling: 'lifo' as const };
+  const agents = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
+  function target(url: string) {
+    const { protocol, hostname, port, pathname, search } = new URL(url);
+    const secure = protocol === 'https:';
+    return {
+      send: secure ? https.request : http.request,
+      options: { agent: secure ? agents.https : agents.http, host: hostname.replace(/^\[|\]$/g, ''), port, path: `${pathname}${search}`, method: 'POST' },
+    };
   }
 
-  async function dispatch(event: DueEvent, body: string): Promise<DispatchResult> {
-    const outcome = await post(options.urls[event.topic]!, body);
+  const targets = new Map(topics.map((topic) => [topic, target(options.urls[topic]!)]));
+
+  function post({ send, options: to }: ReturnType<typeof target>, body: string): Promise<PostOutcome> {
+    return new Promise((resolve) => {
+      let settled = false;
+      const settle = (outcome: PostOutcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(outcome);
+      };
+      const failed = (error: string) => settle({ ok: false, retry: true, error, retryAfterMs: 0 });
+      const request = send({
+        ...to,
+        headers: { ...baseHeaders, 'content-length': Buffer.byteLength(body), [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
+      });
+      const timer = setTimeout(() => {
+        failed(`timeout after ${options.timeoutMs} ms`);
+        request.destroy();
+      }, options.timeoutMs);
+      request.on('error', (error) => failed(error.message));
+      request.on('response', (response) => {
+        response.on('error', (error) => failed(error.message));
+        response.on('close', () => {
+          if (!response.complete) failed('connection closed before the end of the answer');
+        });
+        response.on('end', () => {
+          const status = response.statusCode ?? 0;
+          if (status >= 200 && status < 300) return settle({ ok: true });
+          settle({ ok: false, retry: isRetried(status), error: `HTTP ${status}`, retryAfterMs: retryAfterMs(header(response.headers['retry-after'])) });
+        });
+        response.resume();
+      });
+      request.end(body);
+    });
+  }
+
+  async function dispatch(event: DueEvent): Promise<DispatchResult> {
+    const body = event.body ?? (event.push ? pushEventBody(event.push) : undefined);
+    if (body === undefined) return { id: event.id, outcome: 'dead', error: 'event has no body and no push' };
+    const outcome = await post(targets.get(event.topic)!, body);
     if (outcome.ok) return { id: event.id, outcome: 'delivered' };
     const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
     const nextAt = Date.now() + backoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
@@ -114,72 +155,153 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
   }
 
-  /** Events claimed by a round in flight and not posted yet. */
-  const unposted = new Set<string>();
-  // Results are written as posts finish, a few milliseconds' worth at a time; through a PostgreSQL
+  // Results are written as posts end, a few milliseconds' worth at a time; through a PostgreSQL
   // outage they are held and retried, never posted again because a write failed.
   const results = createWriteBehind<DispatchResult>({ what: 'webhook results', log, write: (items) => recordDispatch(db.pool, items) });
 
-  async function runOnce(): Promise<number> {
-    await sequenceFeed(db);
-    // A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
-    // past the lease another dispatcher takes the event and sends it too. Events not started by then
-    // stay claimed until the lease lapses, then go out in a later round (ours or another's).
-    const lastStart = Date.now() + options.leaseMs - options.timeoutMs - options.leaseMs / 10;
-    const events = await claimDueEvents(db.pool, topics, options.batchSize, options.leaseMs);
-    if (!events.length) return 0;
-    // From its post until its result is in PostgreSQL (through an outage too), an event's claim is
-    // renewed: no other dispatcher posts it again. Events not started lapse as they are.
-    const posted: string[] = [];
-    for (const event of events) unposted.add(event.id);
-    const renew = setInterval(() => void extendEventClaims(db.pool, posted, options.leaseMs).catch(() => undefined), Math.max(100, options.leaseMs / 3));
-    try {
-      return await postAll(events, lastStart, posted);
-    } finally {
-      clearInterval(renew);
-      for (const event of events) unposted.delete(event.id);
+  /** Claimed and not started, oldest first, each with its claim. */
+  const waiting: { event: DueEvent; claim: Claim }[] = [];
+  /** Posted, result not recorded yet: their claims are renewed until it is. */
+  const held = new Set<string>();
+  let renewing: NodeJS.Timeout | undefined;
+  let renewers = 0;
+  function renew(on: boolean) {
+    renewers += on ? 1 : -1;
+    if (renewers === 1 && !renewing) {
+      renewing = setInterval(() => void extendEventClaims(db.pool, [...held], options.leaseMs).catch(() => undefined), Math.max(100, options.leaseMs / 3));
+    } else if (renewers === 0) {
+      clearInterval(renewing);
+      renewing = undefined;
     }
   }
 
-  /** Posts the claimed events, at most `concurrency` at a time; answers once every result is recorded. */
-  async function postAll(events: DueEvent[], lastStart: number, posted: string[]): Promise<number> {
-    const pushRows = new Map((await pushEventRows(db.pool, events.filter((e) => e.pushId).map((e) => e.id))).map((row) => [row.id, row]));
-    const recorded: Promise<void>[] = [];
-    const dead: string[] = [];
-    const keep = (result: DispatchResult) => {
-      if (result.outcome === 'dead') dead.push(result.id);
-      recorded.push(results.add([result]));
-    };
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(options.concurrency, events.length) }, async () => {
-        while (next < events.length) {
-          if (next >= options.concurrency && Date.now() > lastStart) break;
-          const event = events[next++];
-          posted.push(event.id);
-          unposted.delete(event.id);
-          const body = event.body ?? (pushRows.has(event.id) ? pushEventBody(pushRows.get(event.id)!) : undefined);
-          if (body === undefined) {
-            keep({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
-            continue;
-          }
-          keep(await dispatch(event, body));
-        }
-      }),
-    );
-    await Promise.all(recorded);
-    if (dead.length) log.warn({ events: dead }, 'events moved to the dead letters');
+  async function claimMore(limit: number): Promise<number> {
+    // A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
+    // past the lease another dispatcher takes the event and sends it too. Events not started by
+    // then are given back, for a later claim (ours or another's).
+    // (The first posts of a claim start as soon as it is taken, whatever the timeout.)
+    const claim: Claim = { lastStart: Date.now() + options.leaseMs - options.timeoutMs - options.leaseMs / 10, started: 0 };
+    const events = await claimDueEvents(db.pool, topics, limit, options.leaseMs);
+    for (const event of events) waiting.push({ event, claim });
+    if (events.length) wakeWorkers();
     return events.length;
   }
 
-  const poller = createPoller({ what: 'dispatch', log, idleMs: options.idleMs, round: async () => (await runOnce()) >= options.batchSize });
+  function giveBack(events: DueEvent[]): Promise<number> {
+    return releaseEventClaims(
+      db.pool,
+      events.map((event) => ({ id: event.id, lease: event.lease })),
+    );
+  }
+
+  /** The next claimed event that may still start; those too late for their claim are given back. */
+  function take(): DueEvent | undefined {
+    const late: DueEvent[] = [];
+    let next: DueEvent | undefined;
+    while (!next && waiting.length) {
+      const { event, claim } = waiting.shift()!;
+      if (claim.started < options.concurrency || Date.now() <= claim.lastStart) {
+        claim.started += 1;
+        next = event;
+      } else late.push(event);
+    }
+    if (late.length) void giveBack(late).catch(() => undefined);
+    if (waiting.length <= options.batchSize / 2) wakeClaimer();
+    return next;
+  }
+
+  /** Posts the event and hands its result to the writer; resolves once the post ended. */
+  async function postOne(event: DueEvent, recorded: Set<Promise<void>>): Promise<void> {
+    held.add(event.id);
+    const result = await dispatch(event);
+    if (result.outcome === 'dead') log.warn({ event: event.id, topic: event.topic, error: result.error }, 'event moved to the dead letters');
+    const written: Promise<void> = results.add([result]).finally(() => {
+      held.delete(event.id);
+      recorded.delete(written);
+    });
+    recorded.add(written);
+    // Whoever waits for it sees a failure; the write-behind has logged it already.
+    written.catch(() => undefined);
+  }
+
+  async function runOnce(): Promise<number> {
+    renew(true);
+    try {
+      const claimed = await claimMore(options.batchSize);
+      const recorded = new Set<Promise<void>>();
+      await Promise.all(
+        Array.from({ length: Math.min(options.concurrency, claimed) }, async () => {
+          for (let event = take(); event; event = take()) await postOne(event, recorded);
+        }),
+      );
+      await Promise.all(recorded);
+      return claimed;
+    } finally {
+      renew(false);
+    }
+  }
+
+  // The continuous pipeline: workers post whatever is claimed; the claimer tops the claims up to
+  // batchSize whenever half of them are taken, without waiting for the posts in flight.
+  let running = false;
+  let workers: Promise<void> | undefined;
+  let idle: (() => void)[] = [];
+  let roomFor: (() => void) | undefined;
+  const recordedByPipeline = new Set<Promise<void>>();
+  function wakeWorkers() {
+    for (const wake of idle.splice(0)) wake();
+  }
+  function wakeClaimer() {
+    roomFor?.();
+    roomFor = undefined;
+  }
+
+  const claimer = createPoller({
+    what: 'dispatch',
+    log,
+    idleMs: options.idleMs,
+    round: async () => {
+      if (waiting.length > options.batchSize / 2) await new Promise<void>((resolve) => (roomFor = resolve));
+      if (!running) return false;
+      const wanted = options.batchSize - waiting.length;
+      return (await claimMore(wanted)) >= wanted;
+    },
+  });
+
+  async function work(): Promise<void> {
+    while (running) {
+      const event = take();
+      if (event) await postOne(event, recordedByPipeline).catch(() => undefined);
+      else await new Promise<void>((resolve) => idle.push(resolve));
+    }
+  }
 
   return {
     runOnce,
-    start: poller.start,
-    stop: poller.stop,
+    start() {
+      if (running) return;
+      running = true;
+      renew(true);
+      claimer.start();
+      workers = Promise.all(Array.from({ length: options.concurrency }, work)).then(() => undefined);
+    },
+    async stop() {
+      if (!running) return;
+      running = false;
+      wakeClaimer();
+      wakeWorkers();
+      await claimer.stop();
+      await workers;
+      await giveBack(waiting.splice(0).map((item) => item.event)).catch(() => undefined);
+      await Promise.allSettled([...recordedByPipeline]);
+      renew(false);
+    },
     release() {
-      return releaseEventClaims(db.pool, [...unposted]);
+      return giveBack(waiting.splice(0).map((item) => item.event));
     },
   };
+}
+
+function header(value: string | string[] | undefined): string | null {
+  return (Array.isArray(value) ? value[0] : value) ?? null;
 }

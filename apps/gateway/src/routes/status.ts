@@ -1,12 +1,15 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { isUuid } from '@operator/contract';
-import { readPushFeed, readPushStatus, sequenceFeed, type Db, type PushStatusRow } from '@operator/db';
+import { readPushFeed, readPushStatus, type Db, type PushStatusRow } from '@operator/db';
 import { pushEventBody } from '@operator/webhooks';
 import { orUnavailable } from './unavailable';
 
 const MAX_STATUS_IDS = 100;
 const MAX_FEED_LIMIT = 1000;
+/** How long an empty feed page waits for an older transaction, still running, that holds back events already committed. */
+const FEED_HOLD_WAIT_MS = 200;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A push's state as JSON text, with `meta` spliced in exactly as the CRM sent it. */
 function statusJson(row: PushStatusRow): string {
@@ -55,8 +58,13 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       const limit = Number(request.query.limit ?? 100);
       if (limit < 1 || limit > MAX_FEED_LIMIT) return reply.code(400).send({ error: `limit must be a number from 1 to ${MAX_FEED_LIMIT}` });
       const after = BigInt(request.query.after ?? '0');
-      await orUnavailable(sequenceFeed(db));
-      const rows = await orUnavailable(readPushFeed(db.pool, after, limit));
+      // Only reads: the feed's order is fixed when events are written (see readPushFeed).
+      let page = await orUnavailable(readPushFeed(db.pool, after, limit));
+      for (const waitUntil = Date.now() + FEED_HOLD_WAIT_MS; page.held && !page.rows.length && Date.now() < waitUntil; ) {
+        await sleep(10);
+        page = await orUnavailable(readPushFeed(db.pool, after, limit));
+      }
+      const { rows } = page;
       const events = rows.map((row) => `{"cursor":"${row.feedSeq}",${pushEventBody(row).slice(1)}`);
       const next = rows.length ? rows[rows.length - 1].feedSeq : after.toString();
       return reply.type('application/json').send(`{"events":[${events.join(',')}],"next_cursor":"${next}"}`);

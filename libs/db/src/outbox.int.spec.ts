@@ -1,0 +1,129 @@
+import type { PoolClient } from 'pg';
+import { uniqueBrandId, uniqueName, until } from '@operator/testing';
+import { closeDb, createDb, type Db, type Sql } from './client';
+import { claimDueEvents, PUSH_STATUS_TOPIC, readPushFeed } from './events';
+
+// The outbox's two readers against PostgreSQL: the dispatcher's claim, which must not read the
+// delivered events however many the table keeps, and the polling feed, which only reads and never
+// lets a poller skip an event that commits late.
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+describe('outbox (PostgreSQL)', () => {
+  let db: Db;
+  let brand: number;
+  let crmIds = 0;
+
+  beforeAll(() => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 4 });
+  });
+  afterAll(() => closeDb(db));
+  beforeEach(() => {
+    brand = uniqueBrandId();
+  });
+
+  /** `count` messages of this test's brand, each with a `sent` event in `state`; answers the push ids. */
+  async function pushes(sql: Sql, count: number, state: 'pending' | 'delivered' = 'pending'): Promise<string[]> {
+    const { rows } = await sql.query<{ id: string }>(
+      `WITH m AS (
+         INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT gen_random_uuid(), $1, $5::bigint + i, 'player', 1, 2, 3, 'th-' || i, '{}'::json, '{}'::json, '{}'::jsonb, 'sent'
+           FROM generate_series(1, $2::int) AS i RETURNING id)
+       INSERT INTO events (id, topic, ordering_key, push_id, status, dispatch_state, delivered_at)
+       SELECT gen_random_uuid(), $3, m.id::text, m.id, 'sent', $4::"DispatchState", CASE WHEN $4 = 'delivered' THEN now() END FROM m
+       RETURNING push_id AS id`,
+      [brand, count, PUSH_STATUS_TOPIC, state, (crmIds += count) - count],
+    );
+    return rows.map((row) => row.id);
+  }
+
+  it('claims through the partial indexes of pending events, reading none of a few hundred thousand delivered ones', async () => {
+    const old = uniqueName('delivered');
+    // Delivered events, committed in chunks (a long transaction would hold back every feed reader).
+    for (let chunk = 0; chunk < 10; chunk++) {
+      await db.pool.query(
+        `INSERT INTO events (id, topic, ordering_key, status, dispatch_state, delivered_at, body)
+         SELECT gen_random_uuid(), $1, $2 || '-' || i, 'sent', 'delivered', now(), '{}'::json FROM generate_series(1, 30000) AS i`,
+        [PUSH_STATUS_TOPIC, `${old}-${chunk}`],
+      );
+    }
+    const mine = await pushes(db.pool, 20);
+    await db.pool.query('ANALYZE events');
+
+    const client: PoolClient = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      let plan: { Plan: PlanNode; 'Execution Time': number } | undefined;
+      const explaining: Sql = {
+        query: (async (text: string, params: unknown[]) => {
+          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
+          plan = rows[0]['QUERY PLAN'][0];
+          return { rows: [] };
+        }) as unknown as Sql['query'],
+      } as Sql;
+      await claimDueEvents(explaining, [PUSH_STATUS_TOPIC, 'bonus'], 1000, 30000);
+      const scans = nodes(plan!.Plan).filter((node) => node['Relation Name'] === 'events');
+      expect(scans.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
+      // Events are found through the partial indexes of pending events; the claimed ones are then updated by primary key.
+      const indexes = new Set(scans.map((node) => node['Index Name']).filter(Boolean));
+      expect(indexes.has('events_pending_topic_seq_idx')).toBe(true);
+      expect([...indexes].every((name) => name === 'events_pkey' || name!.startsWith('events_pending_'))).toBe(true);
+      expect(plan!['Execution Time']).toBeLessThan(1000);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+      await db.pool.query(`DELETE FROM events WHERE ordering_key LIKE $1 || '-%'`, [old]);
+      await db.pool.query(`DELETE FROM events WHERE push_id = ANY($1::uuid[])`, [mine]);
+      await db.pool.query(`DELETE FROM messages WHERE brand_id = $1`, [brand]);
+    }
+  });
+
+  it('reads the feed in a read-only transaction, and holds back events behind a transaction still running, never skipping them', async () => {
+    const { rows: top } = await db.pool.query<{ top: string }>(`SELECT COALESCE(max(feed_seq), 0)::text AS top FROM events`);
+    const after = BigInt(top[0].top);
+    const readOnly = async () => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN READ ONLY');
+        return await readPushFeed(client, after, 1000);
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    const ofBrand = (ids: string[]) => (page: Awaited<ReturnType<typeof readPushFeed>>) => page.rows.filter((row) => ids.includes(row.pushId));
+
+    // The slow transaction writes its event first (a smaller seq and transaction id) and commits last.
+    const slow = await db.pool.connect();
+    try {
+      await slow.query('BEGIN');
+      const [late] = await pushes(slow, 1);
+      const [early] = await pushes(db.pool, 1);
+      const mine = ofBrand([late, early]);
+
+      const during = await readOnly();
+      expect(mine(during)).toEqual([]);
+      expect(during.held).toBe(true);
+
+      await slow.query('COMMIT');
+      // (Any transaction of the server still running holds the feed back too, for as long as it runs.)
+      const page = await until(async () => {
+        const read = await readOnly();
+        return mine(read).length === 2 && read;
+      }, 'both events in the feed');
+      expect(mine(page).map((row) => row.pushId)).toEqual([late, early]);
+      const cursors = page.rows.map((row) => BigInt(row.feedSeq));
+      expect(cursors.every((cursor, i) => cursor > after && (i === 0 || cursor > cursors[i - 1]))).toBe(true);
+    } finally {
+      await slow.query('ROLLBACK').catch(() => undefined);
+      slow.release();
+    }
+  });
+});
