@@ -1,0 +1,123 @@
+// The webhook dispatcher alone: `events` push status events (each with its message) wait in the
+// outbox; the dispatcher, built from the sources and run as its own process, posts them to a local
+// receiver that answers 200 at once. Answers how long it took from the dispatcher's start until the
+// receiver had every one of them.
+//
+//   node tools/bench-dispatcher.mjs [events]      (BENCH_DATABASE_URL, WEBHOOK_* as for the app)
+//
+// benchDispatcher({ databaseUrl, events }) is the same from another script (npm run bench).
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { bundle } from './bundle.mjs';
+import { ensureDatabase, migrate } from './db-migrate.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const APP = 'dist/tools/bench-dispatcher/webhook-dispatcher.js';
+
+/**
+ * One message and its `sent` event per push, for a brand of its own, 50,000 to a transaction (one
+ * transaction holds at most 65,536 events: see the outbox_indexes migration); answers the event ids.
+ */
+async function insertPending(client, events) {
+  const brand = 800_000_000 + Math.floor(Math.random() * 99_999_999);
+  const salt = randomBytes(4).toString('hex');
+  const ids = new Set();
+  for (let first = 0; first < events; first += 50_000) {
+    for (const id of await insertChunk(client, brand, salt, first, Math.min(50_000, events - first))) ids.add(id);
+  }
+  return ids;
+}
+
+async function insertChunk(client, brand, salt, first, count) {
+  const { rows } = await client.query(
+    `WITH m AS (
+       INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
+                             payload, meta, crm_headers, status)
+       SELECT gen_random_uuid(), $1, i, 'bench-player-' || (i % 1000), 71, 72, 73, 'th-' || $2 || '-' || i,
+              '{}'::json, '{"campaign": "bench"}'::json, '{}'::jsonb, 'sent'
+         FROM generate_series($4::int + 1, $4::int + $3::int) AS i
+       RETURNING id)
+     INSERT INTO events (id, topic, ordering_key, push_id, status)
+     SELECT gen_random_uuid(), 'push.status', m.id::text, m.id, 'sent' FROM m
+     RETURNING id`,
+    [brand, salt, count, first],
+  );
+  return rows.map((row) => row.id);
+}
+
+function startReceiver(expected) {
+  const seen = new Set();
+  let resolveAll;
+  const all = new Promise((resolve) => (resolveAll = resolve));
+  const server = http.createServer({ keepAliveTimeout: 60_000 }, (request, response) => {
+    const chunks = [];
+    request.on('data', (chunk) => chunks.push(chunk));
+    request.on('end', () => {
+      response.end('ok');
+      const id = JSON.parse(Buffer.concat(chunks).toString()).event_id;
+      if (expected.has(id) && !seen.has(id)) {
+        seen.add(id);
+        if (seen.size === expected.size) resolveAll();
+      }
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve({ port: server.address().port, all, seen, close: () => new Promise((done) => server.close(done)) })),
+  );
+}
+
+/**
+ * Inserts `events` pending push status events into the (migrated) database at `databaseUrl`, runs
+ * the dispatcher against a local receiver until every one arrived, and answers how long it took.
+ */
+export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, timeoutMs = 600_000 }) {
+  await bundle('apps/webhook-dispatcher/src/main.ts', `${ROOT}/${APP}`);
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  let ids;
+  try {
+    ids = await insertPending(client, events);
+    await client.query('ANALYZE events');
+  } finally {
+    await client.end();
+  }
+  const receiver = await startReceiver(ids);
+  const started = performance.now();
+  const child = spawn(process.execPath, [APP], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      ...env,
+      DATABASE_URL: databaseUrl,
+      CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status`,
+    },
+  });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  let timer;
+  try {
+    await Promise.race([
+      receiver.all,
+      exited.then((code) => Promise.reject(new Error(`the dispatcher exited (${code}) before it posted every event`))),
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${receiver.seen.size} of ${events} events posted in time`)), timeoutMs))),
+    ]);
+    return { events, seconds: (performance.now() - started) / 1000 };
+  } finally {
+    clearTimeout(timer);
+    child.kill('SIGTERM');
+    await exited;
+    await receiver.close();
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const databaseUrl = process.env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench_dispatcher';
+  await ensureDatabase(databaseUrl, { recreate: true });
+  migrate(databaseUrl);
+  const result = await benchDispatcher({ databaseUrl, events: Number(process.argv[2] ?? 20_000) });
+  console.log(`${result.events} events in ${result.seconds.toFixed(2)} s: ${(result.events / result.seconds).toFixed(0)} events/s`);
+}
