@@ -11,6 +11,8 @@ interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   'Index Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
   Plans?: PlanNode[];
 }
 
@@ -44,7 +46,7 @@ describe('outbox (PostgreSQL)', () => {
     return rows.map((row) => row.id);
   }
 
-  it('claims through the partial indexes of pending events, reading none of a few hundred thousand delivered ones', async () => {
+  it('claims without a sequential scan of events, reading pending events only, none of 300,000 delivered ones', async () => {
     const old = uniqueName('delivered');
     // Delivered events, committed in chunks (a long transaction would hold back every feed reader).
     for (let chunk = 0; chunk < 10; chunk++) {
@@ -69,12 +71,14 @@ describe('outbox (PostgreSQL)', () => {
         }) as unknown as Sql['query'],
       } as Sql;
       await claimDueEvents(explaining, [PUSH_STATUS_TOPIC, 'bonus'], 1000, 30000);
-      const scans = nodes(plan!.Plan).filter((node) => node['Relation Name'] === 'events');
-      expect(scans.filter((node) => node['Node Type'] === 'Seq Scan')).toEqual([]);
-      // Events are found through the partial indexes of pending events; the claimed ones are then updated by primary key.
-      const indexes = new Set(scans.map((node) => node['Index Name']).filter(Boolean));
-      expect(indexes.has('events_pending_topic_seq_idx')).toBe(true);
-      expect([...indexes].every((name) => name === 'events_pkey' || name!.startsWith('events_pending_'))).toBe(true);
+      const all = nodes(plan!.Plan);
+      expect(all.filter((node) => node['Node Type'] === 'Seq Scan' && node['Relation Name'] === 'events')).toEqual([]);
+      // Whatever index the planner picks (the partial ones, or another led by dispatch_state), the
+      // scans of events read pending events, not the 300,000 delivered ones.
+      const read = all
+        .filter((node) => node['Relation Name'] === 'events' && node['Node Type'] !== 'ModifyTable')
+        .reduce((sum, node) => sum + node['Actual Rows']! * node['Actual Loops']!, 0);
+      expect(read).toBeLessThan(5000);
       expect(plan!['Execution Time']).toBeLessThan(1000);
     } finally {
       await client.query('ROLLBACK');
