@@ -1,8 +1,8 @@
 // Delivers the outbox's events to the CRM: push statuses to CRM_STATUS_WEBHOOK_URL, bonus and
 // balance events to CRM_EVENTS_BASE_URL. Several instances may run; each event goes out once per
-// successful answer, in order per push.
+// successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
 import { ConfigError, createLogger, loadDispatcherConfig, onShutdown } from '@operator/config';
-import { closeDb, createDb, PUSH_STATUS_TOPIC } from '@operator/db';
+import { closeDb, createDb, PUSH_STATUS_TOPIC, startRetention } from '@operator/db';
 import { createDispatcher } from '@operator/webhooks';
 
 function main() {
@@ -35,13 +35,21 @@ function main() {
   if (!config.CRM_STATUS_WEBHOOK_URL) log.info({}, 'CRM_STATUS_WEBHOOK_URL is not set: push statuses are available by polling only');
   if (!eventsBase) log.info({}, 'CRM_EVENTS_BASE_URL is not set: bonus and balance events wait in the outbox');
   dispatcher.start();
+  // Without a status webhook the push statuses are only polled: they age out of the feed too.
+  const retention = startRetention({
+    db,
+    log,
+    retentionDays: config.RETENTION_DAYS,
+    intervalMs: config.RETENTION_INTERVAL_MS,
+    feedOnly: !config.CRM_STATUS_WEBHOOK_URL,
+  });
   log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null }, 'webhook dispatcher started');
 
   onShutdown({
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
-      await dispatcher.stop();
+      await Promise.all([dispatcher.stop(), retention.stop()]);
       await closeDb(db);
     },
     abandon: async () => {
