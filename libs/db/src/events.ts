@@ -136,10 +136,12 @@ export async function claimDueEvents(sql: Sql, topics: string[], limit: number, 
          SELECT e.id, e.seq FROM events e
           WHERE e.topic = t.topic AND e.dispatch_state = 'pending' AND e.next_attempt_at <= now()
             AND (e.locked_until IS NULL OR e.locked_until < now())
-            -- The first pending event of its key. As a scalar subquery it is always an index probe
-            -- per candidate; as NOT EXISTS the planner, misled by stale statistics after a burst,
-            -- turned it into a join that read every pending event once per candidate (20 s a claim).
-            AND e.seq = (SELECT min(p.seq) FROM events p WHERE p.ordering_key = e.ordering_key AND p.dispatch_state = 'pending')
+            -- The first pending event of its key, found through the key's own events (a push has a
+            -- handful). The state is compared as text so that no partial index of pending events can
+            -- serve this probe: their statistics lag far behind a burst in a big table, and the
+            -- planner then picked them as if empty, reading every pending event per candidate.
+            AND e.seq = (SELECT p.seq FROM events p WHERE p.ordering_key = e.ordering_key AND p.dispatch_state::text = 'pending'
+                          ORDER BY p.seq LIMIT 1)
           ORDER BY e.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
         ORDER BY c.seq LIMIT $2),
      claimed AS (
