@@ -121,22 +121,13 @@ describe('POST /channels/push/batch', () => {
   });
 
   describe('a message that cannot be stored right now', () => {
-    const trigger = `refuse_${process.pid}`;
-    afterEach(async () => {
-      await h.stores.db.$executeRawUnsafe(`DROP TRIGGER IF EXISTS ${trigger} ON messages`);
-      await h.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${trigger}()`);
-    });
+    afterEach(() => h.allowMessages());
 
     it('goes to fatal while the others are accepted, and is accepted when the CRM retries it', async () => {
       const messages = Array.from({ length: 4 }, () => pushRequest(brand, androidPlayer));
       const refused = messages[2].activity.id;
       // The database refuses this one row (as it would on a lock timeout or a failing disk page).
-      await h.stores.db.$executeRawUnsafe(
-        `CREATE FUNCTION ${trigger}() RETURNS trigger AS $$ BEGIN
-           IF NEW.crm_message_id = ${refused} THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW;
-         END $$ LANGUAGE plpgsql`,
-      );
-      await h.stores.db.$executeRawUnsafe(`CREATE TRIGGER ${trigger} BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION ${trigger}()`);
+      await h.refuseMessage(refused);
 
       const jobsBefore = new Set((await h.jobs('fcm')).map((job) => job.id));
       const body = (await h.batch(messages)).json() as BatchBody;
@@ -149,7 +140,7 @@ describe('POST /channels/push/batch', () => {
       const newJobs = (await h.jobs('fcm')).filter((job) => !jobsBefore.has(job.id));
       expect(newJobs.flatMap((job) => job.data.pushIds).sort()).toEqual(rows.map((r) => r.id).sort());
 
-      await h.stores.db.$executeRawUnsafe(`DROP TRIGGER ${trigger} ON messages`);
+      await h.allowMessages();
       const retry = (await h.batch(messages)).json() as BatchBody;
       expect(retry.successful).toHaveLength(4);
       expect(retry.fatal).toEqual([]);

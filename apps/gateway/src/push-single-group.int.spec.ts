@@ -98,21 +98,12 @@ describe('singles stored together (group commit)', () => {
   });
 
   describe('a row the database refuses', () => {
-    const trigger = `refuse_group_${process.pid}`;
-    afterEach(async () => {
-      await h.stores.db.$executeRawUnsafe(`DROP TRIGGER IF EXISTS ${trigger} ON messages`);
-      await h.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${trigger}()`);
-    });
+    afterEach(() => h.allowMessages());
 
     it('costs only its own request (503) while the rest of the group is stored, and is accepted when retried', async () => {
       const requests = Array.from({ length: 6 }, () => pushRequest(brand, player));
       const refused = requests[3].activity.id;
-      await h.stores.db.$executeRawUnsafe(
-        `CREATE FUNCTION ${trigger}() RETURNS trigger AS $$ BEGIN
-           IF NEW.crm_message_id = ${refused} THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW;
-         END $$ LANGUAGE plpgsql`,
-      );
-      await h.stores.db.$executeRawUnsafe(`CREATE TRIGGER ${trigger} BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION ${trigger}()`);
+      await h.refuseMessage(refused);
 
       const jobsBefore = new Set((await h.jobs('fcm')).map((job) => job.id));
       const answers = await Promise.all(requests.map((request) => h.single(request)));
@@ -126,7 +117,7 @@ describe('singles stored together (group commit)', () => {
       const newJobs = (await h.jobs('fcm')).filter((job) => !jobsBefore.has(job.id));
       expect(newJobs.flatMap((job) => job.data.pushIds).sort()).toEqual(rows.map((row) => row.id).sort());
 
-      await h.stores.db.$executeRawUnsafe(`DROP TRIGGER ${trigger} ON messages`);
+      await h.allowMessages();
       const retried = await h.single(requests[3]);
       expect(retried.statusCode).toBe(200);
       expect(await h.messageRows(brand)).toHaveLength(6);

@@ -3,6 +3,8 @@ import type { RedisOptions } from '@operator/queue';
 import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, type TestStores } from '@operator/testing';
 import { buildApp } from '../app';
 
+const REFUSAL = `refuse_message_${process.pid}`;
+
 /** A gateway on the test stores, driven with fastify.inject. */
 export class Harness {
   private constructor(
@@ -57,6 +59,22 @@ export class Harness {
   /** Every job in the provider's queue, whatever its state. */
   async jobs(provider: keyof TestStores['queues']) {
     return this.stores.queues[provider].getJobs(['wait', 'delayed', 'prioritized', 'active', 'completed', 'failed']);
+  }
+
+  /** Makes PostgreSQL refuse to insert the message with this CRM id (as a lock timeout or a failing disk page would). */
+  async refuseMessage(crmMessageId: number) {
+    await this.stores.db.$executeRawUnsafe(
+      `CREATE OR REPLACE FUNCTION ${REFUSAL}() RETURNS trigger AS $$ BEGIN
+         IF NEW.crm_message_id = ${crmMessageId} THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW;
+       END $$ LANGUAGE plpgsql`,
+    );
+    await this.stores.db.$executeRawUnsafe(`CREATE OR REPLACE TRIGGER ${REFUSAL} BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION ${REFUSAL}()`);
+  }
+
+  /** Stops refusing (see refuseMessage). */
+  async allowMessages() {
+    await this.stores.db.$executeRawUnsafe(`DROP TRIGGER IF EXISTS ${REFUSAL} ON messages`);
+    await this.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${REFUSAL}()`);
   }
 
   messageRows(brandId: number) {
