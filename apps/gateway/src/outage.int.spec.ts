@@ -1,5 +1,5 @@
 import { fcmToken, pushRequest, TcpProxy, uniqueBrandId, uniqueName, until } from '@operator/testing';
-import { Harness } from './test/harness';
+import { Harness, openBehindProxies } from './test/harness';
 
 
 describe('when a store is down', () => {
@@ -9,26 +9,16 @@ describe('when a store is down', () => {
   let brand: number;
   let player: string;
 
+  let proxied: Awaited<ReturnType<typeof openBehindProxies>>;
+
   beforeAll(async () => {
-    redisProxy = await TcpProxy.forUrl(process.env.REDIS_URL!).start();
-    pgProxy = await TcpProxy.forUrl(process.env.DATABASE_URL!).start();
-    h = await Harness.open(
-      { REDIS_URL: redisProxy.urlFor(process.env.REDIS_URL!), DATABASE_URL: pgProxy.urlFor(process.env.DATABASE_URL!) },
-      { commandTimeout: 1000 },
-    );
+    proxied = await openBehindProxies();
+    ({ h, redis: redisProxy, postgres: pgProxy } = proxied);
   });
-  afterAll(async () => {
-    await redisProxy.resume();
-    await pgProxy.resume();
-    await h.close();
-    await redisProxy.stop();
-    await pgProxy.stop();
-  });
+  afterAll(() => proxied.close());
 
   beforeEach(async () => {
-    await redisProxy.resume();
-    await pgProxy.resume();
-    await until(() => h.stores.redis.status === 'ready', 'Redis to reconnect');
+    await proxied.heal();
     brand = uniqueBrandId();
     player = uniqueName('player');
     await h.registerDevice({ user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken() });

@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { RedisOptions } from '@operator/queue';
-import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, type TestStores } from '@operator/testing';
+import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, TcpProxy, until, type TestStores } from '@operator/testing';
 import { buildApp } from '../app';
 
 const REFUSAL = `refuse_message_${process.pid}`;
@@ -80,4 +80,34 @@ export class Harness {
   messageRows(brandId: number) {
     return this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) }, include: { deliveries: true } });
   }
+}
+
+/**
+ * A gateway whose Redis and PostgreSQL are reached through proxies a test can cut or partition.
+ * `heal()` (before each test) brings both back and waits for Redis; `close()` ends it all.
+ */
+export async function openBehindProxies(env: Record<string, string> = {}) {
+  const redis = await TcpProxy.forUrl(process.env.REDIS_URL!).start();
+  const postgres = await TcpProxy.forUrl(process.env.DATABASE_URL!).start();
+  const h = await Harness.open(
+    { REDIS_URL: redis.urlFor(process.env.REDIS_URL!), DATABASE_URL: postgres.urlFor(process.env.DATABASE_URL!), ...env },
+    { commandTimeout: 1000 },
+  );
+  return {
+    h,
+    redis,
+    postgres,
+    async heal() {
+      await redis.resume();
+      await postgres.resume();
+      await until(() => h.stores.redis.status === 'ready', 'Redis to reconnect');
+    },
+    async close() {
+      await redis.resume();
+      await postgres.resume();
+      await h.close();
+      await redis.stop();
+      await postgres.stop();
+    },
+  };
 }
