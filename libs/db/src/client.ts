@@ -32,6 +32,10 @@ export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statemen
     statement_timeout: statementTimeoutMs,
     idle_in_transaction_session_timeout: 4 * statementTimeoutMs,
     idleTimeoutMillis: 30000,
+    // No JIT: every statement here is short, and with lagging statistics (a burst into a fresh
+    // table) an overestimated cost had PostgreSQL spend seconds compiling a plan that runs in a
+    // millisecond. Options given in the URL's `options` parameter take precedence.
+    options: '-c jit=off',
   });
   watchConnections(pool, log);
   const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
