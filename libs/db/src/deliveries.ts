@@ -25,48 +25,77 @@ export interface Claim {
   messages: Map<string, ClaimedMessage>;
   /** Deliveries of these pushes that another worker holds right now. */
   heldElsewhere: number;
+  /** Push ids that are not in the database (not committed yet, or never: the request was rolled back). */
+  missing: string[];
 }
 
-/** Push ids that are not in the database (not committed yet, or never: the request was rolled back). */
-export async function findMissingMessages(sql: Sql, pushIds: string[]): Promise<string[]> {
-  const { rows } = await sql.query<{ id: string }>(`SELECT id FROM messages WHERE id = ANY($1::uuid[])`, [pushIds]);
-  const found = new Set(rows.map((row) => row.id));
-  return pushIds.filter((id) => !found.has(id));
+interface ClaimRow extends ClaimedDelivery {
+  kind: 'delivery' | 'missing' | 'held';
+  brandId: string | null;
+  /** Once per message, on its first delivery. */
+  payload: unknown;
+  held: number | null;
 }
+
+const CLAIMABLE = (alias: string) =>
+  `(${alias}.status::text = 'pending' OR (${alias}.status::text = 'sending' AND ${alias}.claimed_at < now() - $3 * interval '1 millisecond'))`;
 
 /**
  * Takes the provider's pending deliveries of these pushes for this worker: each moves to
  * `sending`, so no other worker sends it while the claim lasts. A `sending` delivery whose claim is
- * older than `leaseMs` belonged to a worker that died, and is taken again.
+ * older than `leaseMs` belonged to a worker that died, and is taken again. One statement answers
+ * the claimed deliveries with their devices and messages, the pushes not (yet) visible, and how
+ * many deliveries another worker holds.
+ *
+ * The deliveries are found push by push through (message_id, device_id) (OFFSET 0 keeps that
+ * lookup a lookup per push, not a join the planner may turn into a scan), then updated by primary
+ * key, and status is compared as text: during a burst the planner's statistics lag far behind the
+ * table (there are none before its first analyze), and a plan from them scans every delivery of
+ * the provider for each job.
  */
 export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Provider, leaseMs: number): Promise<Claim> {
-  const { rows } = await sql.query<ClaimedDelivery>(
-    `WITH claimed AS (
+  const { rows } = await sql.query<ClaimRow>(
+    `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)),
+     candidates AS (
+       SELECT x.* FROM wanted w CROSS JOIN LATERAL (
+         SELECT d.id, d.status, d.claimed_at FROM deliveries d WHERE d.message_id = w.id AND d.provider = $2::"Provider"
+         OFFSET 0) x),
+     claimed AS (
        UPDATE deliveries d
           SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1, updated_at = now()
-        WHERE d.message_id = ANY($1::uuid[]) AND d.provider = $2::"Provider"
-          AND (d.status = 'pending' OR (d.status = 'sending' AND d.claimed_at < now() - $3 * interval '1 millisecond'))
-        RETURNING d.id, d.message_id, d.device_id)
-     SELECT c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token, v.platform::text AS platform,
-            v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive"
-       FROM claimed c LEFT JOIN devices v ON v.id = c.device_id
-      ORDER BY c.message_id, c.id`,
+        WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
+        RETURNING d.id, d.message_id, d.device_id),
+     delivery_rows AS (
+       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
+              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive",
+              m.brand_id::text AS "brandId",
+              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
+              NULL::int AS held
+         FROM claimed c JOIN messages m ON m.id = c.message_id LEFT JOIN devices v ON v.id = c.device_id)
+     SELECT * FROM delivery_rows
+     UNION ALL
+     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL
+       FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id)
+     UNION ALL
+     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL,
+            (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
     [pushIds, provider, leaseMs],
   );
-  const messageIds = [...new Set(rows.map((row) => row.messageId))];
-  const [messages, held] = await Promise.all([
-    sql.query<ClaimedMessage>(`SELECT id, brand_id::text AS "brandId", payload FROM messages WHERE id = ANY($1::uuid[])`, [messageIds]),
-    sql.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM deliveries
-        WHERE message_id = ANY($1::uuid[]) AND provider = $2::"Provider" AND status = 'sending' AND NOT (id = ANY($3::uuid[]))`,
-      [pushIds, provider, rows.map((row) => row.id)],
-    ),
-  ]);
-  return {
-    deliveries: rows,
-    messages: new Map(messages.rows.map((message) => [message.id, message])),
-    heldElsewhere: held.rows[0].n,
-  };
+  const deliveries: ClaimedDelivery[] = [];
+  const messages = new Map<string, ClaimedMessage>();
+  const missing: string[] = [];
+  let heldElsewhere = 0;
+  for (const row of rows) {
+    if (row.kind === 'missing') missing.push(row.messageId);
+    else if (row.kind === 'held') heldElsewhere = row.held ?? 0;
+    else {
+      const { kind: _kind, brandId, payload, held: _held, ...delivery } = row;
+      deliveries.push(delivery);
+      if (!messages.has(row.messageId)) messages.set(row.messageId, { id: row.messageId, brandId: brandId!, payload });
+    }
+  }
+  deliveries.sort((a, b) => (a.messageId === b.messageId ? (a.id < b.id ? -1 : 1) : a.messageId < b.messageId ? -1 : 1));
+  return { deliveries, messages, heldElsewhere, missing };
 }
 
 export type DeliveryOutcome =
@@ -114,6 +143,20 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
   );
 }
 
+/**
+ * Locks the messages still to be settled among these, in id order (so that two writers never wait
+ * for each other), and answers their ids: the settlement that follows in the same transaction then
+ * sees every delivery another writer recorded before it.
+ */
+export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[]> {
+  if (!pushIds.length) return [];
+  const { rows } = await sql.query<{ id: string }>(
+    `SELECT m.id FROM messages m WHERE m.id = ANY($1::uuid[]) AND m.status::text = 'accepted' ORDER BY m.id FOR NO KEY UPDATE`,
+    [pushIds],
+  );
+  return rows.map((row) => row.id);
+}
+
 export interface SettledMessage {
   id: string;
   status: 'sent' | 'failed';
@@ -124,17 +167,20 @@ export interface SettledMessage {
  * Moves accepted messages forward from their deliveries: `sent` as soon as one device accepted
  * it, `failed` (with the reasons) once every delivery is final and none was sent. Each change
  * writes its status event in the same statement (the outbox). Answers the messages that changed; a
- * message already moved on is left alone.
+ * message already moved on is left alone. Deliveries are counted push by push, through their
+ * index, whatever the statistics say (see claimDeliveries).
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
   if (!pushIds.length) return [];
   const { rows } = await sql.query<SettledMessage>(
     `WITH tally AS (
-       SELECT message_id,
-              count(*) FILTER (WHERE status = 'sent') AS sent,
-              count(*) FILTER (WHERE status IN ('pending', 'sending')) AS open,
-              string_agg(DISTINCT error_code, ', ' ORDER BY error_code) AS errors
-         FROM deliveries WHERE message_id = ANY($1::uuid[]) GROUP BY message_id),
+       SELECT p.id AS message_id, t.*
+         FROM (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)) p
+        CROSS JOIN LATERAL (
+          SELECT count(*) FILTER (WHERE d.status::text = 'sent') AS sent,
+                 count(*) FILTER (WHERE d.status::text IN ('pending', 'sending')) AS open,
+                 string_agg(DISTINCT d.error_code, ', ' ORDER BY d.error_code) AS errors
+            FROM deliveries d WHERE d.message_id = p.id HAVING count(*) > 0) t),
      settled AS (
        UPDATE messages m
           SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",

@@ -1,5 +1,5 @@
 import type { PushRequest } from '@operator/contract';
-import { claimDeliveries, findMissingMessages, type ClaimedDelivery, type Db } from '@operator/db';
+import { claimDeliveries, type ClaimedDelivery, type Db } from '@operator/db';
 import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import type { LogSink } from '@operator/config';
 import type { SendOutcome, SendRecorder } from './outcomes';
@@ -72,14 +72,14 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
   const { db, log } = deps;
-  const missing = await findMissingMessages(db.pool, job.pushIds);
-  if (missing.length && Date.now() - job.enqueuedAt < deps.visibilityGraceMs) {
-    return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
-  }
-  if (missing.length) log.warn({ pushIds: missing }, 'dropping pushes that were never committed');
-
   const claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs);
   deps.recorder.hold(claim.deliveries.map((delivery) => delivery.id));
+  // The gateway adds a job just before its transaction commits: pushes not visible yet are looked
+  // for again after a moment (the job runs again; what it sent now is not claimed twice). Past the
+  // grace they were rolled back, and are dropped.
+  const { missing } = claim;
+  const notYetVisible = missing.length > 0 && Date.now() - job.enqueuedAt < deps.visibilityGraceMs;
+  if (missing.length && !notYetVisible) log.warn({ pushIds: missing }, 'dropping pushes that were never committed');
   const lastAttempt = job.attempt >= job.maxAttempts;
   const recorded: Promise<void>[] = [];
   let sent = 0;
@@ -162,6 +162,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
   if (transient.length && !lastAttempt) {
     return { kind: 'retry', reason: transient[0].message, delayMs: Math.max(0, ...transient.map((e) => e.retryAfterMs ?? 0)) };
   }
+  if (notYetVisible) return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
   if (claim.heldElsewhere > 0) {
     return { kind: 'wait', reason: 'deliveries held by another worker', delayMs: Math.ceil(deps.leaseMs / 2) };
   }
