@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { claimDeliveries, closeDb, createDb } from '@operator/db';
+import { claimDeliveries, closeDb, createDb, lockMessages, recordOutcomes, settleMessages } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
 import { TcpProxy, testTls, until } from '@operator/testing';
 import { createSendRecorder } from './outcomes';
@@ -216,5 +216,35 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       expect(twice.length).toBeLessThanOrEqual(2 * IN_FLIGHT);
       expect(sentBeforeKill).toBeGreaterThan(2 * IN_FLIGHT);
     }, 60000);
+  });
+  it('settles a push whose deliveries two writers record as failed at the same time', async () => {
+    await device();
+    await device();
+    const [pushId] = await accept(1);
+    const claim = await claimDeliveries(t.db.pool, [pushId], 'webpush', 60000);
+    expect(claim.deliveries).toHaveLength(2);
+    const [first, second] = claim.deliveries.map((delivery) => delivery.id);
+    const failed = (deliveryId: string) => ({ deliveryId, status: 'failed' as const, errorCode: 'payload', error: 'refused' });
+    const a = await t.db.pool.connect();
+    const b = await t.db.pool.connect();
+    try {
+      await a.query('BEGIN');
+      await b.query('BEGIN');
+      // Each writer records its own delivery; neither has committed when the other tallies.
+      await recordOutcomes(a, [failed(first)]);
+      await recordOutcomes(b, [failed(second)]);
+      expect(await lockMessages(a, [pushId])).toEqual([pushId]);
+      expect(await settleMessages(a, [pushId])).toEqual([]);
+      const bSettles = lockMessages(b, [pushId]).then((ids) => settleMessages(b, ids));
+      await sleep(200);
+      await a.query('COMMIT');
+      expect(await bSettles).toEqual([{ id: pushId, status: 'failed', error: 'payload' }]);
+      await b.query('COMMIT');
+    } finally {
+      a.release();
+      b.release();
+    }
+    const events = await t.db.pool.query(`SELECT status FROM events WHERE push_id = $1`, [pushId]);
+    expect(events.rows).toEqual([{ status: 'failed' }]);
   });
 });

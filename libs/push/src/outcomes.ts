@@ -3,6 +3,7 @@ import {
   deactivateDevices,
   extendClaims,
   inTransaction,
+  lockMessages,
   recordOutcomes,
   releaseClaims,
   settleMessages,
@@ -68,7 +69,11 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
           tx,
           items.flatMap((item) => (item.deadDevice ? [item.deadDevice] : [])),
         );
-        await settleMessages(tx, [...new Set(items.map((item) => item.pushId))]);
+        // Locked before they are tallied: of two writers recording deliveries of the same push (its
+        // FCM and APNs devices, say), the second waits for the first to commit, then counts both.
+        // Unlocked, each could see the other's delivery still being sent, and neither settle it.
+        const pushIds = await lockMessages(tx, [...new Set(items.map((item) => item.pushId))]);
+        await settleMessages(tx, pushIds);
       });
       for (const item of items) held.delete(item.outcome.deliveryId);
     },
