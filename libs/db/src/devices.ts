@@ -17,29 +17,6 @@ export interface DeviceRegistration extends DeviceTarget {
   auth: string | null;
 }
 
-/** What the gateway needs to know of a reachable device. */
-export interface ActiveDevice {
-  id: string;
-  brandId: string;
-  userId: string;
-  provider: Provider;
-}
-
-/** Active devices of the given players, each for its own brand. */
-export async function findActiveDevices(sql: Sql, targets: DeviceTarget[]): Promise<ActiveDevice[]> {
-  if (!targets.length) return [];
-  const { rows } = await sql.query<ActiveDevice>(
-    `SELECT d.id, d.brand_id::text AS "brandId", d.user_id AS "userId", d.provider::text AS provider
-       FROM devices d
-       JOIN (SELECT DISTINCT * FROM unnest($1::bigint[], $2::text[])) AS t(brand_id, user_id)
-         ON d.brand_id = t.brand_id AND d.user_id = t.user_id
-      WHERE d.active
-      ORDER BY d.id`,
-    [targets.map((t) => t.brandId.toString()), targets.map((t) => t.userId)],
-  );
-  return rows;
-}
-
 /**
  * Registers a device or refreshes it. A token is one device: registered again, by the same or
  * another player, it moves to that player and brand and becomes active again.

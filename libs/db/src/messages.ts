@@ -21,13 +21,6 @@ export type NewMessage = MessageKey & {
   crmHeaders: Record<string, string>;
 };
 
-export interface NewDelivery {
-  id: string;
-  messageId: string;
-  deviceId: string;
-  provider: Provider;
-}
-
 export const messageKey = (key: MessageKey) => `${key.brandId}:${key.crmMessageId}`;
 
 const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
@@ -50,20 +43,64 @@ export async function findPushIds(sql: Sql, keys: MessageKey[]): Promise<Map<str
   return found;
 }
 
+/** What became of one message given to storeMessages, in the order given. */
+export interface StoredMessage {
+  /** The push id of this key accepted earlier (a retry), if any. */
+  knownId: string | null;
+  /** Set when this message was inserted now: its id. */
+  insertedId: string | null;
+  /** Whether its player has an active device in its brand. */
+  reachable: boolean;
+  /** The providers of the deliveries inserted with it. */
+  providers: Provider[];
+}
+
 /**
- * Inserts the messages that are not there yet (a concurrent insert of the same key waits for the
- * other transaction, then skips) and answers the ids it inserted.
+ * Accepts messages in one statement: finds the keys already accepted, the players' active devices,
+ * inserts the new messages of reachable players (a concurrent insert of the same key waits for the
+ * other transaction, then skips: neither known nor inserted) and one delivery per device. The
+ * devices are looked up player by player (OFFSET 0 keeps each a lookup through the player's index,
+ * whatever the statistics), and messages are inserted in key order, so two statements that insert
+ * some of the same keys never deadlock.
  */
-export async function insertMessages(sql: Sql, messages: NewMessage[]): Promise<Set<string>> {
-  if (!messages.length) return new Set();
+export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
+  if (!messages.length) return [];
   const column = <T>(pick: (message: NewMessage) => T) => messages.map(pick);
-  const { rows } = await sql.query<{ id: string }>(
-    `INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
-                           trigger_hash, origin, payload, meta, crm_headers)
-     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-                          $8::text[], $9::text[], $10::json[], $11::json[], $12::jsonb[])
-     ON CONFLICT (brand_id, crm_message_id) DO NOTHING
-     RETURNING id`,
+  const { rows } = await sql.query<{ n: string; knownId: string | null; insertedId: string | null; reachable: boolean; providers: Provider[] | null }>(
+    `WITH input AS (
+       SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
+                            $8::text[], $9::text[], $10::json[], $11::json[], $12::jsonb[])
+                WITH ORDINALITY AS i(id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
+                                     trigger_hash, origin, payload, meta, crm_headers, n)),
+     known AS (
+       SELECT i.n, m.id FROM input i JOIN messages m ON m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id),
+     reachable AS (
+       SELECT t.brand_id, t.user_id, v.id, v.provider
+         FROM (SELECT DISTINCT brand_id, user_id FROM input) t
+        CROSS JOIN LATERAL (
+          SELECT d.id, d.provider FROM devices d WHERE d.user_id = t.user_id AND d.brand_id = t.brand_id AND d.active OFFSET 0) v),
+     inserted AS (
+       INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
+                             trigger_hash, origin, payload, meta, crm_headers)
+       SELECT i.id, i.brand_id, i.crm_message_id, i.user_id, i.activity_id, i.action_group_id, i.action_id,
+              i.trigger_hash, i.origin, i.payload, i.meta, i.crm_headers
+         FROM input i
+        WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.n = i.n)
+          AND EXISTS (SELECT 1 FROM reachable r WHERE r.brand_id = i.brand_id AND r.user_id = i.user_id)
+        ORDER BY i.brand_id, i.crm_message_id
+       ON CONFLICT (brand_id, crm_message_id) DO NOTHING
+       RETURNING id, brand_id, user_id),
+     delivered AS (
+       INSERT INTO deliveries (id, message_id, device_id, provider)
+       SELECT uuid_v7(), m.id, r.id, r.provider
+         FROM inserted m JOIN reachable r ON r.brand_id = m.brand_id AND r.user_id = m.user_id
+        ORDER BY m.id, r.id
+       RETURNING message_id, provider)
+     SELECT i.n, k.id AS "knownId", m.id AS "insertedId",
+            EXISTS (SELECT 1 FROM reachable r WHERE r.brand_id = i.brand_id AND r.user_id = i.user_id) AS reachable,
+            (SELECT array_agg(DISTINCT d.provider::text) FROM delivered d WHERE d.message_id = m.id) AS providers
+       FROM input i LEFT JOIN known k ON k.n = i.n LEFT JOIN inserted m ON m.id = i.id
+      ORDER BY i.n`,
     [
       column((m) => m.id),
       column((m) => m.brandId.toString()),
@@ -79,15 +116,5 @@ export async function insertMessages(sql: Sql, messages: NewMessage[]): Promise<
       column((m) => json(m.crmHeaders)),
     ],
   );
-  return new Set(rows.map((row) => row.id));
-}
-
-export async function insertDeliveries(sql: Sql, deliveries: NewDelivery[]): Promise<void> {
-  if (!deliveries.length) return;
-  await sql.query(
-    `INSERT INTO deliveries (id, message_id, device_id, provider)
-     SELECT id, message_id, device_id, provider::"Provider"
-       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[]) AS d(id, message_id, device_id, provider)`,
-    [deliveries.map((d) => d.id), deliveries.map((d) => d.messageId), deliveries.map((d) => d.deviceId), deliveries.map((d) => d.provider)],
-  );
+  return rows.map((row) => ({ knownId: row.knownId, insertedId: row.insertedId, reachable: row.reachable, providers: row.providers ?? [] }));
 }

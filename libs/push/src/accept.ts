@@ -1,18 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { CrmHeaders, PushRequest } from '@operator/contract';
-import {
-  findActiveDevices,
-  findPushIds,
-  inTransaction,
-  insertDeliveries,
-  insertMessages,
-  isDbUnavailable,
-  messageKey,
-  type ActiveDevice,
-  type Db,
-  type NewDelivery,
-  type NewMessage,
-} from '@operator/db';
+import type { CrmHeaders, Provider, PushRequest } from '@operator/contract';
+import { findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
 import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
 
@@ -31,12 +19,6 @@ export type Outcome =
   | { kind: 'accepted'; pushId: string }
   | { kind: 'unreachable'; error: string }
   | { kind: 'fatal'; error: string };
-
-interface Pending {
-  key: string;
-  message: NewMessage;
-  devices: ActiveDevice[];
-}
 
 const toBig = (value: number) => BigInt(value);
 
@@ -96,42 +78,12 @@ export async function acceptMessages(
   const headersOf = Array.isArray(headers) ? (i: number) => headers[i] : () => headers as CrmHeaders;
   const messages = requests.map((request, i) => toNewMessage(request, headersOf(i), rawMetas[i]));
   const keys = messages.map(messageKey);
-
-  let known: Map<string, string>;
-  let devices: ActiveDevice[];
-  try {
-    // Both lookups at once, on two connections: a retried message needs only the first.
-    [known, devices] = await Promise.all([findPushIds(deps.db.pool, messages), findActiveDevices(deps.db.pool, messages)]);
-  } catch (error) {
-    unavailable(error);
-  }
-
-  const devicesOf = new Map<string, ActiveDevice[]>();
-  for (const device of devices) {
-    const target = `${device.brandId}:${device.userId}`;
-    const list = devicesOf.get(target);
-    if (list) list.push(device);
-    else devicesOf.set(target, [device]);
-  }
-
-  const outcomes = new Map<string, Outcome>();
-  const pending = new Map<string, Pending>();
+  // A key given twice is stored once; both get its outcome.
+  const unique = new Map<string, NewMessage>();
   messages.forEach((message, i) => {
-    const key = keys[i];
-    const pushId = known.get(key);
-    if (pushId) outcomes.set(key, { kind: 'accepted', pushId });
-    else if (pending.has(key) || outcomes.has(key)) return;
-    else {
-      const reachable = devicesOf.get(`${message.brandId}:${message.userId}`) ?? [];
-      if (reachable.length) pending.set(key, { key, message, devices: reachable });
-      else outcomes.set(key, { kind: 'unreachable', error: `player ${message.userId} has no active device for brand ${message.brandId}` });
-    }
+    if (!unique.has(keys[i])) unique.set(keys[i], message);
   });
-
-  if (pending.size) {
-    const stored = await storeAll(deps, [...pending.values()]);
-    for (const [key, outcome] of stored) outcomes.set(key, outcome);
-  }
+  const outcomes = unique.size ? await storeAll(deps, [...unique.values()]) : new Map<string, Outcome>();
   return keys.map((key) => outcomes.get(key)!);
 }
 
@@ -147,62 +99,53 @@ function isOutage(deps: AcceptDeps, error: unknown): boolean {
  * that message (fatal, retried by the CRM) and not the whole batch or group, in a few transactions
  * rather than one per message.
  */
-async function storeAll(deps: AcceptDeps, pending: Pending[]): Promise<Map<string, Outcome>> {
+async function storeAll(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<string, Outcome>> {
   try {
-    return await storeInTransaction(deps, pending);
+    return await storeInTransaction(deps, messages);
   } catch (error) {
     if (isOutage(deps, error)) unavailable(error);
-    if (pending.length === 1) return new Map([[pending[0].key, FATAL]]);
+    if (messages.length === 1) return new Map([[messageKey(messages[0]), FATAL]]);
   }
-  const half = Math.ceil(pending.length / 2);
-  const first = await storeAll(deps, pending.slice(0, half));
-  const second = await storeAll(deps, pending.slice(half));
+  const half = Math.ceil(messages.length / 2);
+  const first = await storeAll(deps, messages.slice(0, half));
+  const second = await storeAll(deps, messages.slice(half));
   return new Map([...first, ...second]);
 }
 
-/** Rows in one order in every transaction, so two that insert some of the same keys never deadlock. */
-function byKey(a: Pending, b: Pending): number {
-  const { brandId: ab, crmMessageId: am } = a.message;
-  const { brandId: bb, crmMessageId: bm } = b.message;
-  return ab !== bb ? (ab < bb ? -1 : 1) : am === bm ? 0 : am < bm ? -1 : 1;
-}
-
-async function storeInTransaction(deps: AcceptDeps, unordered: Pending[]): Promise<Map<string, Outcome>> {
-  const pending = [...unordered].sort(byKey);
+/** One statement finds, inserts and fans out (storeMessages); the jobs go to Redis before the commit. */
+async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<string, Outcome>> {
   return inTransaction(deps.db, async (tx) => {
-    const inserted = await insertMessages(
-      tx,
-      pending.map((item) => item.message),
-    );
+    const stored = await storeMessages(tx, messages);
     const outcomes = new Map<string, Outcome>();
-    const lost = pending.filter((item) => !inserted.has(item.message.id));
-    // Rows another request inserted meanwhile: the insert waited for it to commit, so they are visible now.
-    const raced = lost.length ? await findPushIds(
-      tx,
-      lost.map((item) => item.message),
-    ) : new Map<string, string>();
-    for (const item of lost) {
-      const pushId = raced.get(item.key);
-      outcomes.set(item.key, pushId ? { kind: 'accepted', pushId } : FATAL);
-    }
-
-    const won = pending.filter((item) => inserted.has(item.message.id));
-    const deliveries: NewDelivery[] = [];
-    const pushIdsByProvider = new Map<NewDelivery['provider'], Set<string>>();
-    for (const { key, message, devices } of won) {
-      for (const device of devices) {
-        deliveries.push({ id: uuidv7(), messageId: message.id, deviceId: device.id, provider: device.provider });
-        const ids = pushIdsByProvider.get(device.provider) ?? new Set<string>();
-        ids.add(message.id);
-        pushIdsByProvider.set(device.provider, ids);
+    const lost: NewMessage[] = [];
+    const pushIdsByProvider = new Map<Provider, string[]>();
+    stored.forEach((result, i) => {
+      const message = messages[i];
+      const key = messageKey(message);
+      if (result.knownId) outcomes.set(key, { kind: 'accepted', pushId: result.knownId });
+      else if (result.insertedId) {
+        outcomes.set(key, { kind: 'accepted', pushId: result.insertedId });
+        for (const provider of result.providers) {
+          const ids = pushIdsByProvider.get(provider);
+          if (ids) ids.push(result.insertedId);
+          else pushIdsByProvider.set(provider, [result.insertedId]);
+        }
+      } else if (!result.reachable) {
+        outcomes.set(key, { kind: 'unreachable', error: `player ${message.userId} has no active device for brand ${message.brandId}` });
+      } else lost.push(message);
+    });
+    // Keys another request inserted meanwhile: the insert waited for it to commit, so they are visible now.
+    if (lost.length) {
+      const raced = await findPushIds(tx, lost);
+      for (const message of lost) {
+        const pushId = raced.get(messageKey(message));
+        outcomes.set(messageKey(message), pushId ? { kind: 'accepted', pushId } : FATAL);
       }
-      outcomes.set(key, { kind: 'accepted', pushId: message.id });
     }
-    await insertDeliveries(tx, deliveries);
 
     const jobs: SendJobRequest[] = [];
     for (const [provider, ids] of pushIdsByProvider) {
-      for (const pushIds of chunk([...ids], deps.jobMaxMessages)) jobs.push({ provider, pushIds });
+      for (const pushIds of chunk(ids, deps.jobMaxMessages)) jobs.push({ provider, pushIds });
     }
     try {
       await enqueueSendJobs(deps.queues, jobs, deps.sendPolicy);
