@@ -2,7 +2,11 @@ import type { CrmHeaders, PushRequest } from '@operator/contract';
 import { acceptMessages, type AcceptDeps, type Outcome } from './accept';
 
 export interface SingleGroupOptions {
-  /** How long the first single of a group waits for others (0: those that arrive in the same event-loop turn). */
+  /**
+   * How long the first single of a group waits for others while another group is being stored (0:
+   * only those that arrive in the same event-loop turn). With nothing being stored, a group goes at
+   * the end of the current event-loop turn.
+   */
   windowMs: number;
   /** A group this large is stored at once, without waiting for the rest of the window. */
   maxMessages: number;
@@ -31,7 +35,8 @@ interface Waiting {
  */
 export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): SingleAcceptor {
   let gathering: Waiting[] = [];
-  let timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let immediate: NodeJS.Immediate | undefined;
   const storing = new Set<Promise<void>>();
 
   async function store(group: Waiting[]) {
@@ -49,9 +54,9 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): Sin
   }
 
   function flush() {
-    if (options.windowMs > 0) clearTimeout(timer as NodeJS.Timeout);
-    else clearImmediate(timer as NodeJS.Immediate);
-    timer = undefined;
+    clearTimeout(timer);
+    clearImmediate(immediate);
+    timer = immediate = undefined;
     const group = gathering;
     gathering = [];
     if (!group.length) return;
@@ -59,12 +64,19 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): Sin
     storing.add(stored);
   }
 
+  /** Idle: the group goes at the end of this turn. Busy: it gathers for the window, or until it is full. */
+  function schedule() {
+    if (gathering.length >= options.maxMessages) flush();
+    else if (timer) return;
+    else if (storing.size === 0 || options.windowMs === 0) immediate ??= setImmediate(flush);
+    else timer = setTimeout(flush, options.windowMs);
+  }
+
   return {
     accept(request, headers, rawMeta) {
       return new Promise<Outcome>((resolve, reject) => {
         gathering.push({ request, headers, rawMeta, resolve, reject });
-        if (gathering.length >= options.maxMessages) flush();
-        else if (gathering.length === 1) timer = options.windowMs > 0 ? setTimeout(flush, options.windowMs) : setImmediate(flush);
+        schedule();
       });
     },
     async close() {
