@@ -18,6 +18,11 @@ describe('rawField', () => {
     expect(rawField('{"meta": 1, "meta": {"x": true}}', 'meta')).toBe('{"x": true}');
   });
 
+  it('finds a key written with escapes, and not a key that only starts like it', () => {
+    expect(rawField('{"m\\u0065ta": {"a": 1}, "metadata": 2}', 'meta')).toBe('{"a": 1}');
+    expect(rawField('[{"metadata": 2}, {"meta\\"": 3}, {"meta": [4]}]', 'meta')).toEqual([undefined, undefined, '[4]']);
+  });
+
   it('handles empty containers and scalars', () => {
     expect(rawField('{}', 'meta')).toBeUndefined();
     expect(rawField('[]', 'meta')).toEqual([]);

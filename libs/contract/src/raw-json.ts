@@ -40,20 +40,26 @@ function skipValue(text: string, at: number): number {
   return end;
 }
 
-/** The raw text of each member of the object starting at `at`, by key (the last one wins, as in JSON.parse). */
-function members(text: string, at: number): Map<string, string> {
-  const out = new Map<string, string>();
+/**
+ * The raw text of `field`'s value in the object starting at `at` (the last one wins, as in
+ * JSON.parse), and the index just past the object: one pass, and a key is decoded only when it has
+ * escapes (otherwise its text is compared as it is).
+ */
+function member(text: string, at: number, field: string): { value: string | undefined; end: number } {
+  const quoted = JSON.stringify(field);
+  let value: string | undefined;
   let i = skipWhitespace(text, at + 1);
-  if (text[i] === '}') return out;
+  if (text[i] === '}') return { value, end: i + 1 };
   for (;;) {
     const keyEnd = skipString(text, i);
-    const key = JSON.parse(text.slice(i, keyEnd)) as string;
+    const raw = text.slice(i, keyEnd);
+    const matches = raw.includes('\\') ? JSON.parse(raw) === field : raw === quoted;
     i = skipWhitespace(text, keyEnd);
     i = skipWhitespace(text, i + 1); // the colon
     const valueEnd = skipValue(text, i);
-    out.set(key, text.slice(i, valueEnd));
+    if (matches) value = text.slice(i, valueEnd);
     i = skipWhitespace(text, valueEnd);
-    if (text[i] === '}') return out;
+    if (text[i] === '}') return { value, end: i + 1 };
     i = skipWhitespace(text, i + 1); // the comma
   }
 }
@@ -64,14 +70,21 @@ function members(text: string, at: number): Map<string, string> {
  */
 export function rawField(text: string, field: string): string | undefined | (string | undefined)[] {
   const start = skipWhitespace(text, 0);
-  if (text[start] === '{') return members(text, start).get(field);
+  if (text[start] === '{') return member(text, start, field).value;
   if (text[start] !== '[') return undefined;
   const values: (string | undefined)[] = [];
   let i = skipWhitespace(text, start + 1);
   if (text[i] === ']') return values;
   for (;;) {
-    const end = skipValue(text, i);
-    values.push(text[i] === '{' ? members(text, i).get(field) : undefined);
+    let end: number;
+    if (text[i] === '{') {
+      const found = member(text, i, field);
+      values.push(found.value);
+      end = found.end;
+    } else {
+      values.push(undefined);
+      end = skipValue(text, i);
+    }
     i = skipWhitespace(text, end);
     if (text[i] === ']') return values;
     i = skipWhitespace(text, i + 1);
