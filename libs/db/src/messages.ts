@@ -23,10 +23,8 @@ export type NewMessage = MessageKey & {
 
 export const messageKey = (key: MessageKey) => `${key.brandId}:${key.crmMessageId}`;
 
-const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
-
-// Bulk statements take one array per column and unnest them: a batch of 500 is one statement
-// with a dozen parameters, whatever its size.
+// Bulk statements take their rows in one parameter (an array to unnest, or a JSON array of rows):
+// a batch of 500 is one statement, whatever its size.
 
 /** push_id of every already accepted message among `keys`, by messageKey. */
 export async function findPushIds(sql: Sql, keys: MessageKey[]): Promise<Map<string, string>> {
@@ -42,6 +40,27 @@ export async function findPushIds(sql: Sql, keys: MessageKey[]): Promise<Map<str
   for (const row of rows) found.set(`${row.brand_id}:${row.crm_message_id}`, row.id);
   return found;
 }
+
+/**
+ * One message as a member of the JSON array storeMessages sends: a single parameter, serialized by
+ * JSON.stringify, where arrays of a dozen columns had the driver quote and escape every element.
+ * The payload and headers are objects inside it (PostgreSQL takes their text as it is, `json` and
+ * `jsonb`); `meta` is a string holding the CRM's exact text, cast to `json` on insert.
+ */
+const toRecord = (m: NewMessage) => ({
+  id: m.id,
+  brand_id: m.brandId.toString(),
+  crm_message_id: m.crmMessageId.toString(),
+  user_id: m.userId,
+  activity_id: m.activityId.toString(),
+  action_group_id: m.actionGroupId.toString(),
+  action_id: m.actionId.toString(),
+  trigger_hash: m.triggerHash,
+  origin: m.origin,
+  payload: m.payload,
+  meta: m.meta,
+  crm_headers: m.crmHeaders,
+});
 
 /** What became of one message given to storeMessages, in the order given. */
 export interface StoredMessage {
@@ -65,11 +84,11 @@ export interface StoredMessage {
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
   if (!messages.length) return [];
-  const column = <T>(pick: (message: NewMessage) => T) => messages.map(pick);
   const { rows } = await sql.query<{ n: string; knownId: string | null; insertedId: string | null; reachable: boolean; providers: Provider[] | null }>(
     `WITH input AS (
-       SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
-                            $8::text[], $9::text[], $10::json[], $11::json[], $12::jsonb[])
+       SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (
+                       id uuid, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,
+                       action_id bigint, trigger_hash text, origin text, payload json, meta text, crm_headers jsonb))
                 WITH ORDINALITY AS i(id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                                      trigger_hash, origin, payload, meta, crm_headers, n)),
      known AS (
@@ -83,7 +102,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
        INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                              trigger_hash, origin, payload, meta, crm_headers)
        SELECT i.id, i.brand_id, i.crm_message_id, i.user_id, i.activity_id, i.action_group_id, i.action_id,
-              i.trigger_hash, i.origin, i.payload, i.meta, i.crm_headers
+              i.trigger_hash, i.origin, i.payload, i.meta::json, i.crm_headers
          FROM input i
         WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.n = i.n)
           AND EXISTS (SELECT 1 FROM reachable r WHERE r.brand_id = i.brand_id AND r.user_id = i.user_id)
@@ -101,20 +120,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
             (SELECT array_agg(DISTINCT d.provider::text) FROM delivered d WHERE d.message_id = m.id) AS providers
        FROM input i LEFT JOIN known k ON k.n = i.n LEFT JOIN inserted m ON m.id = i.id
       ORDER BY i.n`,
-    [
-      column((m) => m.id),
-      column((m) => m.brandId.toString()),
-      column((m) => m.crmMessageId.toString()),
-      column((m) => m.userId),
-      column((m) => m.activityId.toString()),
-      column((m) => m.actionGroupId.toString()),
-      column((m) => m.actionId.toString()),
-      column((m) => m.triggerHash),
-      column((m) => m.origin),
-      column((m) => json(m.payload)),
-      column((m) => m.meta),
-      column((m) => json(m.crmHeaders)),
-    ],
+    [JSON.stringify(messages.map(toRecord))],
   );
   return rows.map((row) => ({ knownId: row.knownId, insertedId: row.insertedId, reachable: row.reachable, providers: row.providers ?? [] }));
 }
