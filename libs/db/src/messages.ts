@@ -114,11 +114,15 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
        SELECT uuid_v7(), m.id, r.id, r.provider
          FROM inserted m JOIN reachable r ON r.brand_id = m.brand_id AND r.user_id = m.user_id
         ORDER BY m.id, r.id
-       RETURNING message_id, provider)
-     SELECT i.n, k.id AS "knownId", m.id AS "insertedId",
-            EXISTS (SELECT 1 FROM reachable r WHERE r.brand_id = i.brand_id AND r.user_id = i.user_id) AS reachable,
-            (SELECT array_agg(DISTINCT d.provider::text) FROM delivered d WHERE d.message_id = m.id) AS providers
-       FROM input i LEFT JOIN known k ON k.n = i.n LEFT JOIN inserted m ON m.id = i.id
+       RETURNING message_id, provider),
+     providers AS (SELECT message_id, array_agg(DISTINCT provider::text) AS providers FROM delivered GROUP BY message_id),
+     players AS (SELECT DISTINCT brand_id, user_id FROM reachable)
+     SELECT i.n, k.id AS "knownId", m.id AS "insertedId", p.user_id IS NOT NULL AS reachable, d.providers
+       FROM input i
+       LEFT JOIN known k ON k.n = i.n
+       LEFT JOIN inserted m ON m.id = i.id
+       LEFT JOIN players p ON p.brand_id = i.brand_id AND p.user_id = i.user_id
+       LEFT JOIN providers d ON d.message_id = m.id
       ORDER BY i.n`,
     [JSON.stringify(messages.map(toRecord))],
   );
