@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
 
 // Catalog, credits, the double-entry ledger and players' bonuses. Money is bigint minor units.
@@ -84,7 +84,7 @@ export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' |
  * action, player and trigger hash, gets the first credit back (`replay`), also when they race.
  */
 export async function recordCredit(sql: Sql, credit: NewCredit): Promise<{ credit: CreditRow; replay: boolean }> {
-  const id = randomUUID();
+  const id = uuidv7();
   const inserted = await sql.query(
     `INSERT INTO credits (id, idempotency_key, tuple_key, kind, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
      VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10::json, $11::jsonb)
@@ -281,7 +281,7 @@ export async function dueForExpiry(sql: Sql, limit: number): Promise<string[]> {
 
 /** An outbox event whose body is fixed now (bonus and balance events). */
 export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
-  const id = randomUUID();
+  const id = uuidv7();
   await sql.query(`INSERT INTO events (id, topic, ordering_key, status, body) VALUES ($1, $2, $3, $4, $5::json)`, [id, event.topic, event.orderingKey, event.status, event.body]);
   return id;
 }

@@ -191,7 +191,7 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
         RETURNING m.id, m.status::text AS status, m.error),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
-       SELECT gen_random_uuid(), 'push.status', s.id::text, s.id, s.status, s.error FROM settled s ORDER BY s.id)
+       SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM settled s ORDER BY s.id)
      SELECT id, status, error FROM settled`,
     [pushIds],
   );

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
 
 export const PUSH_STATUS_TOPIC = 'push.status';
@@ -24,7 +24,7 @@ export async function recordEngagement(sql: Sql, pushId: string, type: Engagemen
   await sql.query(
     `INSERT INTO events (id, topic, ordering_key, push_id, status)
      SELECT e.id, $1, $2::text, $2::text::uuid, e.status FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS e(id, status, n) ORDER BY e.n`,
-    [PUSH_STATUS_TOPIC, pushId, steps.map(() => randomUUID()), steps],
+    [PUSH_STATUS_TOPIC, pushId, steps.map(() => uuidv7()), steps],
   );
   return { found: true, changed: true, status: type };
 }
