@@ -2,6 +2,6 @@
 import { createFcmProvider } from '@operator/providers';
 import { runPushWorker } from '@operator/push';
 
-void runPushWorker('fcm', (credential, label) =>
-  createFcmProvider({ serviceAccount: credential.serviceAccount, endpoint: credential.endpoint, appName: `push-worker-fcm-${label}` }),
+void runPushWorker('fcm', (credential) =>
+  createFcmProvider({ serviceAccount: credential.serviceAccount, endpoint: credential.endpoint }),
 );

@@ -1,12 +1,14 @@
-import { createPublicKey, generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
-import https from 'node:https';
+import { generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import http2, { type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { testTls } from './tls';
 
-// A local Firebase Cloud Messaging HTTP v1 API over TLS that speaks what firebase-admin speaks:
+// A local Firebase Cloud Messaging HTTP v1 API over TLS, HTTP/2 or HTTP/1.1 as the client asks by
+// ALPN (as Google's front ends do):
 // - POST /token: Google's OAuth2 JWT-bearer grant (what a `cert()` credential sends to
 //   oauth2.googleapis.com). The assertion's RS256 signature is checked with the service account's
 //   public key, and its claims (iss, aud, iat/exp, scope) as Google checks them.
@@ -15,6 +17,7 @@ import { testTls } from './tls';
 //   non-https webpush link, non-string data values), and answers `{name}` or a scripted answer in
 //   Google's error shape (status, FcmError details, headers such as Retry-After).
 // Point a client at it with `fake.agent` (every connection goes to this server, with the test CA).
+// Each request records the HTTP version it came over and the connection it came on.
 
 export const GOOGLE_TOKEN_AUDIENCE = 'https://oauth2.googleapis.com/token';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
@@ -48,7 +51,7 @@ export interface FcmAnswer {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
-  /** Destroy the connection instead of answering (a network failure). */
+  /** Cut the connection instead of answering (a network failure; over HTTP/2 every stream on it is lost). */
   hangUp?: boolean;
   /** Wait this long before answering. */
   delayMs?: number;
@@ -123,7 +126,12 @@ export interface FakeFcmSend {
   validateOnly: boolean;
   projectId: string;
   authorization: string | undefined;
+  /** The Host header, or `:authority` over HTTP/2. */
   host: string | undefined;
+  /** '2.0' or '1.1'. */
+  httpVersion: string;
+  /** Which connection it came on (numbered from 1 in the order they were first seen). */
+  connection: number;
   status: number;
   /** Why it was refused, 'scripted', or 'sent'. */
   reason: string;
@@ -146,6 +154,8 @@ export interface FakeFcmOptions {
   tokenLifetimeSeconds?: number;
   /** Refuse messages whose JSON is larger than this (400 "Message is too big"); unset: no limit. */
   maxMessageBytes?: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS of each HTTP/2 connection (Google's FCM: 100); unset: node's default. */
+  maxConcurrentStreams?: number;
 }
 
 /** Sends every connection to the fake (whatever host the URL names), trusting the test CA. */
@@ -157,10 +167,11 @@ export class FakeFcmAgent extends https.Agent {
     super({ keepAlive: true, ca: trustedCa });
   }
 
-  // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
+  // Like https.Agent's own createConnection, the socket is returned (the agent attaches it). ALPN
+  // is passed on, so an HTTP/2 client opening its connections here gets h2.
   override createConnection(options: https.RequestOptions): Duplex {
-    const servername = (options as tls.ConnectionOptions).servername || options.hostname || options.host || 'localhost';
-    return tls.connect({ host: '127.0.0.1', port: this.targetPort, servername, ca: this.trustedCa });
+    const { servername, ALPNProtocols } = options as tls.ConnectionOptions;
+    return tls.connect({ host: '127.0.0.1', port: this.targetPort, servername: servername || options.hostname || options.host || 'localhost', ca: this.trustedCa, ALPNProtocols });
   }
 }
 
@@ -279,7 +290,10 @@ function base64urlJson(part: string): Record<string, unknown> {
   return value;
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+type FakeRequest = IncomingMessage | Http2ServerRequest;
+type FakeResponse = ServerResponse | Http2ServerResponse;
+
+function readBody(req: FakeRequest): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -299,12 +313,18 @@ export class FakeFcm {
   readonly tokenGrants: FakeTokenGrant[] = [];
   /** TLS connections accepted so far (a client that keeps connections alive opens few). */
   connections = 0;
+  /** HTTP/2 sessions begun so far (each on one of those connections). */
+  sessions = 0;
   port = 0;
   agent!: FakeFcmAgent;
   readonly serviceAccount: FakeServiceAccount;
 
-  private readonly server: https.Server;
+  private readonly server: Http2SecureServer;
   private readonly sockets = new Set<Socket>();
+  private readonly liveSessions = new Set<Http2Session>();
+  /** Connection numbers, by HTTP/1.1 socket or HTTP/2 session. */
+  private readonly connectionIds = new WeakMap<object, number>();
+  private seenConnections = 0;
   private readonly publicKey: KeyObject;
   private readonly accessTokens = new Set<string>();
   private readonly scripts = new Map<string, FcmAnswer[]>();
@@ -327,7 +347,8 @@ export class FakeFcm {
       client_id: String(BigInt(`0x${randomBytes(8).toString('hex')}`)),
       token_uri: GOOGLE_TOKEN_AUDIENCE,
     };
-    this.server = https.createServer({ key: tlsMaterial.key, cert: tlsMaterial.cert }, (req, res) => {
+    const settings = options.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: options.maxConcurrentStreams };
+    this.server = http2.createSecureServer({ key: tlsMaterial.key, cert: tlsMaterial.cert, allowHTTP1: true, settings }, (req: FakeRequest, res: FakeResponse) => {
       this.handle(req, res).catch((err: Error) => {
         if (!res.headersSent) this.json(res, 500, googleError(500, `fake-fcm: ${err.message}`));
       });
@@ -336,6 +357,13 @@ export class FakeFcm {
       this.connections += 1;
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
+    });
+    this.server.on('session', (session: Http2Session) => {
+      this.sessions += 1;
+      this.liveSessions.add(session);
+      session.on('close', () => this.liveSessions.delete(session));
+      // A client that goes away mid-stream is not the fake's failure.
+      session.on('error', () => undefined);
     });
   }
 
@@ -392,18 +420,50 @@ export class FakeFcm {
     return this;
   }
 
+  /** TLS connections open now. */
+  get openConnections(): number {
+    return this.sockets.size;
+  }
+
+  /** Cuts every open connection at once, without GOAWAY (what a crashed server or a dropped link does); new ones are accepted. */
+  cutConnections(): this {
+    for (const session of this.liveSessions) session.destroy();
+    for (const socket of this.sockets) socket.destroy();
+    return this;
+  }
+
   /** Stops listening and cuts every connection: later connections are refused. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     const closing = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    this.server.closeAllConnections();
-    for (const socket of this.sockets) socket.destroy();
+    this.cutConnections();
     this.agent?.destroy();
     await closing;
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** The connection a request came on: its HTTP/2 session, or its socket for HTTP/1.1. */
+  private connectionOf(req: FakeRequest): object {
+    return 'stream' in req ? req.stream.session ?? req.stream : req.socket;
+  }
+
+  private connectionId(req: FakeRequest): number {
+    const key = this.connectionOf(req);
+    let id = this.connectionIds.get(key);
+    if (id === undefined) {
+      id = ++this.seenConnections;
+      this.connectionIds.set(key, id);
+    }
+    return id;
+  }
+
+  /** Drops the connection the request came on. */
+  private hangUp(req: FakeRequest): void {
+    const connection = this.connectionOf(req) as { destroy(): void };
+    connection.destroy();
+  }
+
+  private async handle(req: FakeRequest, res: FakeResponse): Promise<void> {
     const body = await readBody(req);
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'POST' && path === '/token') return this.grant(body, res);
@@ -412,7 +472,7 @@ export class FakeFcm {
     this.json(res, 404, googleError(404, `fake-fcm: no route for ${req.method} ${path}`));
   }
 
-  private grant(body: string, res: ServerResponse): void {
+  private grant(body: string, res: FakeResponse): void {
     const refuse = (status: number, error: string, description: string, claims: Record<string, unknown> | null = null) => {
       this.tokenGrants.push({ status, claims, reason: `${error}: ${description}`, accessToken: null });
       this.json(res, status, { error, error_description: description });
@@ -449,7 +509,7 @@ export class FakeFcm {
     this.json(res, 200, { access_token: accessToken, expires_in: this.options.tokenLifetimeSeconds ?? 3599, token_type: 'Bearer' });
   }
 
-  private async send(projectId: string, req: IncomingMessage, body: string, res: ServerResponse): Promise<void> {
+  private async send(projectId: string, req: FakeRequest, body: string, res: FakeResponse): Promise<void> {
     let parsed: any;
     try {
       parsed = JSON.parse(body);
@@ -464,7 +524,9 @@ export class FakeFcm {
       validateOnly: parsed?.validate_only === true,
       projectId,
       authorization: req.headers.authorization,
-      host: req.headers.host,
+      host: String(req.headers[':authority'] ?? req.headers.host ?? '') || undefined,
+      httpVersion: req.httpVersion,
+      connection: this.connectionId(req),
       status: 0,
       reason: '',
       at: Date.now(),
@@ -503,7 +565,7 @@ export class FakeFcm {
       if (scripted.hangUp) {
         entry.status = 0;
         entry.reason = 'hung up';
-        req.socket.destroy();
+        this.hangUp(req);
         return;
       }
       if (scripted.status < 200 || scripted.status >= 300 || scripted.body !== undefined) {
@@ -514,9 +576,11 @@ export class FakeFcm {
     answer(scripted?.status ?? 200, { name }, 'sent', scripted?.headers);
   }
 
-  private json(res: ServerResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
+  private json(res: FakeResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(payload);
-    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
+    // Lower-case names: HTTP/2 allows no others.
+    const named = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
+    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...named });
     res.end(text);
   }
 }

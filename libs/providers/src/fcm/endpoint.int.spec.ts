@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { FakeFcm, fcmToken, pushRequest } from '@operator/testing';
 import { createFcmProvider, fcmEndpointAgent } from './index';
 
-// FCM_ENDPOINT: every connection (the OAuth2 grant and the sends) goes to one https origin, while
-// the requests still name Google's hosts (TLS server name and Host header).
+// FCM_ENDPOINT: every connection (the OAuth2 grant and the HTTP/2 sends) goes to one https origin,
+// while the requests still name Google's hosts (TLS server name and Host header or :authority).
 describe('FCM endpoint override', () => {
   let fake: FakeFcm;
 
@@ -29,7 +29,7 @@ describe('FCM endpoint override', () => {
       agent.destroy();
     }
     expect(fake.tokenGrants.map((grant) => grant.status)).toEqual([200]);
-    expect(fake.sendsTo(token).map((send) => [send.status, send.host])).toEqual([[200, 'fcm.googleapis.com']]);
+    expect(fake.sendsTo(token).map((send) => [send.status, send.host, send.httpVersion])).toEqual([[200, 'fcm.googleapis.com', '2.0']]);
   });
 
   it('refuses an endpoint that is not https', () => {

@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { getApps } from 'firebase-admin/app';
 import type { PushRequest } from '@operator/contract';
-import { FakeFcm, fcmAnswer, fcmToken, pushRequest } from '@operator/testing';
+import { FakeFcm, fcmAnswer, fcmToken, pushRequest, until } from '@operator/testing';
 import type { Notification, PushProvider, SendResult, SendTarget } from '../types';
 import { createFcmProvider, type FcmProviderOptions } from './index';
 
-// FCM through firebase-admin, over real TLS sockets, to a local FCM HTTP v1 API that checks the
-// OAuth2 grant (RS256 assertion signed with the service account key) and the Bearer token of every
-// send: what the fake received is what Google would receive.
+// FCM over HTTP/2 and real TLS sockets, to a local FCM HTTP v1 API that checks the OAuth2 grant
+// (RS256 assertion signed with the service account key) and the Bearer token of every send: what
+// the fake received is what Google would receive.
 
 function target(token = fcmToken(), platform: SendTarget['platform'] = 'android'): SendTarget {
   return { deliveryId: randomUUID(), token, platform, p256dh: null, auth: null };
@@ -147,7 +146,7 @@ describe('FCM provider against a local FCM over TLS', () => {
       data: { push_id: push.pushId },
       fcm_options: { link: 'https://casino.example.test/promo' },
     });
-    // firebase-admin sends these two under their JSON names; FCM (proto3 JSON) reads both spellings.
+    // These two go under their JSON names (firebase-admin's spelling); FCM (proto3 JSON) reads both.
     expect(sent.raw.webpush.fcmOptions).toEqual({ link: 'https://casino.example.test/promo' });
     expect(sent.raw.apns.fcmOptions).toEqual({ image: 'https://cdn.example.test/promo/spins.png' });
   });
@@ -195,7 +194,7 @@ describe('FCM provider against a local FCM over TLS', () => {
     expect(failure(results[2])).toMatchObject({ class: 'dead-token', code: 'invalid-token', message: expect.stringContaining('not a valid FCM registration token') });
     expect(failure(results[3])).toEqual({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('429'), retryAfterMs: 7000 });
     expect(failure(results[4])).toMatchObject({ class: 'transient', code: 'unavailable', message: expect.stringContaining('500') });
-    // firebase-admin does not retry 500 or 429 itself: one request each.
+    // 500 and 429 are not retried by the provider: one request each.
     expect(fake.sendsTo(tokens.broken)).toHaveLength(1);
     expect(fake.sendsTo(tokens.busy)).toHaveLength(1);
     for (const token of Object.values(tokens)) expect(fake.sendsTo(token)[0].message.data).toEqual({ push_id: push.pushId });
@@ -212,7 +211,7 @@ describe('FCM provider against a local FCM over TLS', () => {
     expect(fake.sendsTo(token).map((sent) => sent.status)).toEqual([500, 200]);
   });
 
-  it('a 503 is retried once at once by firebase-admin; one asking for 30 s comes back at once with retryAfterMs', async () => {
+  it('a 503 is retried once at once; one asking for 30 s comes back at once with retryAfterMs', async () => {
     const [flaky, down] = [fcmToken(), fcmToken()];
     fake.respond(flaky, fcmAnswer.unavailable(), fcmAnswer.ok());
     fake.respond(down, fcmAnswer.unavailable(30));
@@ -259,7 +258,7 @@ describe('FCM provider against a local FCM over TLS', () => {
     expect(fake.requests.length).toBe(before);
   });
 
-  it('sends in chunks of `concurrency` and keeps results in target order', async () => {
+  it('sends at most `concurrency` at once and keeps results in target order', async () => {
     const tokens = Array.from({ length: 5 }, () => fcmToken());
     fake.respond(tokens[1], fcmAnswer.unregistered());
     fake.respond(tokens[4], fcmAnswer.quotaExceeded(2));
@@ -317,7 +316,7 @@ describe('FCM provider against a local FCM over TLS', () => {
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
-  it('a connection cut before the answer is retried once by firebase-admin, then a network error', async () => {
+  it('a connection cut before the answer is retried once, then a network error', async () => {
     const token = fcmToken();
     fake.respond(token, fcmAnswer.hangUp());
     const [result] = await provider.send(notification(), [target(token)]);
@@ -347,14 +346,119 @@ describe('FCM provider against a local FCM over TLS', () => {
     }
   });
 
-  it('close() deletes its firebase-admin App; a closed provider refuses to send', async () => {
-    const appsBefore = getApps().length;
-    const own = createFcmProvider({ serviceAccount: fake.serviceAccount, httpAgent: fake.agent, appName: 'close-test' });
-    expect(getApps().length).toBe(appsBefore + 1);
-    expect(getApps().some((app) => app.name.startsWith('close-test-'))).toBe(true);
-    await own.close();
-    await own.close();
-    expect(getApps().length).toBe(appsBefore);
-    await expect(own.send(notification(), [target()])).rejects.toThrow(/closed/);
+  it('close() closes its connections; a closed provider refuses to send', async () => {
+    const server = await FakeFcm.start();
+    try {
+      const own = createFcmProvider({ serviceAccount: server.serviceAccount, httpAgent: server.agent });
+      expect((await own.send(notification(), [target()]))[0].ok).toBe(true);
+      await own.close();
+      await own.close();
+      server.agent.destroy();
+      await until(() => server.openConnections === 0, 'the connections to close');
+      await expect(own.send(notification(), [target()])).rejects.toThrow(/closed/);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('FCM provider over HTTP/2', () => {
+  let fake: FakeFcm;
+  const providers: PushProvider[] = [];
+
+  const providerFor = (server: FakeFcm, options: Partial<FcmProviderOptions> = {}) => {
+    const created = createFcmProvider({ serviceAccount: server.serviceAccount, httpAgent: server.agent, ...options });
+    providers.push(created);
+    return created;
+  };
+
+  beforeEach(async () => {
+    fake = await FakeFcm.start();
+  });
+
+  afterEach(async () => {
+    await Promise.all(providers.splice(0).map((provider) => provider.close()));
+    await fake.close();
+  });
+
+  it('sends over HTTP/2, the token grant over HTTP/1.1', async () => {
+    const token = fcmToken();
+    const [result] = await providerFor(fake).send(notification(), [target(token)]);
+    expect(result.ok).toBe(true);
+    expect(fake.sendsTo(token).map((sent) => [sent.httpVersion, sent.host])).toEqual([['2.0', 'fcm.googleapis.com']]);
+    expect(fake.tokenGrants).toHaveLength(1);
+  });
+
+  it('carries 300 concurrent sends on one connection, with one token grant', async () => {
+    const tokens = Array.from({ length: 300 }, () => fcmToken());
+    const results = await providerFor(fake).send(notification(), tokens.map((token) => target(token)));
+    expect(results.every((result) => result.ok)).toBe(true);
+    expect(fake.requests).toHaveLength(300);
+    expect(new Set(fake.requests.map((sent) => sent.connection)).size).toBe(1);
+    expect(fake.sessions).toBe(1);
+    // That session and the token grant's HTTP/1.1 connection.
+    expect(fake.connections).toBe(2);
+    expect(fake.tokenGrants).toHaveLength(1);
+  });
+
+  it('sends past the server limit of concurrent streams without failing', async () => {
+    const server = await FakeFcm.start({ maxConcurrentStreams: 10 });
+    try {
+      const own = providerFor(server);
+      const tokens = Array.from({ length: 300 }, () => fcmToken());
+      for (const token of tokens.slice(0, 30)) server.respond(token, { status: 200, delayMs: 50 });
+      const results = await own.send(notification(), tokens.map((token) => target(token)));
+      expect(results.filter((result) => !result.ok)).toEqual([]);
+      expect(server.delivered).toHaveLength(300);
+      // Once the limit is known, further connections take the overflow (up to a few).
+      const again = await own.send(notification(), tokens.map((token) => target(token)));
+      expect(again.every((result) => result.ok)).toBe(true);
+      expect(server.sessions).toBeLessThanOrEqual(8);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a connection cut mid-flight gives network errors at once, and the next send reconnects', async () => {
+    const own = providerFor(fake, { sdkRetry: false });
+    expect((await own.send(notification(), [target()]))[0].ok).toBe(true);
+    const tokens = Array.from({ length: 20 }, () => fcmToken());
+    for (const token of tokens) fake.respond(token, { status: 200, delayMs: 1000 });
+    const started = Date.now();
+    const sending = own.send(notification(), tokens.map((token) => target(token)));
+    await until(() => fake.requests.length === 21, 'the sends to arrive');
+    fake.cutConnections();
+    const results = await sending;
+    expect(Date.now() - started).toBeLessThan(900);
+    for (const result of results) expect(failure(result)).toMatchObject({ class: 'transient', code: 'network' });
+
+    const [next] = await own.send(notification(), [target()]);
+    expect(next.ok).toBe(true);
+    expect(fake.sessions).toBe(2);
+  });
+
+  it('a send whose connection is cut before the answer is sent again on a new connection', async () => {
+    const own = providerFor(fake);
+    const token = fcmToken();
+    fake.respond(token, { status: 200, delayMs: 300 });
+    const sending = own.send(notification(), [target(token)]);
+    await until(() => fake.sendsTo(token).length === 1, 'the send to arrive');
+    fake.cutConnections();
+    const [result] = await sending;
+    expect(result.ok).toBe(true);
+    const sends = fake.sendsTo(token);
+    expect(sends).toHaveLength(2);
+    expect(sends[0].connection).not.toBe(sends[1].connection);
+  });
+
+  it('a send not answered in time is cancelled as a network error', async () => {
+    const own = providerFor(fake, { timeoutMs: 300 });
+    const token = fcmToken();
+    fake.respond(token, { status: 200, delayMs: 2000 });
+    const started = Date.now();
+    const [result] = await own.send(notification(), [target(token)]);
+    expect(failure(result)).toMatchObject({ class: 'transient', code: 'network', message: expect.stringContaining('300 ms') });
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(fake.sendsTo(token)).toHaveLength(1);
   });
 });

@@ -1,6 +1,6 @@
 import { pushRequest } from '@operator/testing';
-import { androidPriority, androidTtlMs, isFcmUrl, isHttpsUrl, rgbColor, toFcmMessage } from './message';
-import { fcmSendError, type CredentialFailure } from './provider';
+import { androidPriority, androidTtlMs, fcmWireMessage, isFcmUrl, isHttpsUrl, rgbColor, toFcmMessage } from './message';
+import { fcmAnswerError, fcmSendError, type CredentialFailure } from './provider';
 
 const RESPONSE_FACTS = Symbol.for('operator.fcm.responseFacts');
 
@@ -40,6 +40,49 @@ describe('toFcmMessage', () => {
     expect(message.android).toEqual({});
     expect(JSON.stringify(message)).not.toContain('undefined');
     expect(Object.values(message.notification ?? {})).not.toContain(undefined);
+  });
+});
+
+describe('fcmWireMessage', () => {
+  it('renames imageUrl to image and writes ttl as a Duration, leaving the rest as built', () => {
+    const request = pushRequest(1, 'player', { image_url: 'https://cdn.example.test/a.png', android: { ttl: '90', collapse_key: 'k', channel_id: 'c' } });
+    const message = toFcmMessage({ pushId: 'push-1', request }, 'token-1');
+    const wire = JSON.parse(JSON.stringify(fcmWireMessage(message)));
+    expect(wire.notification).toEqual({ title: request.title, body: request.body, image: 'https://cdn.example.test/a.png' });
+    expect(wire.android).toEqual({ ttl: '90s', collapseKey: 'k', notification: { channelId: 'c', image: 'https://cdn.example.test/a.png' } });
+    expect(wire.apns.fcmOptions).toEqual({ image: 'https://cdn.example.test/a.png' });
+    expect(wire.apns.payload).toEqual(message.apns?.payload);
+    expect(wire.webpush).toEqual(message.webpush);
+    expect(wire.token).toBe('token-1');
+    expect(message.android?.ttl).toBe(90_000);
+  });
+});
+
+describe('fcmAnswerError', () => {
+  const google = (status: number, googleStatus: string, message: string, details: unknown[] = []) =>
+    JSON.stringify({ error: { code: status, message, status: googleStatus, details } });
+  const fcmError = (errorCode: string) => ({ '@type': 'type.googleapis.com/google.firebase.fcm.v1.FcmError', errorCode });
+
+  it.each([
+    [404, google(404, 'NOT_FOUND', 'Requested entity was not found.', [fcmError('UNREGISTERED')]), 'unregistered'],
+    [400, google(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.', [fcmError('INVALID_ARGUMENT'), { '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [{ field: 'message.token' }] }]), 'invalid-token'],
+    [400, google(400, 'INVALID_ARGUMENT', "Invalid value at 'message.android.ttl'", [fcmError('INVALID_ARGUMENT')]), 'payload-invalid'],
+    [400, google(400, 'INVALID_ARGUMENT', 'Message is too big', [fcmError('INVALID_ARGUMENT')]), 'payload-too-large'],
+    [403, google(403, 'PERMISSION_DENIED', 'SenderId mismatch', [fcmError('SENDER_ID_MISMATCH')]), 'auth'],
+    [401, google(401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.'), 'auth'],
+    [429, google(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded', [fcmError('QUOTA_EXCEEDED')]), 'rate-limited'],
+    [500, google(500, 'INTERNAL', 'Internal error encountered.', [fcmError('INTERNAL')]), 'unavailable'],
+    [503, google(503, 'UNAVAILABLE', 'The service is currently unavailable.'), 'unavailable'],
+    [502, '<html>Bad Gateway</html>', 'unavailable'],
+    [401, 'Unauthorized', 'auth'],
+    [400, 'Bad Request', 'payload-invalid'],
+  ])('HTTP %d %s -> %s', (status, body, code) => {
+    expect(fcmSendError(fcmAnswerError(status, undefined, body)).code).toBe(code);
+  });
+
+  it('keeps the status, FCM error code and Retry-After', () => {
+    const error = fcmSendError(fcmAnswerError(429, '7', google(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded', [fcmError('QUOTA_EXCEEDED')])));
+    expect(error).toEqual({ class: 'transient', code: 'rate-limited', message: 'messaging/message-rate-exceeded (HTTP 429 QUOTA_EXCEEDED): Quota exceeded', retryAfterMs: 7000 });
   });
 });
 

@@ -3,10 +3,10 @@ import type { Android } from '@operator/contract';
 import { apnsPayload, compact, durationSeconds, webNotification } from '../mapping';
 import type { Notification } from '../types';
 
-// The contract's push (2.1, 2.3-2.5) as one FCM HTTP v1 message, through firebase-admin's types
-// (camelCase here; firebase-admin renames to FCM's wire names, e.g. bodyLocArgs -> body_loc_args,
-// and turns ttl milliseconds into "3600s"). All three platform blocks are always present: FCM
-// applies the one that matches the device the token belongs to.
+// The contract's push (2.1, 2.3-2.5) as one FCM HTTP v1 message, in firebase-admin's types
+// (camelCase, ttl in milliseconds); fcmWireMessage() turns it into the JSON FCM reads. All three
+// platform blocks are always present: FCM applies the one that matches the device the token
+// belongs to.
 
 /** firebase-admin's `messaging.TokenMessage`. */
 export type TokenMessage = messaging.TokenMessage;
@@ -117,5 +117,36 @@ export function toFcmMessage(notification: Notification, token: string): TokenMe
     android: androidConfig,
     apns: apnsConfig,
     webpush: webpushConfig,
+  };
+}
+
+/** Milliseconds as a google.protobuf.Duration in JSON ("3600s", "1.5s"). */
+export function fcmDuration(ms: number): string {
+  return `${Math.round(ms) / 1000}s`;
+}
+
+/**
+ * The message as the FCM v1 API reads it. FCM takes proto3 JSON, where every field may be sent
+ * under its lowerCamelCase name (collapseKey for collapse_key), so most of firebase-admin's
+ * spelling goes through as it is; what differs is converted here: `imageUrl` is `image` on the
+ * wire and ttl is a Duration string. This covers the fields toFcmMessage() sets (firebase-admin's
+ * other conversions, e.g. eventTimestamp or vibrateTimingsMillis, would be added here with them).
+ */
+export function fcmWireMessage(message: TokenMessage): Record<string, unknown> {
+  const { notification, android, apns } = message;
+  const image = <T extends { imageUrl?: string }>(block: T) => {
+    const { imageUrl, ...rest } = block;
+    return imageUrl === undefined ? rest : { ...rest, image: imageUrl };
+  };
+  // Fields left undefined here are dropped by JSON.stringify.
+  return {
+    ...message,
+    notification: notification && image(notification),
+    android: android && {
+      ...android,
+      ttl: android.ttl === undefined ? undefined : fcmDuration(android.ttl),
+      notification: android.notification && image(android.notification),
+    },
+    apns: apns && { ...apns, fcmOptions: apns.fcmOptions && image(apns.fcmOptions) },
   };
 }

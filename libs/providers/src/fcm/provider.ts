@@ -1,39 +1,45 @@
-import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
+import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
 import https from 'node:https';
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { deleteApp, initializeApp, type App, type Credential, type GoogleOAuthAccessToken } from 'firebase-admin/app';
-import { getMessaging, type Messaging, type SendResponse } from 'firebase-admin/messaging';
+import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '../types';
-import { toFcmMessage, type TokenMessage } from './message';
+import { fcmWireMessage, toFcmMessage } from './message';
 
-// Firebase Cloud Messaging through firebase-admin 13: one App per provider, sendEach over the
-// HTTP/1.1 transport (so the App's httpAgent carries every request), one result per target.
+// Firebase Cloud Messaging through its HTTP v1 API over node:http2: one POST
+// /v1/projects/{project_id}/messages:send per device, each a stream on a TLS connection the
+// provider keeps, one result per target.
 //
-// What firebase-admin does on its own, and what this provider changes:
-// - It retries a send on HTTP 503 and on ECONNRESET/ETIMEDOUT, by default up to 4 times with
-//   0.5 s x 2^n back-off (0, 1, 2, 4 s) or the Retry-After of a 503 when it is at most 60 s. It
-//   never retries 429 or 500. A worker held for up to a minute is worse than handing the push back
-//   to our queue, so `sdkRetry` caps this (default: one immediate retry, which still covers a
-//   keep-alive socket the server had closed; a 503 asking for more than a second comes back as
-//   `unavailable` with retryAfterMs). The cap is applied to firebase-admin's internal HTTP client;
-//   if a later version moves it, its own defaults apply again.
-// - Its errors carry only a code and a message: the HTTP status, the Retry-After header and the
-//   FCM error details are dropped (firebase/firebase-admin-node#43, #2604). This provider reads them
-//   from the HTTP response just before firebase-admin discards it (an internal hook, feature-
-//   detected: without it results still classify by code, only retryAfterMs is missing).
-// - Its request timeout is fixed at 15 s per send.
-// - Its `cert(serviceAccount, httpAgent)` credential does not work here: with a service account
-//   given as an object, firebase-admin 13 drops the agent before google-auth-library 10 makes the
-//   token request (firebase/firebase-admin-node#2960), so it goes straight to
-//   oauth2.googleapis.com, past any proxy or test server; and google-auth-library's gaxios 7 loads
-//   node-fetch with a dynamic import(), which Jest refuses without --experimental-vm-modules.
-//   `serviceAccountCredential()` below makes the same OAuth2 JWT-bearer grant (RS256 assertion,
-//   aud https://oauth2.googleapis.com/token) over the provider's agent; firebase-admin still caches
-//   the token and refreshes it 5 minutes before it expires.
-// - A failure to get the access token surfaces as `app/invalid-credential` whatever the cause; the
-//   credential remembers the cause, so a refusal by Google (auth) is told apart from a token
-//   server that was busy (transient) or not reached at all (network).
+// firebase-admin 13 still gives the messages their types (toFcmMessage) and the error codes
+// fcmSendError() classifies by, but no longer carries the sends:
+// - Its default HTTP/1.1 transport makes one request per message over a keep-alive agent; the
+//   client work around each one (URL parsing, a deep copy of every message, agent bookkeeping,
+//   one socket write each) was most of the worker's CPU.
+// - Its HTTP/2 transport opens a session to the hard-coded fcm.googleapis.com for each sendEach
+//   call and closes it afterwards: no kept connection, and no way to FCM_ENDPOINT.
+// - Its errors carried only a code and a message (firebase/firebase-admin-node#43, #2604); here
+//   the HTTP status, Retry-After and FCM's error details are read from the answer itself.
+//
+// How sends go:
+// - Connections are opened with the agent's createConnection (fcmEndpointAgent() and test agents
+//   send them where they send everything else), asking for h2 by ALPN, and kept until the server
+//   closes them, sends GOAWAY or they fail; the next send opens a new one. A further connection
+//   is opened only when every open one carries as many streams as its server allows (FCM: 100),
+//   up to MAX_CONNECTIONS; past that nghttp2 queues the requests until a stream frees up.
+// - `concurrency` caps the sends in flight across the provider (every send() call together);
+//   the others wait their turn.
+// - A send not answered within 15 s (firebase-admin's timeout; `timeoutMs`) is cancelled: `network`.
+// - `sdkRetry` is the retry firebase-admin made, capped: by default one immediate retry of a send
+//   answered 503 (one whose Retry-After asks for more than a second comes back at once as
+//   `unavailable` with retryAfterMs) or whose connection went down before any answer, which is
+//   what a kept connection the server had dropped looks like. 429 and 500 are never retried
+//   here, nor a connection that could not be opened: those are results at once, and the queue
+//   retries them later instead of holding a worker.
+// - The access token comes from serviceAccountCredential() below, over the provider's https agent
+//   (HTTP/1.1); it is kept and renewed 5 minutes before it expires (firebase-admin's margin), with
+//   one token request shared by every send waiting for it.
 
 export interface FcmServiceAccount {
   project_id: string;
@@ -41,7 +47,7 @@ export interface FcmServiceAccount {
   private_key: string;
 }
 
-/** firebase-admin's own retry of a send (HTTP 503, ECONNRESET); `false`: none. */
+/** The provider's retry of a send (HTTP 503, a connection lost before any answer); `false`: none. */
 export interface FcmSdkRetry {
   /** Retries after the first attempt. Default 1. */
   maxRetries?: number;
@@ -51,25 +57,26 @@ export interface FcmSdkRetry {
 
 export interface FcmProviderOptions {
   serviceAccount: FcmServiceAccount;
-  /** Prefix of the firebase-admin App name (made unique per provider). */
-  appName?: string;
-  /** Agent for every request (FCM and the OAuth2 token). Default: a keep-alive agent of this provider, 100 sockets. */
+  /**
+   * Agent for every connection: the OAuth2 token requests go through it, and the HTTP/2
+   * connections to FCM are opened with its createConnection(). Default: a keep-alive agent of
+   * this provider.
+   */
   httpAgent?: https.Agent;
   /**
    * An https origin (`https://host[:port]`) that takes every connection of the default agent instead
    * of Google's hosts (FCM_ENDPOINT: a proxy, a local test server); see fcmEndpointAgent().
    */
   endpoint?: string;
-  /** How many sends are in flight at once: the size of each sendEach call (1-500, default 500). */
+  /** How many sends are in flight at once, across every send() call of the provider (default 500). */
   concurrency?: number;
-  /** firebase-admin's own retries (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
+  /** Retries of a send (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
   sdkRetry?: FcmSdkRetry | false;
+  /** How long one send waits for FCM's answer before it is cancelled as `network` (default 15000, firebase-admin's). */
+  timeoutMs?: number;
 }
 
-/** FCM's limit for one sendEach call. */
-export const FCM_MAX_BATCH = 500;
-
-/** What the HTTP response of a failed send said, beyond firebase-admin's code and message. */
+/** What the HTTP response of a failed send said, beyond the error code and message. */
 export interface FcmResponseFacts {
   status: number;
   retryAfter?: string;
@@ -81,7 +88,7 @@ export interface FcmResponseFacts {
   fields: string[];
 }
 
-/** Why the OAuth2 access token could not be had (the error google-auth-library threw). */
+/** Why the OAuth2 access token could not be had (the token endpoint's answer or the network error). */
 export interface CredentialFailure {
   status?: number;
   code?: string;
@@ -95,7 +102,7 @@ const TOKEN_FIELD = /^message\.token$/;
 const ABOUT_TOKEN = /registration[ -]?token/i;
 const TOO_BIG = /too (big|large)|size limit/i;
 
-/** Classifies one firebase-admin error (by its code) into the provider taxonomy. */
+/** Classifies one failed send, by its firebase-admin error code, into the provider taxonomy. */
 export function fcmSendError(error: unknown, credentialFailure: CredentialFailure | null = null): SendError {
   const err = (error ?? {}) as { code?: unknown; message?: unknown; [RESPONSE_FACTS]?: FcmResponseFacts };
   const code = typeof err.code === 'string' ? err.code : 'unknown';
@@ -155,6 +162,67 @@ function credentialError(message: string, failure: CredentialFailure | null): Se
   if (failure.status === 429) return sendError('rate-limited', message, parseRetryAfter(failure.retryAfter));
   if (failure.status >= 500 || failure.status === 408) return sendError('unavailable', message, parseRetryAfter(failure.retryAfter));
   return sendError('auth', message);
+}
+
+const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
+
+/** FCM's error codes (the FcmError errorCode, else Google's status) under firebase-admin 13's names. */
+const FCM_ERROR_CODES: Record<string, string> = {
+  UNREGISTERED: 'messaging/registration-token-not-registered',
+  NOT_FOUND: 'messaging/registration-token-not-registered',
+  INVALID_ARGUMENT: 'messaging/invalid-argument',
+  SENDER_ID_MISMATCH: 'messaging/mismatched-credential',
+  PERMISSION_DENIED: 'messaging/mismatched-credential',
+  QUOTA_EXCEEDED: 'messaging/message-rate-exceeded',
+  RESOURCE_EXHAUSTED: 'messaging/message-rate-exceeded',
+  THIRD_PARTY_AUTH_ERROR: 'messaging/third-party-auth-error',
+  APNS_AUTH_ERROR: 'messaging/third-party-auth-error',
+  UNAUTHENTICATED: 'messaging/third-party-auth-error',
+  UNAVAILABLE: 'messaging/server-unavailable',
+  INTERNAL: 'messaging/internal-error',
+};
+
+/** An answer that is not Google's JSON error, by its status (as firebase-admin read it). */
+const STATUS_ERROR_CODES: Record<number, string> = {
+  400: 'messaging/invalid-argument',
+  401: 'messaging/authentication-error',
+  403: 'messaging/authentication-error',
+  500: 'messaging/internal-error',
+  503: 'messaging/server-unavailable',
+};
+
+type GoogleErrorBody = {
+  error?: { message?: string; status?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] };
+};
+
+/** An error with a code fcmSendError() knows, carrying the facts of the HTTP answer when there was one. */
+function fcmError(code: string, message: string, facts?: FcmResponseFacts): Error {
+  const error = Object.assign(new Error(message), { code });
+  if (facts) Object.defineProperty(error, RESPONSE_FACTS, { value: facts });
+  return error;
+}
+
+/** A send FCM answered with something other than 200, as the error firebase-admin would have made of it. */
+export function fcmAnswerError(status: number, retryAfter: string | undefined, text: string): Error {
+  let body: GoogleErrorBody | undefined;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not JSON (a proxy's page): classified by status.
+  }
+  const error = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : undefined;
+  const facts: FcmResponseFacts = { status, retryAfter, fields: [] };
+  facts.googleStatus = typeof error?.status === 'string' ? error.status : undefined;
+  for (const detail of Array.isArray(error?.details) ? error.details : []) {
+    if (detail?.['@type'] === FCM_ERROR_TYPE && typeof detail.errorCode === 'string') facts.fcmErrorCode = detail.errorCode;
+    for (const violation of Array.isArray(detail?.fieldViolations) ? detail.fieldViolations : []) {
+      if (typeof violation?.field === 'string') facts.fields.push(violation.field);
+    }
+  }
+  if (!error) return fcmError(STATUS_ERROR_CODES[status] ?? 'messaging/unknown-error', `unexpected answer: ${text.slice(0, 200)}`, facts);
+  const serverCode = facts.fcmErrorCode ?? facts.googleStatus;
+  const message = typeof error.message === 'string' && error.message ? error.message : text.slice(0, 200);
+  return fcmError((serverCode && FCM_ERROR_CODES[serverCode]) || 'messaging/unknown-error', message, facts);
 }
 
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
@@ -266,74 +334,12 @@ export function serviceAccountCredential(serviceAccount: FcmServiceAccount, agen
   };
 }
 
-interface InternalResponse {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  isJson(): boolean;
-  data: unknown;
-}
-
-function responseFacts(response: InternalResponse): FcmResponseFacts {
-  const retryAfter = response.headers?.['retry-after'];
-  const facts: FcmResponseFacts = { status: response.status, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, fields: [] };
-  const body = (response.isJson() ? response.data : undefined) as
-    | { error?: { status?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] } }
-    | undefined;
-  const details = Array.isArray(body?.error?.details) ? body.error.details : [];
-  facts.googleStatus = typeof body?.error?.status === 'string' ? body.error.status : undefined;
-  for (const detail of details) {
-    if (detail?.['@type'] === 'type.googleapis.com/google.firebase.fcm.v1.FcmError' && typeof detail.errorCode === 'string') facts.fcmErrorCode = detail.errorCode;
-    for (const violation of detail?.fieldViolations ?? []) if (typeof violation?.field === 'string') facts.fields.push(violation.field);
-  }
-  return facts;
-}
-
-/**
- * Reaches into firebase-admin 13's request handler (not public API, feature-detected) to keep the
- * HTTP facts of failed sends and to cap its own retries. Answers what could be done.
- */
-function instrument(messaging: Messaging, retry: FcmSdkRetry | false): { responseFacts: boolean; retry: boolean } {
-  const handler = (messaging as unknown as { messagingRequestHandler?: Record<string, unknown> }).messagingRequestHandler;
-  const done = { responseFacts: false, retry: false };
-  if (!handler) return done;
-  const build = handler.buildSendResponseFromError;
-  if (typeof build === 'function') {
-    handler.buildSendResponseFromError = function (this: unknown, err: { response?: InternalResponse }) {
-      const result = build.call(this, err) as SendResponse;
-      const response = err?.response;
-      if (result?.error && response && typeof response.status === 'number' && typeof response.isJson === 'function') {
-        try {
-          Object.defineProperty(result.error, RESPONSE_FACTS, { value: responseFacts(response) });
-        } catch {
-          // Facts are a bonus: the code alone still classifies the error.
-        }
-      }
-      return result;
-    };
-    done.responseFacts = true;
-  }
-  const client = handler.httpClient as { retry?: unknown } | undefined;
-  if (client && 'retry' in client) {
-    client.retry =
-      retry === false
-        ? null
-        : {
-            maxRetries: Math.max(0, Math.floor(retry.maxRetries ?? 1)),
-            statusCodes: [503],
-            ioErrorCodes: ['ECONNRESET'],
-            backOffFactor: 0.5,
-            maxDelayInMillis: Math.max(0, retry.maxDelayMs ?? 1000),
-          };
-    done.retry = true;
-  }
-  return done;
-}
-
 /**
  * An agent that connects every request to `origin` whatever host its URL names, keeping that host
- * as the TLS server name and Host header: requests still name fcm.googleapis.com and
- * oauth2.googleapis.com, so the server there must hold a certificate for those names that this
- * process trusts (the system store, NODE_EXTRA_CA_CERTS, or `ca` in the options).
+ * as the TLS server name and Host header (`:authority` over HTTP/2): requests still name
+ * fcm.googleapis.com and oauth2.googleapis.com, so the server there must hold a certificate for
+ * those names that this process trusts (the system store, NODE_EXTRA_CA_CERTS, or `ca` in the
+ * options). The provider's HTTP/2 connections come through createConnection() too, with ALPN.
  */
 export function fcmEndpointAgent(origin: string, options: https.AgentOptions = {}): https.Agent {
   const url = new URL(origin);
@@ -343,44 +349,312 @@ export function fcmEndpointAgent(origin: string, options: https.AgentOptions = {
   class EndpointAgent extends https.Agent {
     // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
     override createConnection(connection: https.RequestOptions): Duplex {
-      const { servername, ca, rejectUnauthorized, session } = connection as tls.ConnectionOptions;
-      return tls.connect({ host, port, servername: servername || connection.hostname || connection.host || undefined, ca, rejectUnauthorized, session });
+      const { servername, ca, rejectUnauthorized, session, ALPNProtocols } = connection as tls.ConnectionOptions;
+      return tls.connect({
+        host,
+        port,
+        servername: servername || connection.hostname || connection.host || undefined,
+        ca,
+        rejectUnauthorized,
+        session,
+        ALPNProtocols,
+      });
     }
   }
   return new EndpointAgent(options);
 }
 
+const FCM_HOST = 'fcm.googleapis.com';
+/** firebase-admin's timeout for one send. */
+const DEFAULT_TIMEOUT_MS = 15_000;
+/** Connections one provider opens at most when each carries as many streams as its server allows. */
+const MAX_CONNECTIONS = 8;
+/** firebase-admin renewed its access token this long before it expired. */
+const TOKEN_RENEWAL_MS = 5 * 60_000;
+
+/** FCM's answer to one send. */
+interface FcmAnswer {
+  status: number;
+  retryAfter: string | undefined;
+  text: string;
+}
+
+/**
+ * A send that got no complete answer. `unanswered`: the connection had been open and went down
+ * before any answer came (what a kept connection the server had dropped looks like); such a send
+ * may be sent again, as firebase-admin did on ECONNRESET.
+ */
+class FcmTransportError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'app/network-error' | 'app/network-timeout',
+    readonly unanswered: boolean,
+  ) {
+    super(message);
+    this.name = 'FcmTransportError';
+  }
+}
+
+interface FcmConnection {
+  session: ClientHttp2Session;
+  /** The TLS socket under the session. */
+  socket: Duplex;
+  /** Streams in flight (including those nghttp2 holds back). */
+  streams: number;
+  connected: boolean;
+  /** Takes no new streams (GOAWAY, an error, close()); the socket goes once its streams are done. */
+  draining: boolean;
+  /**
+   * Resolves when the server's first SETTINGS came (or the connection ended): until then node
+   * assumes 100 concurrent streams, and a server allowing fewer would refuse the rest.
+   */
+  settings: Promise<void>;
+  failure: Error | null;
+}
+
+/** HTTP/2 connections to FCM, opened with `connect` (see the notes at the top). */
+function fcmConnections(connect: () => Duplex, timeoutMs: number) {
+  /** Connections that take new streams. */
+  const usable: FcmConnection[] = [];
+  const all = new Set<FcmConnection>();
+
+  // Once node has let go of a session that was closed gracefully, it ends the socket and waits for
+  // the peer to close it, but no longer reads it, so the peer's close may never be seen; the socket
+  // is destroyed here when its last stream is done.
+  function drain(connection: FcmConnection) {
+    connection.draining = true;
+    const index = usable.indexOf(connection);
+    if (index >= 0) usable.splice(index, 1);
+    if (connection.streams === 0) connection.socket.destroy();
+  }
+
+  function open(): FcmConnection {
+    let socket: Duplex | undefined;
+    const session = http2.connect(`https://${FCM_HOST}`, { createConnection: () => (socket = connect()) });
+    const settings = new Promise<void>((resolve) => {
+      session.once('remoteSettings', () => resolve());
+      session.once('close', () => resolve());
+    });
+    const connection: FcmConnection = { session, socket: socket as Duplex, streams: 0, connected: false, draining: false, settings, failure: null };
+    session.on('connect', () => {
+      connection.connected = true;
+      // A server that did not pick h2 would read our frames as a broken HTTP/1.1 request.
+      if (session.alpnProtocol !== 'h2') session.destroy(new Error(`the FCM server did not agree to HTTP/2 (ALPN: ${session.alpnProtocol || 'none'})`));
+    });
+    session.on('error', (error: Error) => {
+      connection.failure = error;
+      drain(connection);
+    });
+    session.on('goaway', () => drain(connection));
+    session.on('close', () => {
+      drain(connection);
+      all.delete(connection);
+    });
+    // An idle connection does not keep the process alive; a send in flight has its timer.
+    session.unref();
+    usable.push(connection);
+    all.add(connection);
+    return connection;
+  }
+
+  /** The least busy connection with a stream free, else a new one, else the least busy. */
+  function pick(): FcmConnection {
+    let least: FcmConnection | undefined;
+    for (const connection of usable) {
+      if (!connection.session.closed && (!least || connection.streams < least.streams)) least = connection;
+    }
+    // Unknown until the server's SETTINGS arrive: the first connection takes the first burst.
+    const limit = least?.session.remoteSettings.maxConcurrentStreams ?? Infinity;
+    if (least && least.streams < limit) return least;
+    return least && usable.length >= MAX_CONNECTIONS ? least : open();
+  }
+
+  /** Why a send on `connection` got no answer; `answered`: the status had come. */
+  function lost(connection: FcmConnection, answered: boolean, detail: string): FcmTransportError {
+    const cause = connection.failure?.message ?? detail;
+    if (!connection.connected) return new FcmTransportError(`could not connect to FCM: ${cause}`, 'app/network-error', false);
+    if (!answered) return new FcmTransportError(`FCM connection lost before the answer (ECONNRESET): ${cause}`, 'app/network-error', true);
+    return new FcmTransportError(`FCM connection lost during the answer: ${cause}`, 'app/network-error', false);
+  }
+
+  /** One request on a connection whose SETTINGS have come; settles at the latest when its stream closes. */
+  function exchange(connection: FcmConnection, headers: OutgoingHttpHeaders, body: string, settle: (answer: FcmAnswer | FcmTransportError) => void) {
+    let stream: ClientHttp2Stream;
+    try {
+      stream = connection.session.request(headers);
+    } catch (error) {
+      settle(lost(connection, false, (error as Error).message));
+      return undefined;
+    }
+    let status = 0;
+    let retryAfter: string | undefined;
+    let streamError: Error | undefined;
+    const chunks: Buffer[] = [];
+    stream.on('response', (answer) => {
+      status = Number(answer[':status']);
+      const header = answer['retry-after'];
+      retryAfter = Array.isArray(header) ? header[0] : header;
+    });
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    let ended = false;
+    // A stream cut before its answer ends too, without a status.
+    stream.on('end', () => {
+      if (!status) return;
+      ended = true;
+      settle({ status, retryAfter, text: Buffer.concat(chunks).toString('utf8') });
+    });
+    stream.on('error', (error: Error) => {
+      streamError = error;
+    });
+    // After 'end' for an answered send; otherwise the stream was reset or its connection lost.
+    stream.on('close', () => {
+      if (!ended) settle(lost(connection, status !== 0, streamError?.message ?? `stream closed (HTTP/2 code ${stream.rstCode})`));
+    });
+    stream.end(body);
+    return stream;
+  }
+
+  function request(headers: OutgoingHttpHeaders, body: string): Promise<FcmAnswer> {
+    const connection = pick();
+    // Counted from here, so that sends waiting for a new connection's SETTINGS are spread too.
+    connection.streams += 1;
+    return new Promise<FcmAnswer>((resolve, reject) => {
+      let stream: ClientHttp2Stream | undefined;
+      let settled = false;
+      const settle = (outcome: FcmAnswer | FcmTransportError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        connection.streams -= 1;
+        if (connection.draining && connection.streams === 0) connection.socket.destroy();
+        if (outcome instanceof FcmTransportError) reject(outcome);
+        else resolve(outcome);
+      };
+      // The deadline covers opening the connection too: a server that never answers the TLS handshake is not waited on for ever.
+      const timer = setTimeout(() => {
+        settle(new FcmTransportError(`no answer from FCM within ${timeoutMs} ms`, 'app/network-timeout', false));
+        stream?.close(http2.constants.NGHTTP2_CANCEL);
+      }, timeoutMs);
+      void connection.settings.then(() => {
+        if (!settled) stream = exchange(connection, headers, body, settle);
+      });
+    });
+  }
+
+  function close(): Promise<void> {
+    const closing = [...all].map((connection) => {
+      const closed = new Promise<void>((resolve) => connection.session.once('close', resolve));
+      connection.session.close();
+      drain(connection);
+      return closed;
+    });
+    return Promise.all(closing).then(() => undefined);
+  }
+
+  return { request, close };
+}
+
+/** The credential's access token, kept until 5 minutes before it expires; waiting sends share one request. */
+function accessTokens(credential: Credential): () => Promise<string> {
+  let token: { value: string; renewAt: number } | null = null;
+  let pending: Promise<string> | null = null;
+  return () => {
+    if (token && Date.now() < token.renewAt) return Promise.resolve(token.value);
+    pending ??= credential
+      .getAccessToken()
+      .then((granted) => {
+        token = { value: granted.access_token, renewAt: Date.now() + granted.expires_in * 1000 - TOKEN_RENEWAL_MS };
+        return token.value;
+      })
+      .finally(() => {
+        pending = null;
+      });
+    return pending;
+  };
+}
+
+/** Runs at most `limit` tasks at once; the others start in turn as those finish. */
+function inFlight(limit: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async <T>(task: () => Promise<T>): Promise<T> => {
+    if (running < limit) running += 1;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running -= 1;
+    }
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function messageName(text: string): string | null {
+  try {
+    const name = (JSON.parse(text) as { name?: unknown }).name;
+    return typeof name === 'string' ? name : null;
+  } catch {
+    return null;
+  }
+}
+
 export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const { serviceAccount } = options;
-  const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: 100 };
+  const agentOptions: https.AgentOptions = { keepAlive: true };
   const ownAgent = options.httpAgent ? null : options.endpoint ? fcmEndpointAgent(options.endpoint, agentOptions) : new https.Agent(agentOptions);
-  const httpAgent = options.httpAgent ?? (ownAgent as https.Agent);
-  const batchSize = Math.min(FCM_MAX_BATCH, Math.max(1, Math.floor(options.concurrency ?? FCM_MAX_BATCH)));
+  const agent = options.httpAgent ?? (ownAgent as https.Agent);
+  const retry = options.sdkRetry ?? {};
+  const maxRetries = retry === false ? 0 : Math.max(0, Math.floor(retry.maxRetries ?? 1));
+  const maxDelayMs = retry === false ? 0 : Math.max(0, retry.maxDelayMs ?? 1000);
+  const limit = inFlight(Math.max(1, Math.floor(options.concurrency ?? 500)));
 
-  const credential = serviceAccountCredential(serviceAccount, httpAgent);
-
-  const app: App = initializeApp(
-    { credential, projectId: serviceAccount.project_id, httpAgent },
-    `${options.appName ?? 'operator-fcm'}-${randomUUID()}`,
-  );
-  const messaging = getMessaging(app);
-  messaging.enableLegacyHttpTransport();
-  instrument(messaging, options.sdkRetry ?? {});
+  const credential = serviceAccountCredential(serviceAccount, agent);
+  const accessToken = accessTokens(credential);
+  const connections = fcmConnections(() => {
+    // The agent's own options (ca, ...) as https.request would give them, naming FCM's host.
+    const socket = agent.createConnection({ ...agent.options, host: FCM_HOST, port: 443, servername: FCM_HOST, ALPNProtocols: ['h2'] } as https.RequestOptions);
+    if (!socket) throw new Error('the FCM agent did not return a connection');
+    // Small frames go out at once rather than waiting on Nagle's algorithm.
+    if (socket instanceof net.Socket) socket.setNoDelay(true);
+    return socket;
+  }, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const path = `/v1/projects/${encodeURIComponent(serviceAccount.project_id)}/messages:send`;
   let closed: Promise<void> | null = null;
 
-  const toResult = (response: SendResponse | undefined): SendResult => {
-    if (response?.success) return { ok: true, providerMessageId: response.messageId ?? null };
-    return { ok: false, error: fcmSendError(response?.error ?? new Error('no response from firebase-admin'), credential.lastFailure) };
+  /** How long to wait before sending a 503'd message again (firebase-admin's rule), or undefined: not again. */
+  const retryDelay = (answer: FcmAnswer, retries: number): number | undefined => {
+    if (answer.status !== 503 || retries >= maxRetries) return undefined;
+    const asked = parseRetryAfter(answer.retryAfter);
+    const delay = asked || (retries === 0 ? 0 : 500 * 2 ** retries);
+    return delay > maxDelayMs ? (asked ? undefined : maxDelayMs) : delay;
   };
 
-  async function sendBatch(messages: TokenMessage[]): Promise<SendResult[]> {
-    try {
-      const batch = await messaging.sendEach(messages);
-      return messages.map((_, index) => toResult(batch.responses[index]));
-    } catch (error) {
-      // sendEach itself failed (e.g. the App was deleted): every message gets that error.
-      const failure = fcmSendError(error, credential.lastFailure);
-      return messages.map(() => ({ ok: false, error: failure }));
+  async function sendOne(body: string): Promise<SendResult> {
+    for (let retries = 0; ; retries += 1) {
+      let bearer: string;
+      try {
+        bearer = await accessToken();
+      } catch (error) {
+        const failure = error instanceof GoogleTokenError ? error.failure : credential.lastFailure;
+        return { ok: false, error: fcmSendError(fcmError('app/invalid-credential', `Failed to obtain an access token: ${(error as Error).message}`), failure) };
+      }
+      let answer: FcmAnswer;
+      try {
+        answer = await connections.request(
+          { ':method': 'POST', ':authority': FCM_HOST, ':path': path, authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=UTF-8' },
+          body,
+        );
+      } catch (error) {
+        if (error instanceof FcmTransportError && error.unanswered && retries < maxRetries) continue;
+        return { ok: false, error: fcmSendError(error) };
+      }
+      if (answer.status === 200) return { ok: true, providerMessageId: messageName(answer.text) };
+      const delay = retryDelay(answer, retries);
+      if (delay === undefined) return { ok: false, error: fcmSendError(fcmAnswerError(answer.status, answer.retryAfter, answer.text)) };
+      if (delay > 0) await sleep(delay);
     }
   }
 
@@ -389,28 +663,20 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
 
     async send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]> {
       if (closed) throw new Error('FCM provider is closed');
-      const results: SendResult[] = new Array(targets.length);
-      // An empty token never reaches FCM: firebase-admin would refuse the whole message as a payload error.
-      // One message built once; sendEach deep-copies each before firebase-admin renames its fields.
-      const message = toFcmMessage(notification, '');
-      const pending: { index: number; message: TokenMessage }[] = [];
-      targets.forEach((target, index) => {
-        const token = target.token?.trim();
-        if (!token) results[index] = { ok: false, error: sendError('invalid-token', 'empty FCM registration token') };
-        else pending.push({ index, message: { ...message, token } });
-      });
-      for (let start = 0; start < pending.length; start += batchSize) {
-        const chunk = pending.slice(start, start + batchSize);
-        const chunkResults = await sendBatch(chunk.map((item) => item.message));
-        chunk.forEach((item, position) => {
-          results[item.index] = chunkResults[position];
-        });
-      }
-      return results;
+      // One message for the notification; each device's body only adds its token.
+      const message = fcmWireMessage(toFcmMessage(notification, ''));
+      return Promise.all(
+        targets.map((target): SendResult | Promise<SendResult> => {
+          const token = target.token?.trim();
+          // An empty token never reaches FCM: it would refuse the message as a payload error.
+          if (!token) return { ok: false, error: sendError('invalid-token', 'empty FCM registration token') };
+          return limit(() => sendOne(JSON.stringify({ message: { ...message, token } })));
+        }),
+      );
     },
 
     close(): Promise<void> {
-      closed ??= deleteApp(app).finally(() => ownAgent?.destroy());
+      closed ??= connections.close().finally(() => ownAgent?.destroy());
       return closed;
     },
   };
