@@ -77,10 +77,10 @@ export interface StoredMessage {
 /**
  * Accepts messages in one statement: finds the keys already accepted, the players' active devices,
  * inserts the new messages of reachable players (a concurrent insert of the same key waits for the
- * other transaction, then skips: neither known nor inserted) and one delivery per device. The
- * devices are looked up player by player (OFFSET 0 keeps each a lookup through the player's index,
- * whatever the statistics), and messages are inserted in key order, so two statements that insert
- * some of the same keys never deadlock.
+ * other transaction, then skips: neither known nor inserted) and one delivery per device. Keys
+ * and devices are looked up one by one (OFFSET 0 keeps each a lookup through its index, whatever
+ * the statistics, which lag far behind a burst into young tables), and messages are inserted in
+ * key order, so two statements that insert some of the same keys never deadlock.
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
   if (!messages.length) return [];
@@ -92,7 +92,9 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
                 WITH ORDINALITY AS i(id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                                      trigger_hash, origin, payload, meta, crm_headers, n)),
      known AS (
-       SELECT i.n, m.id FROM input i JOIN messages m ON m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id),
+       SELECT i.n, k.id FROM input i
+        CROSS JOIN LATERAL (
+          SELECT m.id FROM messages m WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id OFFSET 0) k),
      reachable AS (
        SELECT t.brand_id, t.user_id, v.id, v.provider
          FROM (SELECT DISTINCT brand_id, user_id FROM input) t
