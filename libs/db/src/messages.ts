@@ -77,56 +77,58 @@ export interface StoredMessage {
 /**
  * Accepts messages in one statement: finds the keys already accepted, the players' active devices,
  * inserts the new messages of reachable players (a concurrent insert of the same key waits for the
- * other transaction, then skips: neither known nor inserted) and one delivery per device. Keys
- * and devices are looked up one by one (OFFSET 0 keeps each a lookup through its index, whatever
- * the statistics, which lag far behind a burst into young tables), and messages are inserted in
- * key order, so two statements that insert some of the same keys never deadlock.
+ * other transaction, then skips: neither known nor inserted) and one delivery per device.
+ * Messages are inserted in key order, so two statements that insert some of the same keys never
+ * deadlock.
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
   if (!messages.length) return [];
-  const { rows } = await sql.query<{ n: string; knownId: string | null; insertedId: string | null; reachable: boolean; providers: Provider[] | null }>(
+  const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: Provider[] | null }>(
     `WITH input AS (
        SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (
                        id uuid, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,
                        action_id bigint, trigger_hash text, origin text, payload json, meta text, crm_headers jsonb))
                 WITH ORDINALITY AS i(id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                                      trigger_hash, origin, payload, meta, crm_headers, n)),
-     known AS (
-       SELECT i.n, k.id FROM input i
-        CROSS JOIN LATERAL (
-          SELECT m.id FROM messages m WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id OFFSET 0) k),
-     reachable AS (
-       SELECT t.brand_id, t.user_id, v.id, v.provider
-         FROM (SELECT DISTINCT brand_id, user_id FROM input) t
-        CROSS JOIN LATERAL (
-          SELECT d.id, d.provider FROM devices d WHERE d.user_id = t.user_id AND d.brand_id = t.brand_id AND d.active OFFSET 0) v),
+     -- Per message: the push id of its key if accepted before, and its player's active devices.
+     -- Each is a lookup through its index (OFFSET 0 and the aggregate keep them lookups whatever
+     -- the statistics, which lag far behind a burst), and nothing below joins two sets: the
+     -- planner takes an INSERT ... RETURNING for one row, and a join it plans from that can go
+     -- quadratic on a batch.
+     targets AS MATERIALIZED (
+       SELECT i.*, k.id AS known_id, v.device_ids, v.providers
+         FROM input i
+         LEFT JOIN LATERAL (
+           SELECT m.id FROM messages m WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id OFFSET 0) k ON true
+         LEFT JOIN LATERAL (
+           SELECT array_agg(d.id ORDER BY d.id) AS device_ids, array_agg(d.provider::text ORDER BY d.id) AS providers
+             FROM devices d WHERE d.user_id = i.user_id AND d.brand_id = i.brand_id AND d.active) v ON true),
      inserted AS (
        INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                              trigger_hash, origin, payload, meta, crm_headers)
-       SELECT i.id, i.brand_id, i.crm_message_id, i.user_id, i.activity_id, i.action_group_id, i.action_id,
-              i.trigger_hash, i.origin, i.payload, i.meta::json, i.crm_headers
-         FROM input i
-        WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.n = i.n)
-          AND EXISTS (SELECT 1 FROM reachable r WHERE r.brand_id = i.brand_id AND r.user_id = i.user_id)
-        ORDER BY i.brand_id, i.crm_message_id
+       SELECT t.id, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
+              t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers
+         FROM targets t
+        WHERE t.known_id IS NULL AND t.device_ids IS NOT NULL
+        ORDER BY t.brand_id, t.crm_message_id
        ON CONFLICT (brand_id, crm_message_id) DO NOTHING
-       RETURNING id, brand_id, user_id),
+       RETURNING id),
      delivered AS (
        INSERT INTO deliveries (id, message_id, device_id, provider)
-       SELECT uuid_v7(), m.id, r.id, r.provider
-         FROM inserted m JOIN reachable r ON r.brand_id = m.brand_id AND r.user_id = m.user_id
-        ORDER BY m.id, r.id
-       RETURNING message_id, provider),
-     providers AS (SELECT message_id, array_agg(DISTINCT provider::text) AS providers FROM delivered GROUP BY message_id),
-     players AS (SELECT DISTINCT brand_id, user_id FROM reachable)
-     SELECT i.n, k.id AS "knownId", m.id AS "insertedId", p.user_id IS NOT NULL AS reachable, d.providers
-       FROM input i
-       LEFT JOIN known k ON k.n = i.n
-       LEFT JOIN inserted m ON m.id = i.id
-       LEFT JOIN players p ON p.brand_id = i.brand_id AND p.user_id = i.user_id
-       LEFT JOIN providers d ON d.message_id = m.id
-      ORDER BY i.n`,
+       SELECT uuid_v7(), t.id, u.device_id, u.provider::"Provider"
+         FROM targets t CROSS JOIN LATERAL unnest(t.device_ids, t.providers) AS u(device_id, provider)
+        WHERE t.id = ANY(ARRAY(SELECT id FROM inserted))
+        ORDER BY t.id, u.device_id)
+     SELECT t.n, t.known_id AS "knownId", t.id = ANY(ARRAY(SELECT id FROM inserted)) AS inserted,
+            t.device_ids IS NOT NULL AS reachable, t.providers
+       FROM targets t
+      ORDER BY t.n`,
     [JSON.stringify(messages.map(toRecord))],
   );
-  return rows.map((row) => ({ knownId: row.knownId, insertedId: row.insertedId, reachable: row.reachable, providers: row.providers ?? [] }));
+  return rows.map((row, i) => ({
+    knownId: row.knownId,
+    insertedId: row.inserted ? messages[i].id : null,
+    reachable: row.reachable,
+    providers: row.inserted ? [...new Set(row.providers ?? [])] : [],
+  }));
 }
