@@ -224,7 +224,7 @@ async function main() {
       ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
       ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
       ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
-      ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over TLS`, 'fcm'],
+      ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over HTTP/2 and TLS`, 'fcm'],
       ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
