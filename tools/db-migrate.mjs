@@ -22,7 +22,7 @@ export async function ensureDatabase(url, { recreate = false } = {}) {
   } catch (error) {
     if (!UNREACHABLE.has(error.code) && !/timeout|connection terminated/i.test(error.message)) throw error;
     const where = `${target.hostname || 'localhost'}:${target.port || 5432}`;
-    throw new DatabaseUnreachable(`PostgreSQL is not reachable at ${where} — start it or set DATABASE_URL`);
+    throw new DatabaseUnreachable(`PostgreSQL is not reachable at ${where}: start it (with Docker: docker compose up -d postgres) or set DATABASE_URL`);
   }
   try {
     const quoted = `"${name.replace(/"/g, '""')}"`;
