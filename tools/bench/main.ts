@@ -10,9 +10,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { apnsToken, fcmToken } from '@operator/testing';
+import { apnsToken, fcmToken, freePort } from '@operator/testing';
 import { Providers } from '../chaos/providers';
-import { freePort } from '../chaos/stores';
 import { each, load, type Request } from './load';
 
 const env = process.env;

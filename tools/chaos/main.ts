@@ -8,14 +8,14 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeCrm, seededRandom, TcpProxy } from '@operator/testing';
+import { FakeCrm, freePort, seededRandom, TcpProxy } from '@operator/testing';
 import { App, type Exit } from './apps';
 import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkStatuses, type Check, type CreditRows, type RunRecord } from './checks';
 import { BRAND_ID, CrmDriver, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage } from './crm';
 import { planFaults, runFaults, type Fault } from './faults';
 import { PROVIDERS, Providers, type ChaosDevice, type ProviderName } from './providers';
 import { parseOptions } from './scale';
-import { ChaosRedis, freePort, freshDatabase, query } from './stores';
+import { ChaosRedis, freshDatabase, query } from './stores';
 import { since, sleep } from './util';
 
 // As tools/apps.mjs lists them.

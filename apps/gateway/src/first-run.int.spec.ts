@@ -1,19 +1,10 @@
 import { execFile } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
+import { freePort } from '@operator/testing';
 
 // `npm start` on a machine where PostgreSQL or Redis is not there yet: one line that says which
 // store, where it looked and how to start it; no stack trace, no app started.
 const ROOT = path.resolve(__dirname, '../../..');
-
-/** A local port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 function start(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -25,7 +16,7 @@ function start(env: Record<string, string>): Promise<{ code: number | null; stdo
 
 describe('npm start without its stores', () => {
   it('names PostgreSQL, its address and how to start it, in one line', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const run = await start({ DATABASE_URL: `postgresql://postgres@127.0.0.1:${port}/operator_api` });
     expect(run.code).toBe(1);
     expect(run.stderr.trim()).toBe(
@@ -35,7 +26,7 @@ describe('npm start without its stores', () => {
   });
 
   it('names Redis, its address and how to start it, in one line, before building or starting anything', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const run = await start({ DATABASE_URL: process.env.DATABASE_URL!, REDIS_URL: `redis://127.0.0.1:${port}` });
     expect(run.code).toBe(1);
     expect(run.stderr.trim()).toBe(

@@ -9,3 +9,4 @@ export * from './fake-fcm';
 export * from './until';
 export * from './fake-crm';
 export * from './random';
+export * from './ports';
