@@ -5,9 +5,10 @@ const root = __dirname;
 
 module.exports = {
   testEnvironment: 'node',
-  // light-my-request (fastify.inject) loads the ESM-only `cookie`; swc turns it into CommonJS.
+  // light-my-request (fastify.inject) loads the ESM-only `cookie`, and @fastify/static (under the
+  // docs page and the queue dashboard) the ESM-only `content-disposition`; swc turns them into CommonJS.
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
-  transformIgnorePatterns: ['/node_modules/(?!cookie/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(cookie|content-disposition)/)'],
   moduleFileExtensions: ['ts', 'js', 'json'],
   moduleNameMapper: { '^@operator/(.*)$': path.join(root, 'libs/$1/src/index.ts') },
   testMatch: ['<rootDir>/src/**/*.spec.ts'],

@@ -92,6 +92,7 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, 
     env: {
       ...process.env,
       LOG_LEVEL: 'warn',
+      METRICS_PORT: '0',
       ...env,
       DATABASE_URL: databaseUrl,
       CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status`,

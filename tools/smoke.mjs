@@ -57,6 +57,8 @@ const env = {
   HOST: '127.0.0.1',
   PORT: String(port),
   LOG_LEVEL: 'error',
+  // Every app but the gateway serves its metrics on a free port of its own.
+  METRICS_PORT: '0',
   CRM_STATUS_WEBHOOK_URL: `${crmUrl}/push-status`,
   CRM_EVENTS_BASE_URL: crmUrl,
   WEBHOOK_POLL_MS: '50',

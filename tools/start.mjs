@@ -13,6 +13,11 @@ migrate(url);
 if (process.env.NODE_ENV !== 'production') await seed(url);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 
+// The gateway serves /metrics and /health on PORT; every other app on a METRICS_PORT of its own,
+// unless the environment sets one for all (METRICS_PORT=0: each takes a free port).
+const METRICS_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469 };
+const metricsPort = (name) => (name in METRICS_PORTS ? (process.env.METRICS_PORT || String(METRICS_PORTS[name])) : undefined);
+
 const children = new Map();
 let stopping = false;
 
@@ -23,9 +28,10 @@ function stopAll(signal) {
 }
 
 for (const name of APPS) {
+  const port = metricsPort(name);
   const child = spawn(process.execPath, ['--enable-source-maps', `dist/apps/${name}/main.js`], {
     stdio: ['ignore', 'inherit', 'inherit'],
-    env: { ...process.env, APP_NAME: name },
+    env: { ...process.env, APP_NAME: name, ...(port && { METRICS_PORT: port }) },
   });
   children.set(name, child);
   child.on('exit', (code, signal) => {
@@ -38,6 +44,13 @@ for (const name of APPS) {
     if (children.size === 0) process.exit(process.exitCode ?? 0);
   });
 }
+
+const where = (name) => {
+  if (!(name in METRICS_PORTS)) return `http://localhost:${process.env.PORT || 3000}/metrics`;
+  const port = metricsPort(name);
+  return port === '0' ? 'a free port (its "started" line gives metricsPort)' : `http://localhost:${port}/metrics`;
+};
+console.log(`metrics (and /health/ready beside them):\n${APPS.map((name) => `  ${name.padEnd(20)} ${where(name)}`).join('\n')}`);
 
 process.on('SIGINT', () => stopAll('SIGTERM'));
 process.on('SIGTERM', () => stopAll('SIGTERM'));

@@ -103,7 +103,7 @@ const batchesOf = (total: number, player: (i: number) => string): Request[] =>
 
 const dir = mkdtempSync(join(tmpdir(), 'operator-bench-'));
 // The seeded rows are 1 to 31 days old: a retention of 32 days keeps them all.
-const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn', RETENTION_DAYS: '32' };
+const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn', RETENTION_DAYS: '32', METRICS_PORT: '0' };
 const OPEN_DELIVERIES = `SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')`;
 const PENDING_EVENTS = `SELECT count(*) FROM events WHERE dispatch_state = 'pending' AND topic = 'push.status'`;
 

@@ -85,6 +85,8 @@ async function main(): Promise<number> {
     DATABASE_POOL_SIZE: '5',
     REDIS_URL: redis.url,
     QUEUE_PREFIX: 'chaos',
+    // Apps started again, and several workers of one kind, each take a free metrics port.
+    METRICS_PORT: '0',
     HOST: '127.0.0.1',
     PORT: String(port),
     CRM_STATUS_WEBHOOK_URL: crm.url('/push-status'),

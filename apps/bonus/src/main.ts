@@ -3,14 +3,20 @@
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
 import { ConfigError, createLogger, loadBonusAppConfig, onShutdown } from '@operator/config';
-import { closeDb, createDb, createPoller, releaseCredits } from '@operator/db';
+import { closeDb, countCreditsByState, createDb, createPoller, releaseCredits } from '@operator/db';
+import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 
 async function main() {
   const config = loadBonusAppConfig();
   const log = createLogger('bonus', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const deps = createBonusDeps(db, config, log);
-  log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger' }, 'bonus app started');
+  const metrics = await startMetricsServer({
+    port: config.METRICS_PORT,
+    checks: { postgres: () => db.pool.query('SELECT 1') },
+    stores: watchStores({ credits: () => countCreditsByState(db, STORE_READ_TIMEOUT_MS) }, { log }),
+  });
+  log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', metricsPort: metrics.port }, 'bonus app started');
 
   // The credits claimed and not yet processed.
   const held = new Set<string>();
@@ -21,8 +27,10 @@ async function main() {
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
+      metrics.shuttingDown();
       await poller.stop();
       await closeDb(db);
+      await metrics.close();
     },
     abandon: async () => {
       await releaseCredits(db.pool, [...held]);
@@ -31,6 +39,6 @@ async function main() {
 }
 
 main().catch((error) => {
-  console.error(error instanceof ConfigError ? error.message : error);
+  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
   process.exit(1);
 });

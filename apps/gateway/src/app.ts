@@ -5,7 +5,8 @@ import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
-import { apiKeyGuard } from './auth';
+import { requireApiKey } from './auth';
+import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
@@ -13,7 +14,9 @@ import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
+import { registerMetrics } from './routes/metrics';
 import { pushRoutes } from './routes/push';
+import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
 
 declare module 'fastify' {
@@ -69,6 +72,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseKeepingText);
   app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
   registerErrorHandling(app);
+  registerMetrics(app, { db, queues });
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
@@ -81,10 +85,13 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     });
   }
 
+  // Before the routes: the OpenAPI document collects each route as it is added.
+  registerApiDocs(app);
+
   app.register(healthRoutes, { db, redis });
 
   app.register(async (crm) => {
-    crm.addHook('onRequest', apiKeyGuard(config.operatorApiKeys));
+    requireApiKey(crm, config.operatorApiKeys, 'crmApiKey');
     await crm.register(pushRoutes, {
       accept: {
         db,
@@ -102,7 +109,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   });
 
   app.register(async (internal) => {
-    internal.addHook('onRequest', apiKeyGuard(config.internalApiKeys));
+    requireApiKey(internal, config.internalApiKeys, 'internalApiKey');
     await internal.register(deviceRoutes, { db });
     await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
     await internal.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
@@ -110,6 +117,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
 
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
+
+  if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalApiKeys });
 
   return app;
 }

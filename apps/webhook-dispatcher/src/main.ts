@@ -2,22 +2,35 @@
 // balance events to CRM_EVENTS_BASE_URL. Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
 import { ConfigError, createLogger, loadDispatcherConfig, onShutdown } from '@operator/config';
-import { closeDb, createDb, PUSH_STATUS_TOPIC, startRetention } from '@operator/db';
+import { closeDb, countDeadLetters, createDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
+import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { createDispatcher } from '@operator/webhooks';
 
-function main() {
+async function main() {
   const config = loadDispatcherConfig();
   const log = createLogger('webhook-dispatcher', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const eventsBase = config.CRM_EVENTS_BASE_URL.replace(/\/+$/, '');
+  const urls = {
+    [PUSH_STATUS_TOPIC]: config.CRM_STATUS_WEBHOOK_URL || undefined,
+    bonus: eventsBase ? `${eventsBase}/v1/integration/bonus` : undefined,
+    balance: eventsBase ? `${eventsBase}/v1/integration/user/balances` : undefined,
+  };
+  const metrics = await startMetricsServer({
+    port: config.METRICS_PORT,
+    checks: { postgres: () => db.pool.query('SELECT 1') },
+    stores: watchStores(
+      {
+        outbox: () => readOutboxBacklog(db, Object.keys(urls), STORE_READ_TIMEOUT_MS),
+        deadLetters: () => countDeadLetters(db, STORE_READ_TIMEOUT_MS),
+      },
+      { log },
+    ),
+  });
   const dispatcher = createDispatcher({
     db,
     log,
-    urls: {
-      [PUSH_STATUS_TOPIC]: config.CRM_STATUS_WEBHOOK_URL || undefined,
-      bonus: eventsBase ? `${eventsBase}/v1/integration/bonus` : undefined,
-      balance: eventsBase ? `${eventsBase}/v1/integration/user/balances` : undefined,
-    },
+    urls,
     secret: config.CRM_WEBHOOK_SECRET,
     auth: {
       basic: config.CRM_WEBHOOK_USERNAME ? { username: config.CRM_WEBHOOK_USERNAME, password: config.CRM_WEBHOOK_PASSWORD } : undefined,
@@ -43,14 +56,16 @@ function main() {
     intervalMs: config.RETENTION_INTERVAL_MS,
     feedOnly: !config.CRM_STATUS_WEBHOOK_URL,
   });
-  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null }, 'webhook dispatcher started');
+  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null, metricsPort: metrics.port }, 'webhook dispatcher started');
 
   onShutdown({
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
+      metrics.shuttingDown();
       await Promise.all([dispatcher.stop(), retention.stop()]);
       await closeDb(db);
+      await metrics.close();
     },
     abandon: async () => {
       await dispatcher.release();
@@ -58,9 +73,7 @@ function main() {
   });
 }
 
-try {
-  main();
-} catch (error) {
-  console.error(error instanceof ConfigError ? error.message : error);
+main().catch((error) => {
+  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
   process.exit(1);
-}
+});

@@ -1,8 +1,7 @@
-// The values the CRM's bonus events accept (crm-integration-facts.md); they are case-sensitive.
-export const BONUS_TYPES = ['NoDeposit', 'WelcomeBonus', 'CashbackBonus', 'ReloadBonus', 'WagerFree', 'FreeSpins', 'RiskFreeBet', 'Undefined'] as const;
-export const BONUS_PRODUCTS = ['Casino', 'Sportsbook', 'Lotto', 'Poker'] as const;
-export const BONUS_STATUSES = ['Pending', 'Created', 'Ongoing', 'Completed', 'AutoCompleted', 'Forfeited', 'Expired', 'Lost', 'Reversed'] as const;
-export type BonusStatus = (typeof BONUS_STATUSES)[number];
+import { BONUS_STATUSES } from '@operator/contract';
+
+// The values the CRM's bonus events accept (crm-integration-facts.md) are part of the contract.
+export { BONUS_PRODUCTS, BONUS_STATUSES, BONUS_TYPES, type BonusStatus } from '@operator/contract';
 
 /** Statuses a bonus does not leave. */
 export const FINAL_BONUS_STATUSES: ReadonlySet<string> = new Set(['Completed', 'AutoCompleted', 'Forfeited', 'Expired', 'Lost', 'Reversed']);

@@ -22,6 +22,16 @@ export const RedisEnv = Type.Object({
   QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
 });
 
+/** The operations port of the apps that serve no HTTP of their own (the gateway serves these on PORT). */
+export const MetricsEnv = Type.Object({
+  METRICS_PORT: Type.Integer({
+    default: 9464,
+    minimum: 0,
+    maximum: 65535,
+    description: 'Port of /metrics, /health/live and /health/ready on the push workers, the bonus app and the dispatcher (0: any free port)',
+  }),
+});
+
 /** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike. */
 export const PushSendEnv = Type.Object({
   PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, MetricsEnv, RuntimeEnv } from './base';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
 export const BonusEnv = Type.Object({
@@ -42,7 +42,7 @@ export function bonusSettings(raw: Static<typeof BonusEnv>): { settings: BonusSe
   return { settings: { platformUrl: raw.BONUS_PLATFORM_URL || undefined, exchangeRates }, problems };
 }
 
-const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
+export const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
 export type BonusAppConfig = Static<typeof BonusAppSchema> & { bonus: BonusSettings };
 
 export function loadBonusAppConfig(env: Env = process.env): BonusAppConfig {

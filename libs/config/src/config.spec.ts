@@ -24,6 +24,7 @@ describe('loadGatewayConfig: defaults', () => {
       NODE_ENV: 'development',
       LOG_LEVEL: 'info',
       SHUTDOWN_TIMEOUT_MS: 25000,
+      ADMIN_UI: true,
       DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
       DATABASE_POOL_SIZE: 10,
       REDIS_URL: 'redis://127.0.0.1:6379',

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, RuntimeEnv, RetentionEnv } from './base';
+import { DatabaseEnv, MetricsEnv, RuntimeEnv, RetentionEnv } from './base';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
 export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
@@ -39,7 +39,7 @@ export function durationMs(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2]];
 }
 
-const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
+export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
 export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number };
 
 function checkUrl(name: string, value: string, problems: string[]) {

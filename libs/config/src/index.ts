@@ -7,3 +7,4 @@ export * from './events';
 export * from './bonus';
 export * from './backoff';
 export * from './shutdown';
+export * from './apps';

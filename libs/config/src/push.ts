@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { TrackingEnv, trackingProblems } from './events';
 
 export const PushWorkerEnv = Type.Object({
@@ -64,7 +64,7 @@ export interface ProviderCredentials<P extends PushProviderName> {
   brands: Map<string, Credentials[P]>;
 }
 
-const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
 export type PushWorkerConfig<P extends PushProviderName> = Static<typeof WorkerConfigSchema> & {
   provider: P;
   credentials: ProviderCredentials<P>;

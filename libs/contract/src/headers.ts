@@ -1,3 +1,4 @@
+import { Type, type TSchema } from '@sinclair/typebox';
 import { MAX_CRM_HEADER_BYTES } from './limits';
 import { textProblem, utf8Bytes } from './storable';
 import type { Checked } from './validation';
@@ -30,6 +31,28 @@ export function crmHeaderNames(word: string): Record<CrmHeaderField, string> {
 /** "x-service-triggerhash" -> "X-Service-Triggerhash", for error messages. */
 export function displayHeaderName(name: string): string {
   return name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => dash + letter.toUpperCase());
+}
+
+const MEANINGS: Record<CrmHeaderField, string> = {
+  id: 'Unique id per trigger, per player: the idempotency key of a credit',
+  activity_id: 'Id of the activity',
+  action_id: 'Id of the action',
+  action_group_id: 'Action group containing the action',
+  action_communication_profile_id: 'Communication profile (translation) used',
+  trigger_hash: 'Identifies a unique send from the same event',
+};
+
+/**
+ * The CRM headers as a request schema, named with the configured word. Each is stored as sent;
+ * what a schema cannot say (the size in bytes, storable text) readCrmHeaders checks.
+ */
+export function crmHeadersSchema(names: Record<CrmHeaderField, string>, required: CrmHeaderField[] = []) {
+  const properties: Record<string, TSchema> = {};
+  for (const field of Object.keys(names) as CrmHeaderField[]) {
+    const header = Type.String({ description: `${MEANINGS[field]}; at most ${MAX_CRM_HEADER_BYTES} bytes (UTF-8)` });
+    properties[displayHeaderName(names[field])] = required.includes(field) ? header : Type.Optional(header);
+  }
+  return Type.Object(properties);
 }
 
 /**

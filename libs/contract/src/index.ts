@@ -6,3 +6,8 @@ export * from './raw-json';
 export * from './ids';
 export * from './limits';
 export * from './storable';
+export * from './bonus';
+export * from './status';
+export * from './operations';
+export * from './paging';
+export * from './responses';

@@ -456,3 +456,27 @@ describe('compileChecker and typeboxValidatorCompiler', () => {
     expect(failed.error?.message).toBe('n must be an integer');
   });
 });
+
+describe('typeboxValidatorCompiler on headers and unions', () => {
+  it('matches header schemas written in their usual case against the lower-case names Node gives, and names the header', () => {
+    const schema = Type.Object({ 'X-Service-Id': Type.String(), 'X-Service-Triggerhash': Type.Optional(Type.String()) });
+    const validate = typeboxValidatorCompiler({ schema, httpPart: 'headers' });
+    expect(validate({ 'x-service-id': 'svc-1', host: 'localhost' }).error).toBeUndefined();
+    expect(validate({ host: 'localhost' }).error?.message).toBe('X-Service-Id header is required');
+  });
+
+  it('leaves names of other parts as they are', () => {
+    const validate = typeboxValidatorCompiler({ schema: Type.Object({ 'X-Service-Id': Type.String() }), httpPart: 'body' });
+    expect(validate({ 'x-service-id': 'svc-1' }).error?.message).toBe('X-Service-Id is required');
+  });
+
+  it('words a union that says its own error with it', () => {
+    const amount = Type.Union([Type.Number(), Type.String()], { errorMessage: 'must be a decimal number' });
+    const check = compileChecker(Type.Object({ amount }));
+    expect(check({ amount: true })).toEqual({ ok: false, error: 'amount must be a decimal number' });
+    expect(compileChecker(Type.Object({ amount: Type.Union([Type.Number(), Type.String()]) }))({ amount: true })).toEqual({
+      ok: false,
+      error: 'amount has none of the accepted forms',
+    });
+  });
+});

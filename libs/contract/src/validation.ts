@@ -1,5 +1,6 @@
-import type { Static, TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import { displayHeaderName } from './headers';
 import { PushRequestSchema, type PushRequest } from './push';
 import { checkStorable } from './storable';
 
@@ -38,8 +39,8 @@ export function fieldName(pointer: string): string {
 
 function explain(error: ValueError): string {
   const { schema } = error;
-  // A pattern may word its own error: { pattern: '^https://', errorMessage: 'must be an https URL' }.
-  if (error.type === ValueErrorType.StringPattern && typeof schema.errorMessage === 'string') return schema.errorMessage;
+  // A pattern or a union may word its own error: { pattern: '^https://', errorMessage: 'must be an https URL' }.
+  if ((error.type === ValueErrorType.StringPattern || error.type === ValueErrorType.Union) && typeof schema.errorMessage === 'string') return schema.errorMessage;
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty:
       return 'is required';
@@ -76,24 +77,24 @@ function explain(error: ValueError): string {
 }
 
 /** One line naming each wrong field once, in document order. */
-export function describeErrors(errors: Iterable<{ path: string; message: string }>, limit = 5): string {
+export function describeErrors(errors: Iterable<{ path: string; message: string }>, limit = 5, nameOf = fieldName): string {
   const seen = new Set<string>();
   const lines: string[] = [];
   for (const error of errors) {
     if (seen.has(error.path)) continue;
     seen.add(error.path);
-    lines.push(`${fieldName(error.path) || 'request'} ${error.message}`);
+    lines.push(`${nameOf(error.path) || 'request'} ${error.message}`);
     if (lines.length === limit) break;
   }
   return lines.join('; ');
 }
 
-export function compileChecker<T extends TSchema>(schema: T): (value: unknown) => Checked<Static<T>> {
+export function compileChecker<T extends TSchema>(schema: T, nameOf = fieldName): (value: unknown) => Checked<Static<T>> {
   const compiled = TypeCompiler.Compile(schema);
   return (value) => {
     if (compiled.Check(value)) return { ok: true, value };
     const errors = [...compiled.Errors(value)].map((error) => ({ path: error.path, message: explain(error) }));
-    return { ok: false, error: describeErrors(errors) };
+    return { ok: false, error: describeErrors(errors, 5, nameOf) };
   };
 }
 
@@ -111,9 +112,20 @@ export const checkPushRequest = (() => {
   };
 })();
 
+/**
+ * A headers schema as Node gives the headers, with lower-case names (fastify leaves the schemas of a
+ * custom compiler as written, so the documentation keeps the names' usual case).
+ */
+function lowerCaseNames(schema: TObject): TObject {
+  const properties = Object.entries(schema.properties).map(([name, property]) => [name.toLowerCase(), property]);
+  return Type.Object(Object.fromEntries(properties));
+}
+
+const headerName = (pointer: string) => `${displayHeaderName(fieldName(pointer))} header`;
+
 /** Fastify validator compiler: the TypeBox checks above, with the same error wording. */
-export function typeboxValidatorCompiler({ schema }: { schema: TSchema }) {
-  const check = compileChecker(schema);
+export function typeboxValidatorCompiler({ schema, httpPart }: { schema: TSchema; httpPart?: string }) {
+  const check = httpPart === 'headers' ? compileChecker(lowerCaseNames(schema as TObject), headerName) : compileChecker(schema);
   return (value: unknown) => {
     const result = check(value);
     return result.ok ? { value: result.value } : { error: new ValidationError(result.error) };

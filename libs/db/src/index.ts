@@ -8,3 +8,4 @@ export * from './write-behind';
 export * from './poller';
 export { Prisma } from './generated/client';
 export * from './retention';
+export * from './gauges';

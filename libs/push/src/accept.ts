@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { CrmHeaders, Provider, PushRequest } from '@operator/contract';
 import { findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
+import { acceptedMessages, type AcceptMode } from '@operator/metrics';
 import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
 
@@ -16,7 +17,8 @@ export interface AcceptDeps {
 
 /** What became of one message. */
 export type Outcome =
-  | { kind: 'accepted'; pushId: string }
+  /** `duplicate`: accepted before (a CRM retry, or the same message twice in one request), answered with its first push_id. */
+  | { kind: 'accepted'; pushId: string; duplicate: boolean }
   | { kind: 'unreachable'; error: string }
   | { kind: 'fatal'; error: string };
 
@@ -67,12 +69,54 @@ function unavailable(error: unknown): never {
  * it commits, so a failure of either store leaves neither. Messages already accepted (a CRM retry,
  * or an identical request racing this one) are answered with their first push_id and not queued
  * again. Throws UnavailableError when a store is down, so the whole request is answered 503.
+ * `mode` says whether the requests came as singles (stored together) or as a batch, for the metrics.
  */
-export async function acceptMessages(
+export function acceptMessages(
   deps: AcceptDeps,
   requests: PushRequest[],
   headers: CrmHeaders | readonly CrmHeaders[],
   rawMetas: readonly (string | undefined)[] = [],
+  mode: AcceptMode = 'batch',
+): Promise<Outcome[]> {
+  return counted(mode, requests.length, acceptOnce(deps, requests, headers, rawMetas));
+}
+
+/**
+ * Counts each message in operator_messages_accepted_total by its outcome; when the request fails
+ * as a whole (503), every message of it is fatal: the CRM sends them all again. (Messages refused
+ * before they get here, as invalid, are counted by the gateway.)
+ */
+async function counted(mode: AcceptMode, messages: number, accepting: Promise<Outcome[]>): Promise<Outcome[]> {
+  let outcomes: Outcome[];
+  try {
+    outcomes = await accepting;
+  } catch (error) {
+    acceptedMessages(mode, 'fatal', messages);
+    throw error;
+  }
+  let accepted = 0;
+  let duplicate = 0;
+  let unreachable = 0;
+  let fatal = 0;
+  for (const outcome of outcomes) {
+    if (outcome.kind === 'accepted') {
+      if (outcome.duplicate) duplicate++;
+      else accepted++;
+    } else if (outcome.kind === 'unreachable') unreachable++;
+    else fatal++;
+  }
+  acceptedMessages(mode, 'accepted', accepted);
+  acceptedMessages(mode, 'duplicate', duplicate);
+  acceptedMessages(mode, 'unreachable', unreachable);
+  acceptedMessages(mode, 'fatal', fatal);
+  return outcomes;
+}
+
+async function acceptOnce(
+  deps: AcceptDeps,
+  requests: PushRequest[],
+  headers: CrmHeaders | readonly CrmHeaders[],
+  rawMetas: readonly (string | undefined)[],
 ): Promise<Outcome[]> {
   if (!redisReady(deps.redis)) throw new UnavailableError('queue is unavailable, retry later');
   const headersOf = Array.isArray(headers) ? (i: number) => headers[i] : () => headers as CrmHeaders;
@@ -84,7 +128,11 @@ export async function acceptMessages(
     if (!unique.has(keys[i])) unique.set(keys[i], message);
   });
   const outcomes = unique.size ? await storeAll(deps, [...unique.values()]) : new Map<string, Outcome>();
-  return keys.map((key) => outcomes.get(key)!);
+  return keys.map((key, i) => {
+    const outcome = outcomes.get(key)!;
+    const repeated = unique.get(key) !== messages[i] && outcome.kind === 'accepted';
+    return repeated ? { ...outcome, duplicate: true } : outcome;
+  });
 }
 
 const FATAL: Outcome = { kind: 'fatal', error: 'message could not be stored, retry later' };
@@ -122,9 +170,9 @@ async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Pro
     stored.forEach((result, i) => {
       const message = messages[i];
       const key = messageKey(message);
-      if (result.knownId) outcomes.set(key, { kind: 'accepted', pushId: result.knownId });
+      if (result.knownId) outcomes.set(key, { kind: 'accepted', pushId: result.knownId, duplicate: true });
       else if (result.insertedId) {
-        outcomes.set(key, { kind: 'accepted', pushId: result.insertedId });
+        outcomes.set(key, { kind: 'accepted', pushId: result.insertedId, duplicate: false });
         for (const provider of result.providers) {
           const ids = pushIdsByProvider.get(provider);
           if (ids) ids.push(result.insertedId);
@@ -139,7 +187,7 @@ async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Pro
       const raced = await findPushIds(tx, lost);
       for (const message of lost) {
         const pushId = raced.get(messageKey(message));
-        outcomes.set(messageKey(message), pushId ? { kind: 'accepted', pushId } : FATAL);
+        outcomes.set(messageKey(message), pushId ? { kind: 'accepted', pushId, duplicate: true } : FATAL);
       }
     }
 

@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import { createSandboxProvider } from '@operator/providers';
+import { metricsText } from '@operator/metrics';
 import { createSendWorker, createWorkerRedis, type Redis } from '@operator/queue';
 import { until } from '@operator/testing';
 import { createSendRecorder, type SendRecorder } from './outcomes';
@@ -62,6 +63,29 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
 
     const [delivered] = receivedBy(ok.id);
     expect(delivered.payload).toMatchObject({ push_id: pushId, title: 'Weekend reload', options: { tag: 'promo', requireInteraction: true } });
+  });
+
+  it('counts each device of a provider call by outcome and error code, and the call by its first failure', async () => {
+    const sample = async (line: string) => {
+      const found = (await metricsText()).split('\n').find((candidate) => candidate.startsWith(`${line} `));
+      return found === undefined ? 0 : Number(found.slice(line.length + 1));
+    };
+    const lines = [
+      'operator_sends_total{provider="webpush",outcome="sent",error_code="none"}',
+      'operator_sends_total{provider="webpush",outcome="dead-token",error_code="unregistered"}',
+      'operator_sends_total{provider="webpush",outcome="payload",error_code="payload-too-large"}',
+      'operator_send_duration_seconds_count{provider="webpush",outcome="dead-token"}',
+      'operator_send_duration_seconds_count{provider="webpush",outcome="sent"}',
+    ];
+    const before = await Promise.all(lines.map(sample));
+    await device();
+    await device(410);
+    await device(404);
+    await device(413);
+    const [pushId] = await accept();
+    await processSendJob(deps(), job([pushId]));
+    const after = await Promise.all(lines.map(sample));
+    expect(after.map((value, i) => value - before[i])).toEqual([1, 2, 1, 1, 0]);
   });
 
   it('fails the message with the reasons when no device accepted it', async () => {

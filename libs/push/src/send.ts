@@ -2,6 +2,7 @@ import type { PushRequest } from '@operator/contract';
 import { claimDeliveries, type ClaimedDelivery, type Db } from '@operator/db';
 import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import type { LogSink } from '@operator/config';
+import { countSends, NO_ERROR_CODE, observeSendDuration } from '@operator/metrics';
 import type { SendOutcome, SendRecorder } from './outcomes';
 import { trackingToken } from './tracking';
 
@@ -49,6 +50,22 @@ const DEFAULT_RATE_LIMIT_MS = 1000;
 
 function target(delivery: ClaimedDelivery): SendTarget {
   return { deliveryId: delivery.id, token: delivery.token!, platform: delivery.platform, p256dh: delivery.p256dh, auth: delivery.auth };
+}
+
+/**
+ * One provider call in the metrics: each device's result (sent, or the error's class and code), and
+ * the call's time under its outcome (sent when every device was, else the first failure's class).
+ */
+function observeCall(provider: ProviderName, results: SendResult[], seconds: number) {
+  let outcome = 'sent';
+  for (const result of results) {
+    if (result.ok) countSends(provider, 'sent', NO_ERROR_CODE);
+    else {
+      countSends(provider, result.error.class, result.error.code);
+      if (outcome === 'sent') outcome = result.error.class;
+    }
+  }
+  observeSendDuration(provider, outcome, seconds);
 }
 
 async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
@@ -136,6 +153,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
       return;
     }
     let results: SendResult[];
+    const started = performance.now();
     try {
       const provider = deps.providerFor(message.brandId);
       const notification = { pushId: messageId, request: message.payload as PushRequest, trackingToken: trackingToken(deps.trackingSecret, messageId) };
@@ -145,6 +163,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
       log.error({ err: error, pushId: messageId }, 'provider failed unexpectedly');
       results = deliveries.map(() => ({ ok: false, error: { class: 'transient', code: 'unavailable', message: reason } }));
     }
+    observeCall(deps.provider, results, (performance.now() - started) / 1000);
     keep(deliveries.map((delivery, i) => outcomeOf(delivery, results[i])));
   });
 

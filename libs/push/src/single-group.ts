@@ -46,6 +46,7 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): Sin
         group.map((waiting) => waiting.request),
         group.map((waiting) => waiting.headers),
         group.map((waiting) => waiting.rawMeta),
+        'single',
       );
       group.forEach((waiting, i) => waiting.resolve(outcomes[i]));
     } catch (error) {

@@ -1,7 +1,8 @@
 import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown, type Credentials, type PushProviderName } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, redisErrorListener } from '@operator/queue';
+import { MetricsPortError, startMetricsServer, watchStores, type MetricsServer } from '@operator/metrics';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
@@ -9,7 +10,8 @@ import { processSendJob } from './send';
 /**
  * Runs one provider's send worker until SIGTERM or SIGINT, then finishes the jobs in flight and
  * closes its clients; past SHUTDOWN_TIMEOUT_MS it gives back the claims of deliveries it has not
- * sent. `createClient` makes the provider client for one credential.
+ * sent. `createClient` makes the provider client for one credential. /metrics, /health/live and
+ * /health/ready answer on METRICS_PORT, readiness while PostgreSQL and Redis do.
  */
 export async function runPushWorker<P extends PushProviderName>(provider: P, createClient: (credential: Credentials[P], label: string) => PushProvider) {
   let config;
@@ -39,6 +41,18 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.REDIS_URL, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
+  let metrics: MetricsServer;
+  try {
+    metrics = await startMetricsServer({
+      port: config.METRICS_PORT,
+      // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
+      checks: { postgres: () => db.pool.query('SELECT 1'), redis: () => producer.ping() },
+      stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
+    });
+  } catch (error) {
+    console.error(error instanceof MetricsPortError ? error.message : error);
+    process.exit(1);
+  }
   const reconciler = startReconciler({
     db,
     queues,
@@ -72,12 +86,13 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
   );
   worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
   worker.on('error', redisErrorListener(redis));
-  log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox }, 'push worker started');
+  log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox, metricsPort: metrics.port }, 'push worker started');
 
   onShutdown({
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
+      metrics.shuttingDown();
       await reconciler.stop();
       // Waits for the jobs in flight, then for their outcomes to be recorded.
       await worker.close();
@@ -87,6 +102,7 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
       await registry.close();
       await closeDb(db);
       await redis.quit().catch(() => redis.disconnect());
+      await metrics.close();
     },
     abandon: async () => {
       await recorder.release();

@@ -57,3 +57,30 @@ export async function enqueueSendJobs(queues: PushQueues, requests: SendJobReque
 export async function closePushQueues(queues: PushQueues): Promise<void> {
   await Promise.all(Object.values(queues).map((queue) => queue.close()));
 }
+
+export interface QueueJobCounts {
+  queue: string;
+  /** Ready to run (waiting or prioritized), also while the queue is paused. */
+  waiting: number;
+  active: number;
+  /** Waiting for their backoff (or a rate limit) to pass. */
+  delayed: number;
+  /** Out of attempts, kept for a week. */
+  failed: number;
+}
+
+/** How many jobs each queue holds by state: one script per queue, whatever their length. */
+export async function queueJobCounts(queues: Queue[]): Promise<QueueJobCounts[]> {
+  return Promise.all(
+    queues.map(async (queue) => {
+      const counts = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed');
+      return {
+        queue: queue.name,
+        waiting: counts.waiting + counts.prioritized,
+        active: counts.active,
+        delayed: counts.delayed,
+        failed: counts.failed,
+      };
+    }),
+  );
+}

@@ -16,7 +16,8 @@ function sources(dir: string): string[] {
 
 const files = [...sources(join(root, 'apps')), ...sources(join(root, 'libs'))].map((path) => ({
   path: relative(root, path),
-  imports: [...readFileSync(path, 'utf8').matchAll(/(?:from|import)\s+['"]([^'"]+)['"]/g)].map((match) => match[1]),
+  // Static imports, and dynamic ones (`import('...')`) too.
+  imports: [...readFileSync(path, 'utf8').matchAll(/(?:from\s+|import\s+|import\(\s*)['"]([^'"]+)['"]/g)].map((match) => match[1]),
 }));
 
 // @prisma/client is reached only through the client Prisma generates into libs/db.
@@ -24,10 +25,13 @@ const OWNERS: Record<string, string> = {
   '@prisma/adapter-pg': 'libs/db/',
   pg: 'libs/db/',
   bullmq: 'libs/queue/',
+  '@bull-board/api': 'libs/queue/',
+  '@bull-board/fastify': 'libs/queue/',
   ioredis: 'libs/queue/',
   'firebase-admin': 'libs/providers/src/fcm/',
   '@parse/node-apn': 'libs/providers/src/apns/',
   'web-push': 'libs/providers/src/webpush/',
+  'prom-client': 'libs/metrics/',
 };
 
 describe('module boundaries', () => {

@@ -14,6 +14,7 @@ import {
 import { pushEventBody } from './body';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, type LogSink } from '@operator/config';
+import { countDispatch } from '@operator/metrics';
 
 export interface WebhookAuth {
   basic?: { username: string; password: string };
@@ -214,6 +215,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   async function postOne(event: DueEvent, recorded: Set<Promise<void>>): Promise<void> {
     held.add(event.id);
     const result = await dispatch(event);
+    countDispatch(event.topic, result.outcome);
     if (result.outcome === 'dead') log.warn({ event: event.id, topic: event.topic, error: result.error }, 'event moved to the dead letters');
     const written: Promise<void> = results.add([result]).finally(() => {
       held.delete(event.id);

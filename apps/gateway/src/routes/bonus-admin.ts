@@ -1,25 +1,37 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { checkStorable, isUuid, MAX_WAGERING_MULTIPLE, UUID_PATTERN } from '@operator/contract';
-import { BONUS_PRODUCTS, BONUS_STATUSES, BONUS_TYPES, changeBonusStatus, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
+import {
+  BadRequest,
+  BonusCodeParamsSchema,
+  BonusStatusChangedSchema,
+  BonusStatusRequestSchema,
+  CatalogBonusRequestSchema,
+  CatalogBonusSavedSchema,
+  CatalogBonusSchema,
+  checkStorable,
+  CreditQuerySchema,
+  CreditSchema,
+  errorResponse,
+  isUuid,
+  LedgerSchema,
+  LimitQuerySchema,
+  PlayerBonusSchema,
+  PlayerBonusStatusParamsSchema,
+  TooLarge,
+  Unauthorized,
+  Unavailable,
+  WalletSchema,
+  type CreditView,
+} from '@operator/contract';
+import { changeBonusStatus, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
 import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, type CreditRow, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
-const literals = (values: readonly string[]) => Type.Union(values.map((value) => Type.Literal(value)));
+const TAGS = ['Back office: bonuses'];
+const PlayerParams = Type.Object({ user_id: Type.String({ description: 'Player id' }) });
+const reads = { 401: Unauthorized, 503: Unavailable };
 
-const BonusBody = Type.Object({
-  label: Type.String({ minLength: 1, maxLength: 200 }),
-  type: literals(BONUS_TYPES),
-  product: literals(BONUS_PRODUCTS),
-  amount: Type.String({ pattern: '^\\d{1,15}(\\.\\d{1,18})?$', errorMessage: 'must be a decimal amount as a string, like "10.00"' }),
-  currency: Type.String({ pattern: '^[A-Z]{3}$', errorMessage: 'must be an ISO 4217 code' }),
-  validity_days: Type.Integer({ minimum: 1, maximum: 3650 }),
-  // With MAX_AMOUNT_MINOR (parseAmount), amount x wagering fits the ledger's bigint.
-  wagering_requirement: Type.Number({ minimum: 0, maximum: MAX_WAGERING_MULTIPLE }),
-  active: Type.Optional(Type.Boolean()),
-});
-
-function creditView(credit: CreditRow) {
+function creditView(credit: CreditRow): CreditView {
   return {
     credit_id: credit.id,
     kind: credit.kind,
@@ -40,24 +52,36 @@ function creditView(credit: CreditRow) {
 }
 
 /** The operator's own back office: the bonus catalog, players' wallets and bonuses, credits. */
-export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db: Db; bonus: BonusDeps }) {
-  app.get('/v1/bonuses', async () => ({
-    bonuses: (await orUnavailable(listBonuses(db.pool, false))).map((b) => ({
-      code: b.code,
-      label: b.label,
-      type: b.type,
-      product: b.product,
-      amount: formatMinor(b.amountMinor, b.currency),
-      currency: b.currency,
-      validity_days: b.validityDays,
-      wagering_requirement: Number(b.wageringRequirement),
-      active: b.active,
-    })),
-  }));
+export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusDeps }> = async (app, { db, bonus }) => {
+  app.get(
+    '/v1/bonuses',
+    { schema: { tags: TAGS, summary: 'The bonus catalog, inactive bonuses included', response: { 200: Type.Object({ bonuses: Type.Array(CatalogBonusSchema) }), ...reads } } },
+    async () => ({
+      bonuses: (await orUnavailable(listBonuses(db.pool, false))).map((b) => ({
+        code: b.code,
+        label: b.label,
+        type: b.type,
+        product: b.product,
+        amount: formatMinor(b.amountMinor, b.currency),
+        currency: b.currency,
+        validity_days: b.validityDays,
+        wagering_requirement: Number(b.wageringRequirement),
+        active: b.active,
+      })),
+    }),
+  );
 
-  app.put<{ Params: { code: string }; Body: typeof BonusBody.static }>(
+  app.put(
     '/v1/bonuses/:code',
-    { schema: { params: Type.Object({ code: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,128}$', errorMessage: 'must be letters, digits, _ . -' }) }), body: BonusBody } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Create or update a catalog bonus',
+        params: BonusCodeParamsSchema,
+        body: CatalogBonusRequestSchema,
+        response: { 200: CatalogBonusSavedSchema, 201: CatalogBonusSavedSchema, 400: BadRequest, 413: TooLarge, ...reads },
+      },
+    },
     async (request, reply) => {
       const body = request.body;
       const problem = checkStorable(body);
@@ -82,24 +106,36 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     },
   );
 
-  app.get<{ Params: { user_id: string } }>('/v1/players/:user_id/wallet', async (request) => {
-    const accounts = await orUnavailable(playerAccounts(db.pool, request.params.user_id));
-    // Both keys for every currency the player holds, as the balance events carry them.
-    const currencies = [...new Set(accounts.map((a) => a.currency))];
-    return {
-      user_id: request.params.user_id,
-      balances: currencies.flatMap((currency) =>
-        ['real_money', 'bonus_money'].map((key) => {
-          const account = accounts.find((a) => a.currency === currency && a.kind === key);
-          return { currency, key, amount: formatMinor(account?.balanceMinor ?? 0n, currency) };
-        }),
-      ),
-    };
-  });
+  app.get(
+    '/v1/players/:user_id/wallet',
+    { schema: { tags: TAGS, summary: "A player's balances", params: PlayerParams, response: { 200: WalletSchema, ...reads } } },
+    async (request) => {
+      const accounts = await orUnavailable(playerAccounts(db.pool, request.params.user_id));
+      // Both keys for every currency the player holds, as the balance events carry them.
+      const currencies = [...new Set(accounts.map((a) => a.currency))];
+      return {
+        user_id: request.params.user_id,
+        balances: currencies.flatMap((currency) =>
+          (['real_money', 'bonus_money'] as const).map((key) => {
+            const account = accounts.find((a) => a.currency === currency && a.kind === key);
+            return { currency, key, amount: formatMinor(account?.balanceMinor ?? 0n, currency) };
+          }),
+        ),
+      };
+    },
+  );
 
-  app.get<{ Params: { user_id: string }; Querystring: { limit?: string } }>(
+  app.get(
     '/v1/players/:user_id/ledger',
-    { schema: { querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', errorMessage: 'must be a number' })) }) } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: "A player's ledger entries",
+        params: PlayerParams,
+        querystring: LimitQuerySchema,
+        response: { 200: LedgerSchema, 400: BadRequest, ...reads },
+      },
+    },
     async (request) => {
       const entries = await orUnavailable(playerEntries(db.pool, request.params.user_id, Math.min(1000, Number(request.query.limit ?? 100))));
       return {
@@ -107,7 +143,7 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
           id: e.id,
           transaction_id: e.transactionId,
           currency: e.currency,
-          key: e.kind,
+          key: e.kind as 'real_money' | 'bonus_money',
           amount: formatMinor(e.amountMinor, e.currency),
           reason: e.reason,
           created_at: e.createdAt.toISOString(),
@@ -116,29 +152,43 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     },
   );
 
-  app.get<{ Params: { user_id: string } }>('/v1/players/:user_id/bonuses', async (request) => ({
-    bonuses: (await orUnavailable(listPlayerBonuses(db.pool, request.params.user_id))).map((b) => ({
-      user_bonus_id: b.id,
-      credit_id: b.creditId,
-      bonus_code: b.bonusCode,
-      type: b.type,
-      product: b.product,
-      amount: formatMinor(b.amountMinor, b.currency),
-      currency: b.currency,
-      required_wagering_amount: formatMinor(b.requiredWageringMinor, b.currency),
-      status: b.status,
-      expires_at: b.expiresAt.toISOString(),
-      created_at: b.createdAt.toISOString(),
-      updated_at: b.updatedAt.toISOString(),
-    })),
-  }));
+  app.get(
+    '/v1/players/:user_id/bonuses',
+    { schema: { tags: TAGS, summary: "A player's bonuses", params: PlayerParams, response: { 200: Type.Object({ bonuses: Type.Array(PlayerBonusSchema) }), ...reads } } },
+    async (request) => ({
+      bonuses: (await orUnavailable(listPlayerBonuses(db.pool, request.params.user_id))).map((b) => ({
+        user_bonus_id: b.id,
+        credit_id: b.creditId,
+        bonus_code: b.bonusCode,
+        type: b.type,
+        product: b.product,
+        amount: formatMinor(b.amountMinor, b.currency),
+        currency: b.currency,
+        required_wagering_amount: formatMinor(b.requiredWageringMinor, b.currency),
+        status: b.status,
+        expires_at: b.expiresAt.toISOString(),
+        created_at: b.createdAt.toISOString(),
+        updated_at: b.updatedAt.toISOString(),
+      })),
+    }),
+  );
 
-  app.post<{ Params: { user_id: string; id: string }; Body: { status: string } }>(
+  app.post(
     '/v1/players/:user_id/bonuses/:id/status',
     {
       schema: {
-        params: Type.Object({ user_id: Type.String(), id: Type.String({ pattern: UUID_PATTERN, errorMessage: 'must be a user_bonus_id' }) }),
-        body: Type.Object({ status: literals(BONUS_STATUSES) }),
+        tags: TAGS,
+        summary: "Move a player's bonus to another status (reported to the CRM once)",
+        params: PlayerBonusStatusParamsSchema,
+        body: BonusStatusRequestSchema,
+        response: {
+          200: BonusStatusChangedSchema,
+          400: BadRequest,
+          404: errorResponse('The player has no such bonus'),
+          409: errorResponse('The bonus is in a final status, which it does not leave'),
+          413: TooLarge,
+          ...reads,
+        },
       },
     },
     async (request, reply) => {
@@ -149,15 +199,14 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     },
   );
 
-  app.get<{ Querystring: { user_id?: string; status?: string; limit?: string } }>(
+  app.get(
     '/v1/credits',
     {
       schema: {
-        querystring: Type.Object({
-          user_id: Type.Optional(Type.String()),
-          status: Type.Optional(literals(['accepted', 'completed', 'failed'])),
-          limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', errorMessage: 'must be a number' })),
-        }),
+        tags: TAGS,
+        summary: 'Credits the CRM asked for',
+        querystring: CreditQuerySchema,
+        response: { 200: Type.Object({ credits: Type.Array(CreditSchema) }), 400: BadRequest, ...reads },
       },
     },
     async (request) => ({
@@ -165,10 +214,21 @@ export async function bonusAdminRoutes(app: FastifyInstance, { db, bonus }: { db
     }),
   );
 
-  app.get<{ Params: { id: string } }>('/v1/credits/:id', async (request, reply) => {
-    const id = request.params.id.toLowerCase();
-    const credit = isUuid(id) ? await orUnavailable(getCredit(db.pool, id)) : undefined;
-    if (!credit) return reply.code(404).send({ error: `no credit ${request.params.id}` });
-    return creditView(credit);
-  });
-}
+  app.get(
+    '/v1/credits/:id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'One credit, with the request and headers the CRM sent',
+        params: Type.Object({ id: Type.String({ description: 'credit_id' }) }),
+        response: { 200: CreditSchema, 404: errorResponse('No credit has this id'), ...reads },
+      },
+    },
+    async (request, reply) => {
+      const id = request.params.id.toLowerCase();
+      const credit = isUuid(id) ? await orUnavailable(getCredit(db.pool, id)) : undefined;
+      if (!credit) return reply.code(404).send({ error: `no credit ${request.params.id}` });
+      return creditView(credit);
+    },
+  );
+};

@@ -1,6 +1,24 @@
-import type { FastifyInstance } from 'fastify';
-import { checkStorable, rawField, readCrmHeaders, type CrmHeaderField } from '@operator/contract';
-import { isText, prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import {
+  BadRequest,
+  BonusListSchema,
+  checkStorable,
+  CreditAcceptedSchema,
+  CreditBonusRequestSchema,
+  CreditFundsRequestSchema,
+  crmHeadersSchema,
+  errorResponse,
+  rawField,
+  readCrmHeaders,
+  TooLarge,
+  Unauthorized,
+  Unavailable,
+  type CreditAccepted,
+  type CrmHeaderField,
+  type CrmHeaders,
+} from '@operator/contract';
+import { prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
 import { getBonus, listBonuses, recordCredit, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -9,51 +27,94 @@ export interface BonusRouteOptions {
   headerNames: Record<CrmHeaderField, string>;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+type CreditInput = Parameters<typeof prepareFundsCredit>[0];
+type Refusal = { status: 400 | 404 | 422; error: string };
+
+const refused = (answer: CreditAccepted | Refusal): answer is Refusal => 'error' in answer;
 
 /**
  * The CRM's bonus endpoints (contract 4.3-4.5, 7.3). A credit is answered 200 once it is recorded
  * in PostgreSQL (the bonus app carries it out); the X-<Word>-Id header makes it exactly once.
  */
-export async function bonusRoutes(app: FastifyInstance, { db, headerNames }: BonusRouteOptions) {
+export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (app, { db, headerNames }) => {
   // The CRM fills a dropdown from this; it reads Success/Errors, so even a failure answers 200.
-  app.get('/bonus/list', async (request) => {
-    try {
-      const bonuses = await listBonuses(db.pool, true);
-      return { Data: bonuses.map((bonus) => ({ text: bonus.label, value: bonus.code })), Success: true, Errors: [] };
-    } catch (error) {
-      request.log.error({ err: error }, 'bonus list failed');
-      return { Data: [], Success: false, Errors: ['the bonus list is unavailable right now, retry later'] };
-    }
-  });
+  app.get(
+    '/bonus/list',
+    {
+      schema: {
+        tags: ['CRM: bonuses'],
+        summary: 'The active catalog bonuses, for the CRM dropdown (contract 4.4)',
+        response: { 200: BonusListSchema, 401: Unauthorized, 503: Unavailable },
+      },
+    },
+    async (request) => {
+      try {
+        const bonuses = await listBonuses(db.pool, true);
+        return { Data: bonuses.map((bonus) => ({ text: bonus.label, value: bonus.code })), Success: true, Errors: [] };
+      } catch (error) {
+        request.log.error({ err: error }, 'bonus list failed');
+        return { Data: [], Success: false, Errors: ['the bonus list is unavailable right now, retry later'] };
+      }
+    },
+  );
 
-  const credit = (kind: 'bonus' | 'funds') => async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
-    const body = request.body;
-    if (!isObject(body)) return reply.code(400).send({ error: 'request body must be a JSON object' });
+  /** Records the credit `prepare` makes of the request; a repeat gets the first answer, and nothing is credited again. */
+  async function record(request: FastifyRequest, body: Record<string, unknown>, prepare: (input: CreditInput) => Promise<Prepared>): Promise<CreditAccepted | Refusal> {
     // The body is kept as sent, extra fields included: all of it must be storable.
     const problem = checkStorable(body);
-    if (problem) return reply.code(400).send({ error: problem });
+    if (problem) return { status: 400, error: problem };
     const checkedHeaders = readCrmHeaders(request.headers, headerNames);
-    if (!checkedHeaders.ok) return reply.code(400).send({ error: checkedHeaders.error });
-    const headers = checkedHeaders.value;
-    if (!headers.id) return reply.code(400).send({ error: `missing ${headerNames.id} header (the idempotency key)` });
+    if (!checkedHeaders.ok) return { status: 400, error: checkedHeaders.error };
+    const headers: CrmHeaders = checkedHeaders.value;
+    if (!headers.id) return { status: 400, error: `missing ${headerNames.id} header (the idempotency key)` };
     const rawBody = request.rawBody;
     const rawAmount = rawBody === undefined ? undefined : (rawField(rawBody, 'amount') as string | undefined);
-    const input = { body, text: rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id };
-    let prepared: Prepared;
-    if (kind === 'bonus') {
-      const code = isText(body.bonus_code, 128) ? body.bonus_code : undefined;
-      const bonus = code ? await orUnavailable(getBonus(db.pool, code)) : undefined;
-      prepared = prepareBonusCredit(input, bonus);
-    } else {
-      prepared = prepareFundsCredit(input);
-    }
-    if (!prepared.ok) return reply.code(prepared.status).send({ error: prepared.error });
+    const prepared = await prepare({ body, text: rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id });
+    if (!prepared.ok) return { status: prepared.status, error: prepared.error };
     const { credit: recorded } = await orUnavailable(recordCredit(db.pool, prepared.credit));
-    // A repeat gets the first answer: the same credit, and nothing credited again.
-    return reply.code(200).send({ credit_id: recorded.id, status: 'accepted' });
-  };
+    return { credit_id: recorded.id, status: 'accepted' };
+  }
 
-  app.post('/bonus/credit', credit('bonus'));
-  app.post('/bonus/credit/funds', credit('funds'));
-}
+  const creditSchema = {
+    tags: ['CRM: bonuses'],
+    headers: crmHeadersSchema(headerNames, ['id']),
+  };
+  const creditErrors = { 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable };
+
+  app.post(
+    '/bonus/credit',
+    {
+      schema: {
+        ...creditSchema,
+        summary: 'Credit a catalog bonus to a player (contract 4.3)',
+        body: CreditBonusRequestSchema,
+        response: {
+          200: CreditAcceptedSchema,
+          ...creditErrors,
+          404: errorResponse('No catalog bonus has this code'),
+          422: errorResponse('The catalog bonus is not active, or is over what one credit may carry'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const answer = await record(request, request.body, async (input) => prepareBonusCredit(input, await orUnavailable(getBonus(db.pool, request.body.bonus_code))));
+      return refused(answer) ? reply.code(answer.status).send({ error: answer.error }) : answer;
+    },
+  );
+
+  app.post(
+    '/bonus/credit/funds',
+    {
+      schema: {
+        ...creditSchema,
+        summary: "Credit money straight to a player's wallet (contract 4.5)",
+        body: CreditFundsRequestSchema,
+        response: { 200: CreditAcceptedSchema, ...creditErrors },
+      },
+    },
+    async (request, reply) => {
+      const answer = await record(request, request.body, async (input) => prepareFundsCredit(input));
+      return refused(answer) ? reply.code(answer.status).send({ error: answer.error }) : answer;
+    },
+  );
+};

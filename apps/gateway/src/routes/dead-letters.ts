@@ -1,14 +1,22 @@
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { UUID_PATTERN } from '@operator/contract';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { BadRequest, DeadLetterListSchema, LimitQuerySchema, RedriveSchema, RedrivenSchema, TooLarge, Unauthorized, Unavailable } from '@operator/contract';
 import { listDeadLetters, redriveDeadLetters, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
+const TAGS = ['Back office: webhooks'];
+
 /** Events the CRM refused or that outlived WEBHOOK_MAX_AGE: list them, and send them again. */
-export async function deadLetterRoutes(app: FastifyInstance, { db, maxAgeMs }: { db: Db; maxAgeMs: number }) {
-  app.get<{ Querystring: { limit?: string } }>(
+export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; maxAgeMs: number }> = async (app, { db, maxAgeMs }) => {
+  app.get(
     '/v1/webhooks/dead-letters',
-    { schema: { querystring: Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', errorMessage: 'must be a number' })) }) } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Events the CRM refused, or that outlived WEBHOOK_MAX_AGE',
+        querystring: LimitQuerySchema,
+        response: { 200: DeadLetterListSchema, 400: BadRequest, 401: Unauthorized, 503: Unavailable },
+      },
+    },
     async (request) => {
       const rows = await orUnavailable(listDeadLetters(db.pool, Math.min(1000, Math.max(1, Number(request.query.limit ?? 100)))));
       return {
@@ -25,15 +33,16 @@ export async function deadLetterRoutes(app: FastifyInstance, { db, maxAgeMs }: {
     },
   );
 
-  app.post<{ Body: { event_ids?: string[] } }>(
+  app.post(
     '/v1/webhooks/dead-letters/redrive',
     {
       schema: {
-        body: Type.Object({
-          event_ids: Type.Optional(Type.Array(Type.String({ pattern: UUID_PATTERN, errorMessage: 'must be an event id' }), { maxItems: 10000 })),
-        }),
+        tags: TAGS,
+        summary: 'Send dead letters again, with a fresh WEBHOOK_MAX_AGE',
+        body: RedriveSchema,
+        response: { 200: RedrivenSchema, 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable },
       },
     },
     async (request) => ({ redriven: await orUnavailable(redriveDeadLetters(db.pool, maxAgeMs, request.body.event_ids)) }),
   );
-}
+};

@@ -1,11 +1,12 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
-import { checkDeviceCredential, isUuid, DeviceSchema, ErrorSchema, RegisterDeviceSchema, type DeviceView, type RegisterDevice } from '@operator/contract';
+import { BadRequest, checkDeviceCredential, errorResponse, isUuid, DeviceSchema, RegisterDeviceSchema, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
 import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
-const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 503: ErrorSchema };
+const TAGS = ['Back office: devices'];
+const errors = { 401: Unauthorized, 503: Unavailable };
 
 export function deviceView(device: Device): DeviceView {
   return {
@@ -23,10 +24,17 @@ export function deviceView(device: Device): DeviceView {
 }
 
 /** The device registry: the operator's own back end tells us which devices each player has. */
-export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
-  app.post<{ Body: RegisterDevice }>(
+export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+  app.post(
     '/v1/devices',
-    { schema: { body: RegisterDeviceSchema, response: { 200: DeviceSchema, 201: DeviceSchema, ...errors } } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: "Register a player's device, or refresh it (201 when new)",
+        body: RegisterDeviceSchema,
+        response: { 200: DeviceSchema, 201: DeviceSchema, 400: BadRequest, 413: TooLarge, ...errors },
+      },
+    },
     async (request, reply) => {
       const body = request.body;
       const problem = checkDeviceCredential(body);
@@ -46,13 +54,15 @@ export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
     },
   );
 
-  app.get<{ Params: { user_id: string }; Querystring: { brand_id?: string } }>(
+  app.get(
     '/v1/players/:user_id/devices',
     {
       schema: {
+        tags: TAGS,
+        summary: "A player's devices",
         params: Type.Object({ user_id: Type.String({ minLength: 1, maxLength: 255 }) }),
         querystring: Type.Object({ brand_id: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', errorMessage: 'must be a brand id (digits)' })) }),
-        response: { 200: Type.Object({ devices: Type.Array(DeviceSchema) }), ...errors },
+        response: { 200: Type.Object({ devices: Type.Array(DeviceSchema) }), 400: BadRequest, ...errors },
       },
     },
     async (request) => {
@@ -62,11 +72,22 @@ export async function deviceRoutes(app: FastifyInstance, { db }: { db: Db }) {
     },
   );
 
-  app.delete<{ Params: { id: string } }>('/v1/devices/:id', { schema: { response: errors } }, async (request, reply) => {
-    const { id } = request.params;
-    if (!isUuid(id) || !(await orUnavailable(deleteDevice(db, id)))) {
-      return reply.code(404).send({ error: `no device ${id}` });
-    }
-    return reply.code(204).send();
-  });
-}
+  app.delete(
+    '/v1/devices/:id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Forget a device',
+        params: Type.Object({ id: Type.String({ description: 'Device id' }) }),
+        response: { 204: Type.Null({ description: 'Deleted' }), 404: errorResponse('No device has this id'), ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      if (!isUuid(id) || !(await orUnavailable(deleteDevice(db, id)))) {
+        return reply.code(404).send({ error: `no device ${id}` });
+      }
+      return reply.code(204).send(null);
+    },
+  );
+};

@@ -1,6 +1,6 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { isUuid } from '@operator/contract';
+import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
 import { inTransaction, recordEngagement, type Db } from '@operator/db';
 import { isValidTrackingToken } from '@operator/push';
 import { orUnavailable } from './unavailable';
@@ -12,22 +12,36 @@ const CORS = {
   'access-control-max-age': '86400',
 };
 
-const EngagementSchema = Type.Object({
-  type: Type.Union([Type.Literal('delivered'), Type.Literal('opened'), Type.Literal('clicked')]),
-  token: Type.String({ minLength: 1, maxLength: 128 }),
-});
+const TAGS = ['Devices: engagement'];
 
 /**
  * Reports from the player's device (app or service worker): no API key, the push's tracking token
  * instead. Open to any origin, so a service worker on the operator's site can call it.
  */
-export async function engagementRoutes(app: FastifyInstance, { db, trackingSecret }: { db: Db; trackingSecret: string }) {
-  app.options('/v1/push/:push_id/events', async (_request, reply) => reply.code(204).headers(CORS).send());
+export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string }> = async (app, { db, trackingSecret }) => {
+  app.options(
+    '/v1/push/:push_id/events',
+    { schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }) } } },
+    async (_request, reply) => reply.code(204).headers(CORS).send(null),
+  );
 
-  app.post<{ Params: { push_id: string }; Body: { type: 'delivered' | 'opened' | 'clicked'; token: string } }>(
+  app.post(
     '/v1/push/:push_id/events',
     {
-      schema: { body: EngagementSchema },
+      schema: {
+        tags: TAGS,
+        summary: 'A device reports that a push was delivered, opened or clicked',
+        params: PushIdParamsSchema,
+        body: EngagementSchema,
+        response: {
+          200: EngagementRecordedSchema,
+          400: BadRequest,
+          403: errorResponse('The tracking token is not the one of this push'),
+          404: errorResponse('No push has this id'),
+          413: TooLarge,
+          503: Unavailable,
+        },
+      },
       onRequest: async (_request, reply) => {
         reply.headers(CORS);
       },
@@ -43,4 +57,4 @@ export async function engagementRoutes(app: FastifyInstance, { db, trackingSecre
       return { push_id: pushId, status: result.status, changed: result.changed };
     },
   );
-}
+};

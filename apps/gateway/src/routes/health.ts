@@ -1,31 +1,26 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
 import type { Db } from '@operator/db';
+import { probe } from '@operator/metrics';
 import type { Redis } from '@operator/queue';
 
-const CHECK_TIMEOUT_MS = 2000;
+const TAGS = ['Health'];
 
-async function probe(check: () => Promise<unknown>): Promise<'up' | 'down'> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
-  });
-  try {
-    await Promise.race([check(), timeout]);
-    return 'up';
-  } catch {
-    return 'down';
-  } finally {
-    clearTimeout(timer);
-  }
-}
+export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: Redis }> = async (app, { db, redis }) => {
+  app.get(
+    '/health/live',
+    { schema: { tags: TAGS, summary: 'The process runs', response: { 200: LiveSchema, 503: Unavailable } } },
+    async () => ({ status: 'ok' as const }),
+  );
 
-export async function healthRoutes(app: FastifyInstance, { db, redis }: { db: Db; redis: Redis }) {
-  app.get('/health/live', async () => ({ status: 'ok' }));
-
-  app.get('/health/ready', async (_request, reply) => {
-    const [postgres, redisState] = await Promise.all([probe(() => db.$queryRaw`SELECT 1`), probe(() => redis.ping())]);
-    const ready = postgres === 'up' && redisState === 'up';
-    if (ready) return { status: 'ready', postgres, redis: redisState };
-    return reply.code(503).send({ error: 'not ready', postgres, redis: redisState });
-  });
-}
+  app.get(
+    '/health/ready',
+    { schema: { tags: TAGS, summary: 'PostgreSQL and Redis answer', response: { 200: ReadySchema, 503: NotReadySchema } } },
+    async (_request, reply) => {
+      const [postgres, redisState] = await Promise.all([probe(() => db.$queryRaw`SELECT 1`), probe(() => redis.ping())]);
+      const ready = postgres === 'up' && redisState === 'up';
+      if (ready) return { status: 'ready' as const, postgres, redis: redisState };
+      return reply.code(503).send({ error: 'not ready', postgres, redis: redisState });
+    },
+  );
+};

@@ -1,19 +1,25 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import {
+  BadRequest,
   BatchResultSchema,
   checkPushRequest,
   checkStorable,
+  crmHeadersSchema,
   dropNulls,
-  ErrorSchema,
+  errorResponse,
   PushAcceptedSchema,
   PushRequestSchema,
   rawField,
   readCrmHeaders,
+  TooLarge,
+  Unauthorized,
+  Unavailable,
   type BatchResult,
   type CrmHeaderField,
   type PushRequest,
 } from '@operator/contract';
+import { acceptedMessages } from '@operator/metrics';
 import { acceptMessages, groupSingles, UnavailableError, type AcceptDeps, type SingleGroupOptions } from '@operator/push';
 
 export interface PushRouteOptions {
@@ -24,7 +30,8 @@ export interface PushRouteOptions {
   singleGroup: SingleGroupOptions;
 }
 
-const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 413: ErrorSchema, 503: ErrorSchema };
+const TAGS = ['CRM: push'];
+const errors = { 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable };
 
 /** The id the CRM gave a message, if it can be read even from an invalid one. */
 function crmIdOf(item: unknown): number | null {
@@ -32,15 +39,23 @@ function crmIdOf(item: unknown): number | null {
   return typeof id === 'number' && Number.isSafeInteger(id) ? id : null;
 }
 
-export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions) {
+export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (app, options) => {
   const { accept, headerNames, batchMaxMessages } = options;
   const singles = groupSingles(accept, options.singleGroup);
   app.addHook('onClose', () => singles.close());
 
-  app.post<{ Body: PushRequest }>(
+  const crmHeaders = crmHeadersSchema(headerNames);
+
+  app.post(
     '/channels/push/single',
     {
-      schema: { body: PushRequestSchema, response: { 200: PushAcceptedSchema, ...errors } },
+      schema: {
+        tags: TAGS,
+        summary: 'Accept one push (contract 4.1, 7.1)',
+        headers: crmHeaders,
+        body: PushRequestSchema,
+        response: { 200: PushAcceptedSchema, ...errors, 404: errorResponse('The player has no active device for the brand') },
+      },
       preValidation: async (request) => {
         request.body = dropNulls(request.body) as PushRequest;
       },
@@ -66,20 +81,29 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
     },
   );
 
-  app.post<{ Body: unknown[] }>(
+  app.post(
     '/channels/push/batch',
     {
       schema: {
-        body: Type.Array(Type.Unknown(), { description: 'Push requests (contract 2.1)' }),
+        tags: TAGS,
+        summary: 'Accept many pushes (contract 4.2, 7.2)',
+        description: 'Each message is answered in successful, failed (refused for good) or fatal (retry it); messages past BATCH_MAX_MESSAGES are left out, so the CRM sends them again.',
+        headers: crmHeaders,
+        body: Type.Array(Type.Unknown({ description: 'A push request (PushRequest, as for /channels/push/single); an invalid one is answered in failed' }), {
+          description: 'Push requests (contract 2.1)',
+        }),
         response: { 200: BatchResultSchema, ...errors },
       },
     },
     async (request, reply) => {
       // The headers are the whole batch's: one that cannot be stored refuses the batch.
-      const headers = readCrmHeaders(request.headers, headerNames);
-      if (!headers.ok) return reply.code(400).send({ error: headers.error });
       // Messages past the limit are left out of the answer, so the CRM sends them again (7.2).
       const items = request.body.slice(0, batchMaxMessages);
+      const headers = readCrmHeaders(request.headers, headerNames);
+      if (!headers.ok) {
+        acceptedMessages('batch', 'invalid', items.length);
+        return reply.code(400).send({ error: headers.error });
+      }
       const result: BatchResult = { successful: [], failed: [], fatal: [] };
       const valid: { index: number; message: PushRequest }[] = [];
       items.forEach((item, index) => {
@@ -87,6 +111,7 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
         if (checked.ok) valid.push({ index, message: checked.value });
         else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.error}` });
       });
+      acceptedMessages('batch', 'invalid', result.failed.length);
 
       const rawMetas = request.rawBody === undefined ? [] : (rawField(request.rawBody, 'meta') as (string | undefined)[]);
       const outcomes = await acceptMessages(
@@ -104,4 +129,4 @@ export async function pushRoutes(app: FastifyInstance, options: PushRouteOptions
       return reply.code(200).send(result);
     },
   );
-}
+};

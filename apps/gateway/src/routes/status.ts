@@ -1,15 +1,29 @@
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import { isUuid } from '@operator/contract';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
+import {
+  BadRequest,
+  errorResponse,
+  isUuid,
+  MAX_FEED_LIMIT,
+  PushFeedQuerySchema,
+  PushFeedSchema,
+  PushIdParamsSchema,
+  PushStatusListSchema,
+  PushStatusQuerySchema,
+  PushStatusSchema,
+  Unauthorized,
+  Unavailable,
+} from '@operator/contract';
 import { readPushFeed, readPushStatus, type Db, type PushStatusRow } from '@operator/db';
 import { pushEventBody } from '@operator/webhooks';
 import { orUnavailable } from './unavailable';
 
 const MAX_STATUS_IDS = 100;
-const MAX_FEED_LIMIT = 1000;
 /** How long an empty feed page waits for an older transaction, still running, that holds back events already committed. */
 const FEED_HOLD_WAIT_MS = 200;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const TAGS = ['CRM: push status'];
+const errors = { 401: Unauthorized, 503: Unavailable };
 
 /** A push's state as JSON text, with `meta` spliced in exactly as the CRM sent it. */
 function statusJson(row: PushStatusRow): string {
@@ -24,11 +38,25 @@ function statusJson(row: PushStatusRow): string {
   return `${head.slice(0, -1)},"meta":${row.meta ?? '{}'}}`;
 }
 
-/** Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta. */
-export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
-  app.get<{ Querystring: { push_id?: string | string[] } }>(
+/** Sends JSON already written as text (fastify sends a string as it is). */
+const sendWritten = (reply: FastifyReply, json: string) => reply.type('application/json').send(json);
+
+/**
+ * Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta. The
+ * answers are written as text (meta goes back byte for byte): their schemas document them and
+ * never serialize them.
+ */
+export const statusRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+  app.get(
     '/channels/push/status',
-    { schema: { querystring: Type.Object({ push_id: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])) }) } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'The state of one or more pushes',
+        querystring: PushStatusQuerySchema,
+        response: { 200: PushStatusListSchema, 400: BadRequest, ...errors },
+      },
+    },
     async (request, reply) => {
       const raw = request.query.push_id;
       const ids = [...new Set(raw === undefined ? [] : Array.isArray(raw) ? raw : [raw])];
@@ -40,18 +68,18 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       const rows = await orUnavailable(readPushStatus(db.pool, ids));
       const found = new Set(rows.map((row) => row.id));
       const notFound = JSON.stringify(ids.filter((id) => !found.has(id.toLowerCase())));
-      return reply.type('application/json').send(`{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
+      return sendWritten(reply, `{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
     },
   );
 
-  app.get<{ Querystring: { after?: string; limit?: string } }>(
+  app.get(
     '/channels/push/events',
     {
       schema: {
-        querystring: Type.Object({
-          after: Type.Optional(Type.String({ pattern: '^[0-9]{1,18}$', errorMessage: 'must be a cursor from an earlier answer' })),
-          limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$', errorMessage: `must be a number from 1 to ${MAX_FEED_LIMIT}` })),
-        }),
+        tags: TAGS,
+        summary: 'The feed of status changes, page by page',
+        querystring: PushFeedQuerySchema,
+        response: { 200: PushFeedSchema, 400: BadRequest, ...errors },
       },
     },
     async (request, reply) => {
@@ -67,15 +95,26 @@ export async function statusRoutes(app: FastifyInstance, { db }: { db: Db }) {
       const { rows } = page;
       const events = rows.map((row) => `{"cursor":"${row.feedSeq}",${pushEventBody(row).slice(1)}`);
       const next = rows.length ? rows[rows.length - 1].feedSeq : after.toString();
-      return reply.type('application/json').send(`{"events":[${events.join(',')}],"next_cursor":"${next}"}`);
+      return sendWritten(reply, `{"events":[${events.join(',')}],"next_cursor":"${next}"}`);
     },
   );
 
-  app.get<{ Params: { push_id: string } }>('/channels/push/:push_id', async (request, reply) => {
-    const id = request.params.push_id;
-    if (!isUuid(id)) return reply.code(404).send({ error: `no push ${id}` });
-    const [row] = await orUnavailable(readPushStatus(db.pool, [id]));
-    if (!row) return reply.code(404).send({ error: `no push ${id}` });
-    return reply.type('application/json').send(statusJson(row));
-  });
-}
+  app.get(
+    '/channels/push/:push_id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'The state of one push',
+        params: PushIdParamsSchema,
+        response: { 200: PushStatusSchema, 404: errorResponse('No push has this id'), ...errors },
+      },
+    },
+    async (request, reply) => {
+      const id = request.params.push_id;
+      if (!isUuid(id)) return reply.code(404).send({ error: `no push ${id}` });
+      const [row] = await orUnavailable(readPushStatus(db.pool, [id]));
+      if (!row) return reply.code(404).send({ error: `no push ${id}` });
+      return sendWritten(reply, statusJson(row));
+    },
+  );
+};

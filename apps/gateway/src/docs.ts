@@ -1,0 +1,49 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance } from 'fastify';
+import pkg from '../../../package.json';
+
+/** The two keys of X-Api-Key: which routes take which is set where each guard is added (auth.ts). */
+export const SECURITY_SCHEMES = {
+  crmApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The CRM's key: one of OPERATOR_API_KEYS" },
+  internalApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The operator back end's key: one of INTERNAL_API_KEYS" },
+} as const;
+export type SecurityScheme = keyof typeof SECURITY_SCHEMES;
+
+const TAGS = [
+  { name: 'CRM: push', description: 'Pushes from the CRM (contract 4.1, 4.2), with the `X-<Word>-*` headers of contract 5.2' },
+  { name: 'CRM: push status', description: 'Polling the state of pushes (contract 6), for a CRM that takes no webhooks' },
+  { name: 'CRM: bonuses', description: 'The bonus list and credits (contract 4.3-4.5); a credit is exactly once per `X-<Word>-Id`' },
+  { name: 'Back office: devices', description: "The operator's back end registers its players' devices" },
+  { name: 'Back office: bonuses', description: 'The bonus catalog, wallets, player bonuses and credits' },
+  { name: 'Back office: webhooks', description: 'Events the CRM did not take' },
+  { name: 'Devices: engagement', description: "Reports from the player's device, with the push's tracking token instead of a key" },
+  { name: 'Health', description: 'Probes for the orchestrator' },
+];
+
+/** Paths that are no part of the API (this page, its document, the queue dashboard, metrics): left out of the document. */
+const NOT_API = /^\/(docs|openapi\.json|admin|metrics)(\/|$)/;
+
+/** Where the document is served as JSON. */
+export const OPENAPI_PATH = '/openapi.json';
+
+/**
+ * The OpenAPI document, built from the route schemas, at /openapi.json, and its page at /docs
+ * (swagger-ui, its assets served from node_modules). Register it before the routes: the
+ * document collects each route as it is added.
+ */
+export function registerApiDocs(app: FastifyInstance) {
+  app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: pkg.name, description: pkg.description, version: pkg.version },
+      tags: TAGS,
+      components: { securitySchemes: SECURITY_SCHEMES },
+    },
+    // Components are named after the schemas' $id (PushRequest, Device, ...).
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    transform: ({ schema, url }) => ({ schema: NOT_API.test(url) ? { ...schema, hide: true } : schema, url }),
+  });
+  app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { docExpansion: 'list', deepLinking: true } });
+  app.get(OPENAPI_PATH, async () => app.swagger());
+}

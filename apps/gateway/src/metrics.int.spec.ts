@@ -1,0 +1,136 @@
+import { randomUUID } from 'node:crypto';
+import { metricsText } from '@operator/metrics';
+import { fcmToken, INTERNAL_KEY, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
+import { Harness } from './test/harness';
+
+// What Prometheus scrapes from the gateway: every family of the catalog, the messages counted by
+// what the CRM was answered, each request under its route template, and the store gauges read
+// from PostgreSQL and Redis when scraped. Counters belong to the process: the test reads deltas.
+
+const FAMILIES = [
+  'operator_http_request_duration_seconds',
+  'operator_messages_accepted_total',
+  'operator_sends_total',
+  'operator_send_duration_seconds',
+  'operator_queue_jobs',
+  'operator_outbox_pending_events',
+  'operator_outbox_oldest_pending_seconds',
+  'operator_dispatch_total',
+  'operator_dead_letters',
+  'operator_credits',
+  'process_cpu_seconds_total',
+  'nodejs_eventloop_lag_seconds',
+];
+
+/** Each sample by its name and labels as exposed. */
+function samples(text: string): Map<string, number> {
+  const map = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    map.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return map;
+}
+
+describe('GET /metrics on the gateway', () => {
+  let h: Harness;
+  const eventIds: string[] = [];
+
+  beforeAll(async () => {
+    h = await Harness.open();
+  });
+  afterAll(async () => {
+    await h.stores.db.pool.query('DELETE FROM events WHERE id = ANY($1::uuid[])', [eventIds]);
+    await h.close();
+  });
+
+  /** An outbox event of topic `bonus` in the given state, that occurred `ageSeconds` ago. */
+  async function event(state: 'pending' | 'dead', ageSeconds: number) {
+    const id = randomUUID();
+    eventIds.push(id);
+    await h.stores.db.pool.query(
+      `INSERT INTO events (id, topic, ordering_key, status, body, dispatch_state, occurred_at, next_attempt_at)
+       VALUES ($1, 'bonus', $2, 'credited', '{}', $3::"DispatchState", now() - $4 * interval '1 second', now() + interval '1 hour')`,
+      [id, `metrics-test:${id}`, state, ageSeconds],
+    );
+  }
+
+  async function count(sql: string): Promise<number> {
+    const { rows } = await h.stores.db.pool.query<{ count: string }>(sql);
+    return Number(rows[0].count);
+  }
+
+  it('answers without an API key; after a push and a credit, counts each message by its answer, each request by route, and reads the stores', async () => {
+    const before = samples(await metricsText());
+    const brand = uniqueBrandId();
+    const player = uniqueName('player');
+    await h.registerDevice({ user_id: player, brand_id: brand, provider: 'fcm', platform: 'android', token: fcmToken() });
+
+    const first = pushRequest(brand, player);
+    expect((await h.single(first)).statusCode).toBe(200);
+    expect((await h.single(first)).statusCode).toBe(200);
+    expect((await h.single(pushRequest(brand, uniqueName('nobody')))).statusCode).toBe(404);
+    expect((await h.single({ ...pushRequest(brand, player), title: 42 })).statusCode).toBe(400);
+    const batch = await h.batch([first, pushRequest(brand, player), { ...pushRequest(brand, player), title: 42 }, pushRequest(brand, uniqueName('nobody')), 'not a message']);
+    expect(batch.json()).toMatchObject({ successful: [{}, {}], failed: [{}, {}, {}], fatal: [] });
+    expect((await h.post('/channels/push/batch', [first], { 'X-Service-Id': 'x'.repeat(600) })).statusCode).toBe(400);
+
+    const credit = await h.post('/bonus/credit/funds', { user_id: player, amount: 5, currency: 'EUR' }, { 'X-Service-Id': uniqueName('svc') });
+    expect(credit.statusCode).toBe(200);
+    expect((await h.app.inject({ method: 'DELETE', url: `/v1/devices/${randomUUID()}`, headers: { 'x-api-key': INTERNAL_KEY } })).statusCode).toBe(404);
+    expect((await h.app.inject({ method: 'GET', url: '/no/such/route' })).statusCode).toBe(404);
+
+    await event('pending', 120);
+    await event('dead', 5);
+    const expected = {
+      accepted: await count(`SELECT count(*) FROM credits WHERE status = 'accepted'`),
+      pendingBonus: await count(`SELECT count(*) FROM events WHERE topic = 'bonus' AND dispatch_state = 'pending'`),
+      dead: await count(`SELECT count(*) FROM events WHERE dispatch_state = 'dead'`),
+      // The head of the topic's queue (other suites may have left older pending events).
+      oldestBonus: await count(
+        `SELECT extract(epoch FROM now() - occurred_at)::float8 AS count FROM events WHERE topic = 'bonus' AND dispatch_state = 'pending' ORDER BY seq LIMIT 1`,
+      ),
+      fcmJobs: (await h.jobs('fcm')).length,
+    };
+
+    // The first scrape of this process: the store gauges are read now (later ones within a few
+    // seconds are answered from that reading).
+    const response = await h.app.inject({ method: 'GET', url: '/metrics' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('text/plain; version=0.0.4; charset=utf-8');
+    for (const family of FAMILIES) expect(response.body).toMatch(new RegExp(`^# TYPE ${family} `, 'm'));
+    const after = samples(response.body);
+    const delta = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+
+    expect({
+      single: ['accepted', 'duplicate', 'unreachable', 'invalid', 'fatal'].map((result) => delta(`operator_messages_accepted_total{mode="single",result="${result}"}`)),
+      batch: ['accepted', 'duplicate', 'unreachable', 'invalid', 'fatal'].map((result) => delta(`operator_messages_accepted_total{mode="batch",result="${result}"}`)),
+    }).toEqual({ single: [1, 1, 1, 1, 0], batch: [1, 1, 1, 2 + 1, 0] });
+
+    const requests = (method: string, route: string, status: number) =>
+      delta(`operator_http_request_duration_seconds_count{method="${method}",route="${route}",status="${status}"}`);
+    expect(requests('POST', '/channels/push/single', 200)).toBe(2);
+    expect(requests('POST', '/channels/push/single', 404)).toBe(1);
+    expect(requests('POST', '/channels/push/batch', 200)).toBe(1);
+    expect(requests('POST', '/bonus/credit/funds', 200)).toBe(1);
+    expect(requests('POST', '/v1/devices', 201)).toBe(1);
+    expect(requests('DELETE', '/v1/devices/:id', 404)).toBe(1);
+    expect(requests('GET', 'unmatched', 404)).toBe(1);
+
+    expect(after.get('operator_credits{state="accepted"}')).toBe(expected.accepted);
+    expect(after.get('operator_credits{state="completed"}')).toEqual(expect.any(Number));
+    expect(after.get('operator_credits{state="failed"}')).toEqual(expect.any(Number));
+    expect(after.get('operator_outbox_pending_events{topic="bonus"}')).toBe(expected.pendingBonus);
+    expect(expected.oldestBonus).toBeGreaterThan(0);
+    expect(after.get('operator_outbox_oldest_pending_seconds{topic="bonus"}')).toBeGreaterThanOrEqual(expected.oldestBonus - 1);
+    expect(after.get('operator_outbox_oldest_pending_seconds{topic="bonus"}')).toBeLessThan(expected.oldestBonus + 10);
+    expect(after.get('operator_outbox_pending_events{topic="push.status"}')).toEqual(expect.any(Number));
+    expect(after.get('operator_outbox_pending_events{topic="balance"}')).toEqual(expect.any(Number));
+    expect(after.get('operator_dead_letters')).toBe(expected.dead);
+    expect(expected.fcmJobs).toBe(2);
+    expect(after.get('operator_queue_jobs{queue="push-fcm",state="waiting"}')).toBe(expected.fcmJobs);
+    for (const state of ['active', 'delayed', 'failed']) expect(after.get(`operator_queue_jobs{queue="push-fcm",state="${state}"}`)).toBe(0);
+    expect(after.get('operator_queue_jobs{queue="push-webpush",state="waiting"}')).toBe(0);
+  });
+});

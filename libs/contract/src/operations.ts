@@ -1,0 +1,37 @@
+import { Type } from '@sinclair/typebox';
+import { UUID_PATTERN } from './ids';
+
+// Health probes and the webhook dead letters: for the orchestrator and the operator's back end.
+
+const Probe = Type.Union([Type.Literal('up'), Type.Literal('down')]);
+
+export const LiveSchema = Type.Object({ status: Type.Literal('ok') });
+
+export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, redis: Probe });
+
+export const NotReadySchema = Type.Object(
+  { error: Type.String(), postgres: Type.Optional(Probe), redis: Type.Optional(Probe) },
+  { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
+);
+
+export const DeadLetterListSchema = Type.Object({
+  events: Type.Array(
+    Type.Object({
+      event_id: Type.String({ format: 'uuid' }),
+      topic: Type.String(),
+      push_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
+      status: Type.String(),
+      attempts: Type.Integer(),
+      last_error: Type.Union([Type.String(), Type.Null()]),
+      occurred_at: Type.String({ format: 'date-time' }),
+    }),
+  ),
+});
+
+export const RedriveSchema = Type.Object({
+  event_ids: Type.Optional(
+    Type.Array(Type.String({ pattern: UUID_PATTERN, errorMessage: 'must be an event id' }), { maxItems: 10000, description: 'Only these; every dead letter when absent' }),
+  ),
+});
+
+export const RedrivenSchema = Type.Object({ redriven: Type.Integer({ description: 'Events sent again' }) });

@@ -1,0 +1,14 @@
+import { Type } from '@sinclair/typebox';
+
+// Every refusal of the gateway is `{"error": "..."}`. One schema per meaning, so the OpenAPI page
+// says, for each status a route can answer, when it does.
+
+/** A refusal, described for this route and status. */
+export const errorResponse = (description: string, extra: object = {}) => Type.Object({ error: Type.String() }, { description, ...extra });
+
+export const BadRequest = errorResponse('The request is wrong: the message names the field or header and the rule');
+export const Unauthorized = errorResponse("No X-Api-Key, or not a key of this route's kind");
+export const TooLarge = errorResponse('The body is larger than BODY_LIMIT_BYTES');
+export const Unavailable = errorResponse('A store cannot be reached, the gateway is shedding load, or it is closing: retry after Retry-After seconds', {
+  headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying' } },
+});

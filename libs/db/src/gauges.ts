@@ -1,0 +1,54 @@
+import { inTransaction, type Db } from './client';
+
+// What the metrics read of the outbox and the credits when scraped. Each reading is one statement,
+// bounded by its own statement_timeout (far below the pool's), on indexes that hold only what is
+// counted: the tables themselves grow with the traffic, these readings do not.
+
+async function boundedQuery<R extends object>(db: Db, timeoutMs: number, text: string, values: unknown[] = []): Promise<R[]> {
+  return inTransaction(db, async (sql) => {
+    await sql.query(`SELECT set_config('statement_timeout', $1, true)`, [String(Math.max(1, Math.round(timeoutMs)))]);
+    return (await sql.query<R>(text, values)).rows;
+  });
+}
+
+export interface OutboxTopicBacklog {
+  topic: string;
+  pending: number;
+  /** Age of the oldest pending event; 0 when none is pending. */
+  oldestSeconds: number;
+}
+
+/**
+ * The events of each topic waiting to be delivered, and the age of the first of them, both from
+ * the partial index of pending events (topic, seq): the delivered ones are never read.
+ */
+export async function readOutboxBacklog(db: Db, topics: string[], timeoutMs: number): Promise<OutboxTopicBacklog[]> {
+  const rows = await boundedQuery<{ topic: string; pending: string; oldestSeconds: number | null }>(
+    db,
+    timeoutMs,
+    `SELECT t.topic,
+            (SELECT count(*) FROM events e WHERE e.topic = t.topic AND e.dispatch_state = 'pending') AS pending,
+            (SELECT extract(epoch FROM now() - e.occurred_at)::float8 FROM events e
+              WHERE e.topic = t.topic AND e.dispatch_state = 'pending' ORDER BY e.seq LIMIT 1) AS "oldestSeconds"
+       FROM unnest($1::text[]) AS t(topic)`,
+    [topics],
+  );
+  return rows.map((row) => ({ topic: row.topic, pending: Number(row.pending), oldestSeconds: Math.max(0, row.oldestSeconds ?? 0) }));
+}
+
+/** Events in the dead letters, from their partial index. */
+export async function countDeadLetters(db: Db, timeoutMs: number): Promise<number> {
+  const [row] = await boundedQuery<{ count: string }>(db, timeoutMs, `SELECT count(*) FROM events WHERE dispatch_state = 'dead'`);
+  return Number(row.count);
+}
+
+/** Credits in each state, every state named (0 when none is in it), from the (status, next_attempt_at) index. */
+export async function countCreditsByState(db: Db, timeoutMs: number): Promise<Record<string, number>> {
+  const rows = await boundedQuery<{ state: string; count: string }>(
+    db,
+    timeoutMs,
+    `SELECT s.state::text AS state, (SELECT count(*) FROM credits c WHERE c.status = s.state) AS count
+       FROM unnest(enum_range(NULL::"CreditStatus")) AS s(state)`,
+  );
+  return Object.fromEntries(rows.map((row) => [row.state, Number(row.count)]));
+}

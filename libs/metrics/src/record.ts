@@ -1,0 +1,66 @@
+import { dispatches, httpRequestDuration, messagesAccepted, sendDuration, sends } from './catalog';
+
+// What the libraries and apps call on their hot paths. prom-client hashes the label values on every
+// `labels()` call; the children are kept here instead, found through one map per label, so that a
+// count after the first with the same labels allocates nothing.
+
+type Key = string | number;
+
+/** The child of a metric for two label values, made once. */
+function children2<C>(make: (a: Key, b: Key) => C): (a: Key, b: Key) => C {
+  const byA = new Map<Key, Map<Key, C>>();
+  return (a, b) => {
+    let byB = byA.get(a);
+    if (!byB) byA.set(a, (byB = new Map()));
+    let child = byB.get(b);
+    if (!child) byB.set(b, (child = make(a, b)));
+    return child;
+  };
+}
+
+/** The child of a metric for three label values, made once. */
+function children3<C>(make: (a: Key, b: Key, c: Key) => C): (a: Key, b: Key, c: Key) => C {
+  const byA = new Map<Key, (b: Key, c: Key) => C>();
+  return (a, b, c) => {
+    let rest = byA.get(a);
+    if (!rest) byA.set(a, (rest = children2((b2, c2) => make(a, b2, c2))));
+    return rest(b, c);
+  };
+}
+
+export type AcceptMode = 'single' | 'batch';
+export type AcceptResult = 'accepted' | 'duplicate' | 'unreachable' | 'invalid' | 'fatal';
+
+/** The error code of a send that succeeded. */
+export const NO_ERROR_CODE = 'none';
+
+const httpChild = children3((method, route, status) => httpRequestDuration.labels(String(method), String(route), String(status)));
+const acceptedChild = children2((mode, result) => messagesAccepted.labels(String(mode), String(result)));
+const sendsChild = children3((provider, outcome, code) => sends.labels(String(provider), String(outcome), String(code)));
+const sendDurationChild = children2((provider, outcome) => sendDuration.labels(String(provider), String(outcome)));
+const dispatchChild = children2((topic, result) => dispatches.labels(String(topic), String(result)));
+
+/** One request the gateway answered; `route` is the route's template, or `unmatched`. */
+export function observeHttpRequest(method: string, route: string, status: number, seconds: number): void {
+  httpChild(method, route, status).observe(seconds);
+}
+
+/** `count` messages of push requests answered with `result`. */
+export function acceptedMessages(mode: AcceptMode, result: AcceptResult, count: number): void {
+  if (count > 0) acceptedChild(mode, result).inc(count);
+}
+
+/** `count` devices a provider call ended with `outcome` for (`errorCode`: NO_ERROR_CODE when sent). */
+export function countSends(provider: string, outcome: string, errorCode: string, count = 1): void {
+  sendsChild(provider, outcome, errorCode).inc(count);
+}
+
+/** One provider call took `seconds`. */
+export function observeSendDuration(provider: string, outcome: string, seconds: number): void {
+  sendDurationChild(provider, outcome).observe(seconds);
+}
+
+/** One post of an outbox event to the CRM. */
+export function countDispatch(topic: string, result: 'delivered' | 'retry' | 'dead'): void {
+  dispatchChild(topic, result).inc();
+}

@@ -1,0 +1,114 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { METRICS_CONTENT_TYPE, metricsText } from './catalog';
+import type { StoreGauges } from './store-gauges';
+
+/** Longest a readiness check of one store may take before the store counts as down. */
+export const CHECK_TIMEOUT_MS = 2000;
+
+export interface MetricsServerOptions {
+  /** METRICS_PORT; 0 takes any free port. */
+  port: number;
+  /** What must answer for the app to be ready, by store (`postgres`, `redis`). */
+  checks: Record<string, () => Promise<unknown>>;
+  /** The store gauges this app reports, read when scraped. */
+  stores?: StoreGauges;
+}
+
+export interface MetricsServer {
+  /** The port it listens on (the one the system gave, for METRICS_PORT=0). */
+  readonly port: number;
+  /** From now on /health/ready answers 503: the app is shutting down and takes no new work. */
+  shuttingDown(): void;
+  close(): Promise<void>;
+}
+
+/** The port cannot be listened on: the app cannot start. */
+export class MetricsPortError extends Error {}
+
+export type StoreState = 'up' | 'down';
+
+/** Whether `check` answers within CHECK_TIMEOUT_MS. */
+export async function probe(check: () => Promise<unknown>): Promise<StoreState> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([check(), timeout]);
+    return 'up';
+  } catch {
+    return 'down';
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function json(response: http.ServerResponse, status: number, body: object) {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+}
+
+/**
+ * The operations port of an app that serves no HTTP of its own (the push workers, the bonus app,
+ * the dispatcher): GET /metrics, /health/live and /health/ready, whose answers are the gateway's.
+ * Resolves once listening; rejects with MetricsPortError when the port is taken.
+ */
+export async function startMetricsServer({ port, checks, stores }: MetricsServerOptions): Promise<MetricsServer> {
+  let stopping = false;
+
+  async function ready(response: http.ServerResponse) {
+    if (stopping) return json(response, 503, { error: 'not ready', reason: 'shutting down' });
+    const names = Object.keys(checks);
+    const states = await Promise.all(names.map((name) => probe(checks[name])));
+    const report = Object.fromEntries(names.map((name, i) => [name, states[i]]));
+    if (states.every((state) => state === 'up')) return json(response, 200, { status: 'ready', ...report });
+    return json(response, 503, { error: 'not ready', ...report });
+  }
+
+  async function metrics(response: http.ServerResponse) {
+    await stores?.refresh();
+    const text = await metricsText();
+    response.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE }).end(text);
+  }
+
+  const routes = new Map<string, (response: http.ServerResponse) => void | Promise<void>>([
+    ['/metrics', metrics],
+    ['/health/ready', ready],
+    ['/health/live', (response) => json(response, 200, { status: 'ok' })],
+  ]);
+
+  const server = http.createServer((request, response) => {
+    if (request.method !== 'GET') return json(response, 405, { error: 'method not allowed' });
+    const route = routes.get(request.url?.split('?')[0] ?? '') ?? ((answer: http.ServerResponse) => json(answer, 404, { error: 'not found' }));
+    Promise.resolve()
+      .then(() => route(response))
+      .catch((error: Error) => {
+        if (!response.headersSent) json(response, 500, { error: error.message });
+        else response.destroy();
+      });
+  });
+  // A scraper that stops mid-request does not hold a socket for long.
+  server.headersTimeout = 10000;
+  server.requestTimeout = 15000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) => {
+      const why = error.code === 'EADDRINUSE' ? 'is already in use' : `cannot be listened on (${error.code ?? error.message})`;
+      reject(new MetricsPortError(`METRICS_PORT ${port} ${why}: set METRICS_PORT to a free port (0 takes any)`));
+    });
+    server.listen(port, () => resolve());
+  });
+
+  return {
+    port: (server.address() as AddressInfo).port,
+    shuttingDown() {
+      stopping = true;
+    },
+    close() {
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
