@@ -1,6 +1,6 @@
 // `npx jest` runs every project; `npx jest --selectProjects gateway` runs one.
 module.exports = {
-  projects: ['<rootDir>/libs/*/jest.config.js', '<rootDir>/apps/*/jest.config.js'],
+  projects: ['<rootDir>/libs/*/jest.config.js', '<rootDir>/apps/*/jest.config.js', '<rootDir>/deploy/jest.config.js'],
   reporters: ['default', '<rootDir>/tools/jest/summary-reporter.js'],
   testTimeout: 30000,
   // The integration suites share one database and the dispatcher claims any pending event: one

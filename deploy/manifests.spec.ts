@@ -1,0 +1,289 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TSchema } from '@sinclair/typebox';
+import { APP_CONFIG_SCHEMAS } from '@operator/config';
+import { PUSH_QUEUES, type PushProvider } from '@operator/queue';
+import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication';
+import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { Job } from 'kubernetes-models/batch/v1/Job';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { Service } from 'kubernetes-models/v1/Service';
+import { exportedMetrics, productionVariables, PUBLIC_FAMILIES } from './checks';
+import { kustomize, podContainers, podSpec, type Manifest } from './kustomize';
+
+// The production overlay, rendered as `kubectl kustomize` does, checked against the Kubernetes and
+// KEDA schemas and against what each app really reads and serves.
+
+type Json = Record<string, any>;
+
+const KUBERNETES = join(__dirname, 'kubernetes');
+const rendered = kustomize(join(KUBERNETES, 'overlays/production'));
+const APPS = Object.keys(APP_CONFIG_SCHEMAS);
+
+const MODELS: Record<string, { new (data: any): { validate(): void } }> = {
+  'v1/ConfigMap': ConfigMap,
+  'v1/Service': Service,
+  'apps/v1/Deployment': Deployment,
+  'batch/v1/Job': Job,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+  'keda.sh/v1alpha1/TriggerAuthentication': TriggerAuthentication,
+};
+
+const ofKind = (kind: string) => rendered.filter((manifest) => manifest.kind === kind) as Json[];
+const named = (kind: string, name: string) => ofKind(kind).find((manifest) => manifest.metadata.name === name);
+const deployments = ofKind('Deployment');
+const deploymentOf = (app: string) => deployments.find((deployment) => appOf(deployment) === app)!;
+const mainContainer = (deployment: Json): Json => deployment.spec.template.spec.containers[0];
+
+/** The app a Deployment runs, from its command (dist/apps/<app>/main.js). */
+function appOf(deployment: Json): string | undefined {
+  const command: string[] = mainContainer(deployment).command ?? [];
+  return command.map((part) => part.match(/^dist\/apps\/(.+)\/main\.js$/)?.[1]).find(Boolean);
+}
+
+interface Setting {
+  value?: string;
+  secretKey?: string;
+}
+
+/** A container's environment, resolved: each variable once, with its value or the Secret key it comes from. */
+function environment(container: Json): Map<string, Setting> {
+  const settings = new Map<string, Setting>();
+  const set = (name: string, setting: Setting) => {
+    if (settings.has(name)) throw new Error(`${container.name}: ${name} is set twice`);
+    settings.set(name, setting);
+  };
+  for (const source of container.envFrom ?? []) {
+    const configMap = named('ConfigMap', source.configMapRef?.name);
+    if (!configMap) throw new Error(`${container.name}: envFrom names ${JSON.stringify(source)}, which is not rendered`);
+    for (const [name, value] of Object.entries(configMap.data as Record<string, string>)) set(name, { value });
+  }
+  for (const variable of container.env ?? []) {
+    if (variable.value !== undefined) set(variable.name, { value: variable.value });
+    else if (variable.valueFrom?.secretKeyRef) set(variable.name, { secretKey: variable.valueFrom.secretKeyRef.key });
+    else throw new Error(`${container.name}: ${variable.name} comes from neither a value nor the Secret`);
+  }
+  return settings;
+}
+
+function settingOf(app: string, name: string): string | undefined {
+  return environment(mainContainer(deploymentOf(app))).get(name)?.value;
+}
+
+/** The container port a probe or a Service names (by name or number). */
+function portNumber(container: Json, port: string | number): number | undefined {
+  if (typeof port === 'number') return port;
+  return (container.ports ?? []).find((candidate: Json) => candidate.name === port)?.containerPort;
+}
+
+const secretKeys = () => {
+  const keys = new Set<string>();
+  for (const manifest of rendered) {
+    for (const container of podSpec(manifest) ? podContainers(podSpec(manifest)!) : []) {
+      for (const variable of (container.env as Json[]) ?? []) {
+        const reference = variable.valueFrom?.secretKeyRef;
+        if (reference) keys.add(`${reference.name}/${reference.key}`);
+      }
+    }
+  }
+  for (const auth of ofKind('TriggerAuthentication')) {
+    for (const reference of auth.spec.secretTargetRef) keys.add(`${reference.name}/${reference.key}`);
+  }
+  return keys;
+};
+
+describe('the production overlay', () => {
+  it.each(rendered.map((manifest) => [`${manifest.kind} ${manifest.metadata.name}`, manifest]))('%s is valid against its schema', (_name, manifest) => {
+    const manifestJson = manifest as Manifest;
+    expect(manifestJson.metadata.namespace).toBe('operator-api');
+    if (manifestJson.kind === 'ServiceMonitor') return; // checked below
+    const Model = MODELS[`${manifestJson.apiVersion}/${manifestJson.kind}`];
+    expect(Model).toBeDefined();
+    expect(() => new Model(manifestJson).validate()).not.toThrow();
+  });
+
+  it('has a Deployment for every app, and none for anything else', () => {
+    expect(deployments.map(appOf).sort()).toEqual([...APPS].sort());
+  });
+
+  it.each(APPS)('sets for %s every variable its configuration reads, and no other', (app) => {
+    const schema = APP_CONFIG_SCHEMAS[app];
+    expect([...environment(mainContainer(deploymentOf(app))).keys()].sort()).toEqual(Object.keys(schema.properties).sort());
+  });
+
+  it.each(APPS)('takes the credentials and addresses of %s from the Secret, never from the manifests', (app) => {
+    const settings = environment(mainContainer(deploymentOf(app)));
+    for (const name of productionVariables(APP_CONFIG_SCHEMAS[app]).filter((variable) => variable !== 'NODE_ENV')) {
+      expect({ name, ...settings.get(name) }).toEqual({ name, secretKey: name });
+    }
+    expect(settings.get('NODE_ENV')).toEqual({ value: 'production' });
+  });
+
+  it('lists every key of the Secrets it reads in secret.env.example, and no other', () => {
+    const example = readFileSync(join(KUBERNETES, 'secret.env.example'), 'utf8');
+    const listed = [...example.matchAll(/^([A-Z][A-Z0-9_]*)=/gm)].map((match) => `operator-api/${match[1]}`);
+    expect([...secretKeys()].sort()).toEqual(listed.sort());
+  });
+
+  it.each(APPS)('probes %s on the port and paths it serves', (app) => {
+    const container = mainContainer(deploymentOf(app));
+    const served = Number(app === 'gateway' ? settingOf(app, 'PORT') : settingOf(app, 'METRICS_PORT'));
+    expect(served).toBeGreaterThan(0);
+    for (const [probe, path] of [
+      ['livenessProbe', '/health/live'],
+      ['readinessProbe', '/health/ready'],
+    ]) {
+      expect(container[probe]?.httpGet?.path).toBe(path);
+      expect(portNumber(container, container[probe].httpGet.port)).toBe(served);
+    }
+  });
+
+  it.each(APPS)('gives %s a grace period that covers its shutdown and its claims', (app) => {
+    const deployment = deploymentOf(app);
+    const graceMs = podSpec(deployment as Manifest)!.terminationGracePeriodSeconds as number * 1000;
+    const schema = APP_CONFIG_SCHEMAS[app].properties as Record<string, TSchema>;
+    const valueOf = (name: string) => Number(settingOf(app, name) ?? schema[name].default);
+    const preStop: string[] = mainContainer(deployment).lifecycle?.preStop?.exec?.command ?? [];
+    const preStopMs = preStop[0] === 'sleep' ? Number(preStop[1]) * 1000 : 0;
+    expect(graceMs).toBeGreaterThan(valueOf('SHUTDOWN_TIMEOUT_MS') + preStopMs);
+    if ('PUSH_CLAIM_LEASE_MS' in schema) expect(graceMs).toBeGreaterThan(valueOf('PUSH_CLAIM_LEASE_MS'));
+  });
+
+  it('drains the gateway from the load balancer before it closes', () => {
+    expect(mainContainer(deploymentOf('gateway')).lifecycle.preStop.exec.command).toEqual(['sleep', expect.stringMatching(/^\d+$/)]);
+  });
+
+  it.each([...deployments, ...ofKind('Job')].map((workload) => [workload.metadata.name, workload]))(
+    'runs %s as a non-root user on a read-only filesystem, with resources bounded',
+    (_name, workload) => {
+      const pod = podSpec(workload as Manifest)! as Json;
+      expect(pod.securityContext).toEqual({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+      for (const container of podContainers(pod) as Json[]) {
+        expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+        expect(Object.keys(container.resources.requests).sort()).toEqual(['cpu', 'memory']);
+        expect(Object.keys(container.resources.limits).sort()).toEqual(['cpu', 'memory']);
+        expect(container.image).toBe('registry.example.com/crm-operator-api:0.1.0');
+      }
+      const tmp = pod.volumes.find((volume: Json) => volume.emptyDir)?.name;
+      expect(pod.containers[0].volumeMounts).toContainEqual({ name: tmp, mountPath: '/tmp' });
+    },
+  );
+
+  it.each(APPS)('finds every file %s is configured with in a mounted Secret', (app) => {
+    const container = mainContainer(deploymentOf(app));
+    const volumes: Json[] = podSpec(deploymentOf(app) as Manifest)!.volumes as Json[];
+    const files = [...environment(container)].filter(([name, { value }]) => name.endsWith('_FILE') && value);
+    for (const [name, { value }] of files) {
+      const mount = (container.volumeMounts as Json[]).find((candidate) => value!.startsWith(`${candidate.mountPath}/`));
+      expect({ name, secret: volumes.find((volume) => volume.name === mount?.name)?.secret?.secretName }).toEqual({ name, secret: 'operator-api-push-credentials' });
+    }
+    if (app.startsWith('push-worker-') && app !== 'push-worker-webpush') expect(files.length).toBeGreaterThan(0);
+  });
+
+  it('migrates the database in a Job, and starts no app before the migrations are applied', () => {
+    const [job] = ofKind('Job');
+    expect(podSpec(job as Manifest)!.containers).toEqual([expect.objectContaining({ command: ['node', 'tools/db-migrate.mjs'] })]);
+    for (const deployment of deployments) {
+      const [wait] = podSpec(deployment as Manifest)!.initContainers as Json[];
+      expect(wait.command).toEqual(['node', 'tools/db-migrate.mjs', '--wait']);
+      expect(environment(wait)).toEqual(new Map([['DATABASE_URL', { secretKey: 'DATABASE_URL' }]]));
+    }
+  });
+
+  it('scales each Deployment by one autoscaler, which owns its replicas', () => {
+    const targets = [
+      ...ofKind('HorizontalPodAutoscaler').map((hpa) => hpa.spec.scaleTargetRef.name),
+      ...ofKind('ScaledObject').map((scaled) => scaled.spec.scaleTargetRef.name),
+    ];
+    expect(targets.sort()).toEqual(deployments.map((deployment) => deployment.metadata.name).sort());
+    for (const deployment of deployments) expect(deployment.spec.replicas).toBeUndefined();
+    expect(named('HorizontalPodAutoscaler', deploymentOf('gateway').metadata.name)).toBeDefined();
+    // Every app but the gateway does periodic work (reconciling, expiring, purging) besides its backlog.
+    for (const scaled of ofKind('ScaledObject')) expect(scaled.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
+  });
+
+  it.each(Object.entries(PUSH_QUEUES) as [PushProvider, string][])('scales the %s worker on its own queue waiting list', (provider, queue) => {
+    const app = `push-worker-${provider}`;
+    const scaled = ofKind('ScaledObject').find((candidate) => candidate.spec.scaleTargetRef.name === deploymentOf(app).metadata.name)!;
+    const [trigger] = scaled.spec.triggers;
+    expect(trigger.type).toBe('redis');
+    expect(trigger.metadata.listName).toBe(`${settingOf(app, 'QUEUE_PREFIX')}:${queue}:wait`);
+    expect(named('TriggerAuthentication', trigger.authenticationRef.name)).toBeDefined();
+  });
+
+  it.each(['bonus', 'webhook-dispatcher'])('scales %s on its backlog, read with its own database URL', (app) => {
+    const scaled = ofKind('ScaledObject').find((candidate) => candidate.spec.scaleTargetRef.name === deploymentOf(app).metadata.name)!;
+    const [trigger] = scaled.spec.triggers;
+    expect(trigger.type).toBe('postgresql');
+    expect(environment(mainContainer(deploymentOf(app))).get(trigger.metadata.connectionFromEnv)).toEqual({ secretKey: 'DATABASE_URL' });
+    expect(trigger.metadata.query).toMatch(/^SELECT count\(\*\) FROM \(SELECT 1 FROM \w+ WHERE .+ LIMIT \d+\) AS \w+$/);
+  });
+
+  it.each(APPS)('guards %s with a PodDisruptionBudget and exposes its port through a Service', (app) => {
+    const deployment = deploymentOf(app);
+    const podLabels = deployment.spec.template.metadata.labels;
+    const selects = (selector: Record<string, string>) => Object.entries(selector).every(([key, value]) => podLabels[key] === value);
+    expect(ofKind('PodDisruptionBudget').filter((pdb) => selects(pdb.spec.selector.matchLabels))).toHaveLength(1);
+    const [service] = ofKind('Service').filter((candidate) => selects(candidate.spec.selector));
+    const container = mainContainer(deployment);
+    expect(service.spec.ports.map((port: Json) => portNumber(container, port.targetPort))).toContain(portNumber(container, container.readinessProbe.httpGet.port));
+  });
+
+  it('has Prometheus scrape /metrics on every app Service', () => {
+    const [monitor] = ofKind('ServiceMonitor');
+    expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
+    const services = ofKind('Service').filter((service) =>
+      Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels[key] === value),
+    );
+    expect(services.map((service) => service.metadata.name).sort()).toEqual(deployments.map((deployment) => deployment.metadata.name).sort());
+    for (const service of services) {
+      const scraped = monitor.spec.endpoints.filter((endpoint: Json) => service.spec.ports.some((port: Json) => port.name === endpoint.port));
+      expect(scraped).toEqual([expect.objectContaining({ path: '/metrics' })]);
+    }
+  });
+});
+
+describe('the Grafana dashboard', () => {
+  const configMap = named('ConfigMap', 'operator-api-dashboard')!;
+  const dashboard = JSON.parse(configMap.data['operator-api.json']);
+  const queries: string[] = [
+    ...dashboard.panels.flatMap((panel: Json) => (panel.targets ?? []).map((target: Json) => target.expr)),
+    ...dashboard.templating.list.map((variable: Json) => variable.query?.query).filter(Boolean),
+  ];
+
+  it('is a ConfigMap that Grafana loads', () => {
+    expect(configMap.metadata.labels.grafana_dashboard).toBe('1');
+    expect(dashboard.panels.filter((panel: Json) => panel.type !== 'row').every((panel: Json) => panel.targets.length > 0)).toBe(true);
+  });
+
+  it('queries only the metrics the apps export', async () => {
+    const exported = new Set(await exportedMetrics());
+    expect(exported).toContain('operator_dead_letters');
+    expect(queries.flatMap(metricNames).filter((name) => !exported.has(name))).toEqual([]);
+  });
+
+  it('shows every metric family of the public interface, CPU and event-loop lag', () => {
+    const used = new Set(queries.flatMap(metricNames).map((name) => name.replace(/_(bucket|count|sum)$/, '')));
+    expect([...PUBLIC_FAMILIES, 'process_cpu_seconds_total'].filter((name) => !used.has(name))).toEqual([]);
+    expect([...used].some((name) => name.startsWith('nodejs_eventloop_lag'))).toBe(true);
+  });
+});
+
+/** The metric names of a PromQL expression: identifiers that are neither functions, keywords nor labels. */
+function metricNames(expression: string): string[] {
+  const bare = expression
+    .replace(/label_values\(\s*([a-zA-Z_:][\w:]*)\s*,\s*\w+\s*\)/g, '$1')
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""')
+    .replace(/\{[^}]*\}/g, '')
+    .replace(/\[[^\]]*\]/g, '')
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '');
+  const keywords = new Set(['by', 'without', 'on', 'ignoring', 'bool', 'offset', 'and', 'or', 'unless']);
+  return [...bare.matchAll(/\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(\s*\()?/g)]
+    .filter(([, name, call]) => !call && !keywords.has(name) && !/^\d/.test(name))
+    .map(([, name]) => name);
+}
