@@ -1,5 +1,5 @@
 import type { TObject, TSchema } from '@sinclair/typebox';
-import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, DEV_TRACKING_SECRET, DEV_WEBHOOK_SECRET } from '@operator/config';
+import { DEV_INTERNAL_KEY, DEV_OAUTH_SIGNING_KEY, DEV_OPERATOR_KEY, DEV_TRACKING_SECRET, DEV_WEBHOOK_SECRET } from '@operator/config';
 import { metricsText } from '@operator/metrics';
 
 export { PUBLIC_FAMILIES } from '@operator/metrics';
@@ -12,7 +12,7 @@ export async function exportedMetrics(): Promise<string[]> {
   return types.flatMap(([, name, type]) => (type === 'histogram' ? [`${name}_bucket`, `${name}_count`, `${name}_sum`] : [name]));
 }
 
-const DEVELOPMENT_SECRETS = [DEV_OPERATOR_KEY, DEV_INTERNAL_KEY, DEV_TRACKING_SECRET, DEV_WEBHOOK_SECRET];
+const DEVELOPMENT_SECRETS = [DEV_OPERATOR_KEY, DEV_INTERNAL_KEY, DEV_TRACKING_SECRET, DEV_WEBHOOK_SECRET, DEV_OAUTH_SIGNING_KEY];
 
 /**
  * The variables an app cannot run in production without: NODE_ENV, those whose default is a

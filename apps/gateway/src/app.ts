@@ -6,8 +6,10 @@ import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, Redis } from '@operator/queue';
 import { requireApiKey } from './auth';
+import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
+import { loggedRequest } from './log-redaction';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
 import { deadLetterRoutes } from './routes/dead-letters';
@@ -15,6 +17,7 @@ import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
 import { registerMetrics } from './routes/metrics';
+import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
@@ -38,7 +41,7 @@ export { REDACTED_PATHS };
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
   const app = Fastify({
-    logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, ...(logger === true ? {} : logger) },
+    logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
     bodyLimit: config.BODY_LIMIT_BYTES,
     trustProxy: true,
     return503OnClosing: true,
@@ -91,7 +94,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.register(healthRoutes, { db, redis });
 
   app.register(async (crm) => {
-    requireApiKey(crm, config.operatorApiKeys, 'crmApiKey');
+    requireCrmAuth(crm, config.operatorApiKeys, config.crmAuth);
     await crm.register(pushRoutes, {
       accept: {
         db,
@@ -107,6 +110,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     await crm.register(statusRoutes, { db });
     await crm.register(bonusRoutes, { db, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
   });
+
+  // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
+  if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth });
 
   app.register(async (internal) => {
     requireApiKey(internal, config.internalApiKeys, 'internalApiKey');

@@ -9,7 +9,7 @@ const digest = (key: string) => createHash('sha256').update(key).digest();
  * downtime. Digests have a fixed length, so the comparison takes the same time whatever the key,
  * and every configured key is compared.
  */
-function keyMatcher(keys: string[]) {
+export function keyMatcher(keys: string[]) {
   const allowed = keys.map(digest);
   return (presented: string) => {
     const candidate = digest(presented);

@@ -3,9 +3,18 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import pkg from '../../../package.json';
 
-/** The two keys of X-Api-Key: which routes take which is set where each guard is added (auth.ts). */
+/**
+ * How each kind of caller authenticates: which routes take which is set where each guard is added
+ * (auth.ts, crm-auth.ts). The CRM's routes take any of the methods CRM_AUTH enables.
+ */
 export const SECURITY_SCHEMES = {
   crmApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The CRM's key: one of OPERATOR_API_KEYS" },
+  crmBasic: { type: 'http', scheme: 'basic', description: 'The CRM as a user:password of CRM_BASIC_USERS' },
+  crmOAuth: {
+    type: 'oauth2',
+    description: 'A bearer token the CRM gets at /oauth/token as a client of CRM_OAUTH_CLIENTS',
+    flows: { clientCredentials: { tokenUrl: '/oauth/token', scopes: {} } },
+  },
   internalApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The operator back end's key: one of INTERNAL_API_KEYS" },
 } as const;
 export type SecurityScheme = keyof typeof SECURITY_SCHEMES;
@@ -13,6 +22,7 @@ export type SecurityScheme = keyof typeof SECURITY_SCHEMES;
 const TAGS = [
   { name: 'CRM: push', description: 'Pushes from the CRM (contract 4.1, 4.2), with the `X-<Word>-*` headers of contract 5.2' },
   { name: 'CRM: push status', description: 'Polling the state of pushes (contract 6), for a CRM that takes no webhooks' },
+  { name: 'CRM: authentication', description: 'The OAuth 2.0 token endpoint (client credentials), when CRM_AUTH has oauth2' },
   { name: 'CRM: bonuses', description: 'The bonus list and credits (contract 4.3-4.5); a credit is exactly once per `X-<Word>-Id`' },
   { name: 'Back office: devices', description: "The operator's back end registers its players' devices" },
   { name: 'Back office: bonuses', description: 'The bonus catalog, wallets, player bonuses and credits' },

@@ -55,8 +55,14 @@ describe('the OpenAPI document', () => {
   let document: Document;
 
   beforeAll(async () => {
-    // The committed document is made with the default header word.
-    stores = await openTestStores({ CRM_HEADER_WORD: 'Service' });
+    // The committed document is made with the default header word, and every CRM authentication
+    // method on (so the token endpoint is in it).
+    stores = await openTestStores({
+      CRM_HEADER_WORD: 'Service',
+      CRM_AUTH: 'api-key,basic,oauth2',
+      CRM_BASIC_USERS: 'crm:password',
+      CRM_OAUTH_CLIENTS: 'crm:secret',
+    });
     app = buildApp(stores);
     app.addHook('onRoute', (route) => {
       routes.push(route);
@@ -108,10 +114,14 @@ describe('the OpenAPI document', () => {
     expect(Object.keys(document.paths).filter((path) => HIDDEN.test(path))).toEqual([]);
   });
 
-  it('names the key each route takes: the CRM key for the CRM routes, the internal key for /v1, none for health and device reports', () => {
+  it('names the credentials each route takes: the CRM methods for the CRM routes, the internal key for /v1, none for health, device reports and the token endpoint', () => {
     const security = (path: string, method: string) => document.paths[path][method].security;
-    expect(security('/channels/push/single', 'post')).toEqual([{ crmApiKey: [] }]);
-    expect(security('/bonus/credit', 'post')).toEqual([{ crmApiKey: [] }]);
+    const crm = [{ crmApiKey: [] }, { crmBasic: [] }, { crmOAuth: [] }];
+    expect(security('/channels/push/single', 'post')).toEqual(crm);
+    expect(security('/channels/push/status', 'get')).toEqual(crm);
+    expect(security('/bonus/credit', 'post')).toEqual(crm);
+    expect(security('/oauth/token', 'post')).toBeUndefined();
+    expect(security('/oauth/token', 'get')).toBeUndefined();
     expect(security('/v1/devices', 'post')).toEqual([{ internalApiKey: [] }]);
     expect(security('/v1/credits/{id}', 'get')).toEqual([{ internalApiKey: [] }]);
     expect(security('/health/ready', 'get')).toBeUndefined();

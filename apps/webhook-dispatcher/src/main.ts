@@ -1,16 +1,21 @@
 // Delivers the outbox's events to the CRM: push statuses to CRM_STATUS_WEBHOOK_URL, bonus and
-// balance events to CRM_EVENTS_BASE_URL. Several instances may run; each event goes out once per
+// balance events to CRM_EVENTS_BASE_URL or, with CRM_EVENTS_TRANSPORT=rabbitmq, to the CRM's RabbitMQ.
+// Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
 import { ConfigError, createLogger, loadDispatcherConfig, onShutdown } from '@operator/config';
 import { closeDb, countDeadLetters, createDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
-import { createDispatcher } from '@operator/webhooks';
+import { createAmqpPublisher, createDispatcher } from '@operator/webhooks';
 
 async function main() {
   const config = loadDispatcherConfig();
   const log = createLogger('webhook-dispatcher', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
-  const eventsBase = config.CRM_EVENTS_BASE_URL.replace(/\/+$/, '');
+  const amqp =
+    config.CRM_EVENTS_TRANSPORT === 'rabbitmq'
+      ? createAmqpPublisher({ url: config.CRM_EVENTS_AMQP_URL, exchange: config.CRM_EVENTS_AMQP_EXCHANGE, log, timeoutMs: config.WEBHOOK_TIMEOUT_MS })
+      : undefined;
+  const eventsBase = amqp ? '' : config.CRM_EVENTS_BASE_URL.replace(/\/+$/, '');
   const urls = {
     [PUSH_STATUS_TOPIC]: config.CRM_STATUS_WEBHOOK_URL || undefined,
     bonus: eventsBase ? `${eventsBase}/v1/integration/bonus` : undefined,
@@ -18,7 +23,7 @@ async function main() {
   };
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
-    checks: { postgres: () => db.pool.query('SELECT 1') },
+    checks: { postgres: () => db.pool.query('SELECT 1'), ...(amqp && { rabbitmq: () => amqp.check() }) },
     stores: watchStores(
       {
         outbox: () => readOutboxBacklog(db, Object.keys(urls), STORE_READ_TIMEOUT_MS),
@@ -31,11 +36,14 @@ async function main() {
     db,
     log,
     urls,
+    publishers: amqp && { bonus: amqp.publishAs('BONUS'), balance: amqp.publishAs('USER_BALANCES_UPDATE') },
     secret: config.CRM_WEBHOOK_SECRET,
     auth: {
       basic: config.CRM_WEBHOOK_USERNAME ? { username: config.CRM_WEBHOOK_USERNAME, password: config.CRM_WEBHOOK_PASSWORD } : undefined,
       apiKey: config.CRM_WEBHOOK_API_KEY ? { header: config.CRM_WEBHOOK_API_KEY_HEADER, value: config.CRM_WEBHOOK_API_KEY } : undefined,
     },
+    statusFormat:
+      config.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' ? { format: 'conversion', deliveredOn: config.CRM_CONVERSION_DELIVERED_ON } : { format: 'event' },
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     concurrency: config.WEBHOOK_CONCURRENCY,
     batchSize: config.WEBHOOK_BATCH_SIZE,
@@ -46,7 +54,11 @@ async function main() {
     idleMs: config.WEBHOOK_POLL_MS,
   });
   if (!config.CRM_STATUS_WEBHOOK_URL) log.info({}, 'CRM_STATUS_WEBHOOK_URL is not set: push statuses are available by polling only');
-  if (!eventsBase) log.info({}, 'CRM_EVENTS_BASE_URL is not set: bonus and balance events wait in the outbox');
+  // Production refuses this (see loadDispatcherConfig); a local receiver may do without.
+  if (config.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' && !config.CRM_WEBHOOK_USERNAME) {
+    log.warn({}, "CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD are not set: the CRM's conversion endpoint refuses posts without Basic auth");
+  }
+  if (!eventsBase && !amqp) log.info({}, 'CRM_EVENTS_BASE_URL is not set: bonus and balance events wait in the outbox');
   dispatcher.start();
   // Without a status webhook the push statuses are only polled: they age out of the feed too.
   const retention = startRetention({
@@ -56,7 +68,7 @@ async function main() {
     intervalMs: config.RETENTION_INTERVAL_MS,
     feedOnly: !config.CRM_STATUS_WEBHOOK_URL,
   });
-  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, eventsBase: eventsBase || null, metricsPort: metrics.port }, 'webhook dispatcher started');
+  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: eventsBase || null, metricsPort: metrics.port }, 'webhook dispatcher started');
 
   onShutdown({
     log,
@@ -64,6 +76,7 @@ async function main() {
     close: async () => {
       metrics.shuttingDown();
       await Promise.all([dispatcher.stop(), retention.stop()]);
+      await amqp?.close();
       await closeDb(db);
       await metrics.close();
     },

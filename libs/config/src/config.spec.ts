@@ -54,6 +54,7 @@ describe('loadGatewayConfig: defaults', () => {
       bonus: { platformUrl: undefined, exchangeRates: {} },
       operatorApiKeys: ['dev-operator-key'],
       internalApiKeys: ['dev-internal-key'],
+      crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
     });
   });
 

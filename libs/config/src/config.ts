@@ -3,6 +3,7 @@ import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
+import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys.
@@ -30,14 +31,18 @@ export const GatewayEnv = Type.Object({
   ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (internal key); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
-export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS'> & {
+/** The CRM's credentials are read into `crmAuth` only. */
+type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
+
+export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable> & {
   operatorApiKeys: string[];
   internalApiKeys: string[];
   webhookMaxAgeMs: number;
   bonus: BonusSettings;
+  crmAuth: CrmAuthSettings;
 };
 
 /** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
@@ -67,8 +72,9 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     problems.unshift(...error.problems);
   }
   const bonus = raw ? bonusSettings(raw) : undefined;
-  if (raw) problems.push(...trackingProblems(raw), ...bonus!.problems);
+  const crmAuth = raw ? crmAuthSettings(raw) : undefined;
+  if (raw) problems.push(...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
-  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, ...rest } = raw;
-  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings };
+  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, ...rest } = raw;
+  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings, crmAuth: crmAuth!.settings };
 }

@@ -17,6 +17,12 @@ export function splitList(value: string): string[] {
     .filter(Boolean);
 }
 
+/** The values a union of string literals allows; undefined for any other schema. */
+function literalsOf(field: TSchema): string[] | undefined {
+  const values: unknown[] | undefined = (field.anyOf as TSchema[] | undefined)?.map((option) => option.const);
+  return values?.every((value): value is string => typeof value === 'string') ? values : undefined;
+}
+
 const BOOLEAN_WORDS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
 
 /**
@@ -38,7 +44,9 @@ export function parseEnv<T extends TObject>(schema: T, env: Env): Static<T> {
       if (text.trim() === '' || Number.isNaN(number)) problems.push(`${name} must be a number, got "${text}"`);
       else raw[name] = number;
     } else {
-      raw[name] = text;
+      const allowed = literalsOf(field);
+      if (allowed && !allowed.includes(text)) problems.push(`${name} must be one of ${allowed.join(', ')}, got "${text}"`);
+      else raw[name] = text;
     }
   }
   const value = Value.Default(schema, raw) as Record<string, unknown>;

@@ -4,6 +4,8 @@ import { DatabaseEnv, MetricsEnv, RuntimeEnv, RetentionEnv } from './base';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
 export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
+/** The local RabbitMQ's guest account: refused in production. */
+export const DEV_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
 /** Signs the tracking token each push carries (gateway and workers share it). */
 export const TrackingEnv = Type.Object({
@@ -16,7 +18,21 @@ export const WebhookAgeEnv = Type.Object({
 
 export const DispatcherEnv = Type.Object({
   CRM_STATUS_WEBHOOK_URL: Type.String({ default: '', description: 'Where push status events are POSTed; empty: polling only' }),
+  CRM_STATUS_WEBHOOK_FORMAT: Type.Union([Type.Literal('event'), Type.Literal('conversion')], {
+    default: 'event',
+    description: "Body of the status webhook: event (every status, with event_id, push_id, activity, meta) or conversion (the CRM's conversion endpoint: delivered, read, clicked with the meta)",
+  }),
+  CRM_CONVERSION_DELIVERED_ON: Type.Union([Type.Literal('provider'), Type.Literal('device')], {
+    default: 'provider',
+    description: 'In the conversion format, when `delivered` is posted: provider (the provider accepted the push) or device (the device reported it)',
+  }),
   CRM_EVENTS_BASE_URL: Type.String({ default: '', description: "The CRM's real-time data API; bonus events go to /v1/integration/bonus, balances to /v1/integration/user/balances" }),
+  CRM_EVENTS_TRANSPORT: Type.Union([Type.Literal('http'), Type.Literal('rabbitmq')], {
+    default: 'http',
+    description: 'How bonus and balance events reach the CRM: http (POSTed under CRM_EVENTS_BASE_URL) or rabbitmq (published to CRM_EVENTS_AMQP_URL)',
+  }),
+  CRM_EVENTS_AMQP_URL: Type.String({ default: DEV_AMQP_URL, description: "The CRM's RabbitMQ (amqp:// or amqps://, with its user and password), for CRM_EVENTS_TRANSPORT=rabbitmq" }),
+  CRM_EVENTS_AMQP_EXCHANGE: Type.String({ default: 'crm-events', minLength: 1, description: 'The durable topic exchange bonus and balance events are published on' }),
   CRM_WEBHOOK_SECRET: Type.String({ default: DEV_WEBHOOK_SECRET, minLength: 16, description: 'Key of the HMAC-SHA256 X-Signature on every request' }),
   CRM_WEBHOOK_USERNAME: Type.String({ default: '', description: 'Basic auth user towards the CRM (with CRM_WEBHOOK_PASSWORD)' }),
   CRM_WEBHOOK_PASSWORD: Type.String({ default: '', description: 'Basic auth password towards the CRM' }),
@@ -52,6 +68,13 @@ function checkUrl(name: string, value: string, problems: string[]) {
   }
 }
 
+/** CRM_EVENTS_AMQP_URL's problems, which never quote it: it holds a password. */
+function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
+  const protocol = URL.canParse(value) ? new URL(value).protocol : undefined;
+  if (protocol !== 'amqp:' && protocol !== 'amqps:') problems.push('CRM_EVENTS_AMQP_URL must be an amqp:// or amqps:// URL');
+  else if (nodeEnv === 'production' && value === DEV_AMQP_URL) problems.push("CRM_EVENTS_AMQP_URL is the local development broker; set the CRM's RabbitMQ in production");
+}
+
 export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   const raw = parseEnv(DispatcherConfigSchema, env);
   const problems: string[] = [];
@@ -60,9 +83,13 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   if (Boolean(raw.CRM_WEBHOOK_USERNAME) !== Boolean(raw.CRM_WEBHOOK_PASSWORD)) {
     problems.push('CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD go together');
   }
+  if (raw.NODE_ENV === 'production' && raw.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' && !raw.CRM_WEBHOOK_USERNAME && !raw.CRM_WEBHOOK_PASSWORD) {
+    problems.push("CRM_STATUS_WEBHOOK_FORMAT=conversion needs CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD (the CRM's conversion endpoint takes Basic auth)");
+  }
   if (raw.NODE_ENV === 'production' && raw.CRM_WEBHOOK_SECRET === DEV_WEBHOOK_SECRET) {
     problems.push('CRM_WEBHOOK_SECRET holds the development secret; set a real one in production');
   }
+  if (raw.CRM_EVENTS_TRANSPORT === 'rabbitmq') amqpUrlProblems(raw.NODE_ENV, raw.CRM_EVENTS_AMQP_URL, problems);
   if (problems.length) throw new ConfigError(problems);
   return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE) };
 }

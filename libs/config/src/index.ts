@@ -5,6 +5,7 @@ export * from './push';
 export * from './logger';
 export * from './events';
 export * from './bonus';
+export * from './crm-auth';
 export * from './backoff';
 export * from './shutdown';
 export * from './apps';

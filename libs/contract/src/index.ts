@@ -11,3 +11,4 @@ export * from './status';
 export * from './operations';
 export * from './paging';
 export * from './responses';
+export * from './oauth';

@@ -32,6 +32,7 @@ const OWNERS: Record<string, string> = {
   '@parse/node-apn': 'libs/providers/src/apns/',
   'web-push': 'libs/providers/src/webpush/',
   'prom-client': 'libs/metrics/',
+  amqplib: 'libs/webhooks/',
 };
 
 describe('module boundaries', () => {

@@ -391,7 +391,8 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     const sentRows = rows.filter((row) => row.status === 'sent');
     expect(sentRows.map((row) => row.state)).toEqual(['dead', 'dead', 'dead']);
     expect(sentRows.map((row) => row.attempts)).toEqual([1, 1, 1]);
-    expect(sentRows.map((row) => row.lastError).sort()).toEqual(['HTTP 400', 'HTTP 401', 'HTTP 404']);
+    // With the start of the receiver's answer, which says why.
+    expect(sentRows.map((row) => row.lastError).sort()).toEqual(['HTTP 400: {"error":"scripted 400"}', 'HTTP 401: {"error":"scripted 401"}', 'HTTP 404: {"error":"scripted 404"}']);
     // Not retried, and the push's later event still went out.
     expect(receivedFor(pushes).filter((r) => r.json.status === 'sent')).toHaveLength(3);
     expect(rows.filter((row) => row.status === 'delivered').map((row) => row.state)).toEqual(['delivered', 'delivered', 'delivered']);

@@ -11,7 +11,7 @@ import {
   type DispatchResult,
   type DueEvent,
 } from '@operator/db';
-import { pushEventBody } from './body';
+import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, type LogSink } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
@@ -26,8 +26,12 @@ export interface DispatcherOptions {
   log: LogSink;
   /** Where each topic's events go; a topic without a URL is not dispatched (polling only). */
   urls: Record<string, string | undefined>;
+  /** Topics published to a message broker instead of POSTed (CRM_EVENTS_TRANSPORT=rabbitmq). */
+  publishers?: Record<string, Publish>;
   secret: string;
   auth: WebhookAuth;
+  /** The body of push status events; the event (the default) or the CRM's conversion, which posts only the engagements it counts. */
+  statusFormat?: StatusWebhookFormat;
   timeoutMs: number;
   /** Posts in flight at once, over as many kept-alive connections. */
   concurrency: number;
@@ -43,6 +47,8 @@ export interface DispatcherOptions {
 }
 
 const RETRIED_STATUSES = new Set([408, 425, 429]);
+/** Characters of a refusal's answer kept with the dead letter (the CRM says there why it refused). */
+const REFUSAL_KEPT = 500;
 
 export function isRetried(status: number): boolean {
   return status >= 500 || RETRIED_STATUSES.has(status);
@@ -76,19 +82,26 @@ interface Claim {
   started: number;
 }
 
-type PostOutcome = { ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number };
+/** What one attempt to deliver an event came to. */
+export type PostOutcome = { ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number };
+
+/** Delivers an event some other way than a POST, within timeoutMs; its outcome is taken as a post's. */
+export type Publish = (event: DueEvent, body: string) => Promise<PostOutcome>;
 
 /**
  * Delivers outbox events to the CRM: JSON POSTs over kept-alive connections, signed, authenticated
  * as configured. Retries timeouts, network errors, 408, 425, 429 and 5xx with backoff until the
- * event's maximum age; other answers, and events past their age, go to the dead letters. Events of
- * one ordering key go in order: the claim takes only the first pending event of each key.
+ * event's maximum age; other answers (with the start of their body), and events past their age, go
+ * to the dead letters. Events of one ordering key go in order: the claim takes only the first
+ * pending event of each key.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { db, log } = options;
-  const topics = Object.entries(options.urls)
+  const posted = Object.entries(options.urls)
     .filter(([, url]) => url)
     .map(([topic]) => topic);
+  const publishers = options.publishers ?? {};
+  const topics = [...posted, ...Object.keys(publishers)];
   const baseHeaders: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'crm-operator-api/webhook' };
   if (options.auth.basic) {
     const { username, password } = options.auth.basic;
@@ -107,7 +120,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     };
   }
 
-  const targets = new Map(topics.map((topic) => [topic, target(options.urls[topic]!)]));
+  const targets = new Map(posted.map((topic) => [topic, target(options.urls[topic]!)]));
 
   function post({ send, options: to }: ReturnType<typeof target>, body: string): Promise<PostOutcome> {
     return new Promise((resolve) => {
@@ -129,25 +142,34 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       }, options.timeoutMs);
       request.on('error', (error) => failed(error.message));
       request.on('response', (response) => {
+        const status = response.statusCode ?? 0;
+        const refused = (status < 200 || status >= 300) && !isRetried(status);
+        let answer = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          if (refused && answer.length < REFUSAL_KEPT) answer += chunk;
+        });
         response.on('error', (error) => failed(error.message));
         response.on('close', () => {
           if (!response.complete) failed('connection closed before the end of the answer');
         });
         response.on('end', () => {
-          const status = response.statusCode ?? 0;
           if (status >= 200 && status < 300) return settle({ ok: true });
-          settle({ ok: false, retry: isRetried(status), error: `HTTP ${status}`, retryAfterMs: retryAfterMs(header(response.headers['retry-after'])) });
+          const text = answer.trim().slice(0, REFUSAL_KEPT);
+          const error = text ? `HTTP ${status}: ${text}` : `HTTP ${status}`;
+          settle({ ok: false, retry: isRetried(status), error, retryAfterMs: retryAfterMs(header(response.headers['retry-after'])) });
         });
-        response.resume();
       });
       request.end(body);
     });
   }
 
-  async function dispatch(event: DueEvent): Promise<DispatchResult> {
-    const body = event.body ?? (event.push ? pushEventBody(event.push) : undefined);
+  const statusFormat = options.statusFormat ?? { format: 'event' };
+
+  async function dispatch(event: DueEvent, body: string | undefined): Promise<DispatchResult> {
     if (body === undefined) return { id: event.id, outcome: 'dead', error: 'event has no body and no push' };
-    const outcome = await post(targets.get(event.topic)!, body);
+    const publish = publishers[event.topic];
+    const outcome = await (publish ? publish(event, body) : post(targets.get(event.topic)!, body));
     if (outcome.ok) return { id: event.id, outcome: 'delivered' };
     const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
     const nextAt = Date.now() + backoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
@@ -214,8 +236,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   /** Posts the event and hands its result to the writer; resolves once the post ended. */
   async function postOne(event: DueEvent, recorded: Set<Promise<void>>): Promise<void> {
     held.add(event.id);
-    const result = await dispatch(event);
-    countDispatch(event.topic, result.outcome);
+    const body = event.body ?? (event.push ? statusWebhookBody(statusFormat, event.push) : undefined);
+    // A status the format does not post (e.g. `sent` or `failed` as conversions) is done: the polling feed still has it.
+    const result: DispatchResult = body === null ? { id: event.id, outcome: 'delivered' } : await dispatch(event, body);
+    if (body !== null) countDispatch(event.topic, result.outcome);
     if (result.outcome === 'dead') log.warn({ event: event.id, topic: event.topic, error: result.error }, 'event moved to the dead letters');
     const written: Promise<void> = results.add([result]).finally(() => {
       held.delete(event.id);

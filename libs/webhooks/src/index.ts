@@ -1,3 +1,5 @@
 export * from './body';
+export * from './conversion';
 export * from './signature';
 export * from './dispatcher';
+export * from './amqp-publisher';

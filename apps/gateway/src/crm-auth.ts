@@ -1,0 +1,87 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Credential, CrmAuthMethod, CrmAuthSettings } from '@operator/config';
+import { verifyAccessToken } from './access-token';
+import { keyMatcher } from './auth';
+import type { SecurityScheme } from './docs';
+
+const SCHEMES: Record<CrmAuthMethod, SecurityScheme> = { 'api-key': 'crmApiKey', basic: 'crmBasic', oauth2: 'crmOAuth' };
+const PRESENTED_AS: Record<CrmAuthMethod, string> = { 'api-key': 'X-Api-Key', basic: 'Authorization: Basic', oauth2: 'Authorization: Bearer' };
+const REALM = 'realm="crm"';
+
+/**
+ * Whether an id and secret are one of `credentials`, compared in constant time against every one
+ * (see keyMatcher). The pair is encoded unambiguously, so no split of one text matches another pair.
+ */
+export function credentialMatcher(credentials: Credential[]) {
+  const isPair = keyMatcher(credentials.map(({ id, secret }) => JSON.stringify([id, secret])));
+  return (id: string, secret: string) => isPair(JSON.stringify([id, secret]));
+}
+
+/** The scheme (lower case) and value of an Authorization header, or undefined. */
+export function authorizationOf(header: string | undefined): { scheme: string; value: string } | undefined {
+  const match = header === undefined ? null : /^(\S+)\s+(\S+)\s*$/.exec(header);
+  return match ? { scheme: match[1].toLowerCase(), value: match[2] } : undefined;
+}
+
+/** The user and password of a Basic value, split at the first colon (RFC 7617), or undefined. */
+export function basicCredentials(value: string): { id: string; secret: string } | undefined {
+  const text = Buffer.from(value, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  return colon === -1 ? undefined : { id: text.slice(0, colon), secret: text.slice(colon + 1) };
+}
+
+/**
+ * An onRequest hook for the CRM's endpoints: admits a request that any method of `auth.methods`
+ * admits (an X-Api-Key of `apiKeys`, HTTP Basic with a user of CRM_BASIC_USERS, or a bearer token
+ * of /oauth/token whose client is still listed). A refusal says why, and which schemes are taken.
+ */
+export function crmAuthGuard(apiKeys: string[], auth: CrmAuthSettings) {
+  const enabled = new Set(auth.methods);
+  const isApiKey = keyMatcher(apiKeys);
+  const isUser = credentialMatcher(auth.basicUsers);
+  const clients = new Set(auth.oauthClients.map((client) => client.id));
+  const accepted = auth.methods.map((method) => PRESENTED_AS[method]);
+  const takes = accepted.length === 1 ? accepted[0] : `${accepted.slice(0, -1).join(', ')} or ${accepted.at(-1)}`;
+
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const refusals: string[] = [];
+    let badToken = false;
+    const apiKey = request.headers['x-api-key'];
+    if (typeof apiKey === 'string' && apiKey !== '') {
+      if (!enabled.has('api-key')) refusals.push('X-Api-Key is not accepted here');
+      else if (isApiKey(apiKey)) return;
+      else refusals.push('invalid API key');
+    }
+    const authorization = authorizationOf(request.headers.authorization);
+    if (authorization?.scheme === 'basic' && enabled.has('basic')) {
+      const user = basicCredentials(authorization.value);
+      if (user && isUser(user.id, user.secret)) return;
+      refusals.push('invalid Basic credentials');
+    } else if (authorization?.scheme === 'bearer' && enabled.has('oauth2')) {
+      const check = verifyAccessToken(auth.signingKeys, authorization.value);
+      // A client removed from CRM_OAUTH_CLIENTS loses its tokens at once.
+      if (check.ok && clients.has(check.claims.sub)) return;
+      badToken = true;
+      refusals.push(!check.ok && check.error === 'expired' ? 'the bearer token has expired; get a new one at /oauth/token' : 'invalid bearer token');
+    } else if (authorization) {
+      refusals.push(`the Authorization scheme "${authorization.scheme}" is not accepted here`);
+    }
+
+    const challenges = [
+      ...(enabled.has('basic') ? [`Basic ${REALM}, charset="UTF-8"`] : []),
+      ...(enabled.has('oauth2') ? [`Bearer ${REALM}${badToken ? ', error="invalid_token"' : ''}`] : []),
+    ];
+    if (challenges.length) reply.header('www-authenticate', challenges.join(', '));
+    const error = refusals.length ? `${refusals.join('; ')}; send ${takes}` : `missing credentials: send ${takes}`;
+    return reply.code(401).send({ error });
+  };
+}
+
+/** Guards every route of `scope` with the CRM's credentials, and says which schemes in the OpenAPI document. */
+export function requireCrmAuth(scope: FastifyInstance, apiKeys: string[], auth: CrmAuthSettings) {
+  scope.addHook('onRequest', crmAuthGuard(apiKeys, auth));
+  const security = auth.methods.map((method) => ({ [SCHEMES[method]]: [] }));
+  scope.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, security };
+  });
+}

@@ -1,0 +1,122 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { CrmAuthSettings } from '@operator/config';
+import {
+  OAuthBadRequest,
+  OAuthUnauthorized,
+  TokenQuerySchema,
+  TokenRequestSchema,
+  TokenResponseSchema,
+  type OAuthErrorCode,
+  type TokenRequest,
+} from '@operator/contract';
+import { issueAccessToken } from '../access-token';
+import { authorizationOf, basicCredentials, credentialMatcher } from '../crm-auth';
+
+const TAGS = ['CRM: authentication'];
+export const TOKEN_PATH = '/oauth/token';
+
+/** A form body's fields; a repeated field becomes an array, which the schema refuses (RFC 6749, 3.2). */
+function formFields(body: string): Record<string, string | string[]> {
+  const fields: Record<string, string | string[]> = {};
+  for (const [name, value] of new URLSearchParams(body)) {
+    const seen = fields[name];
+    fields[name] = seen === undefined ? value : [seen, value].flat();
+  }
+  return fields;
+}
+
+/** A Basic user name or password as RFC 6749 (2.3.1) has clients write it: form-encoded. */
+function formDecoded(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, ' '));
+  } catch {
+    return undefined;
+  }
+}
+
+export interface OAuthTokenOptions {
+  auth: CrmAuthSettings;
+}
+
+/**
+ * The token endpoint of the client credentials grant (RFC 6749, 4.4): a client of
+ * CRM_OAUTH_CLIENTS, authenticated with client_id and client_secret in the body, the query
+ * (GET) or an Authorization: Basic header, gets a bearer token for the CRM endpoints.
+ */
+export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth }) => {
+  const isClient = credentialMatcher(auth.oauthClients);
+  /** The client of Basic credentials, written as they are or form-encoded, if they are a client's. */
+  const basicClient = ({ id, secret }: { id: string; secret: string }) => {
+    if (isClient(id, secret)) return id;
+    const decodedId = formDecoded(id);
+    const decodedSecret = formDecoded(secret);
+    return decodedId !== undefined && decodedSecret !== undefined && isClient(decodedId, decodedSecret) ? decodedId : undefined;
+  };
+
+  // Here only: every other route reads its body as JSON.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    done(null, formFields(body as string));
+  });
+
+  const refuse = (reply: FastifyReply, status: 400 | 401, error: OAuthErrorCode, description: string) => {
+    if (status === 401) reply.header('www-authenticate', 'Basic realm="oauth", charset="UTF-8"');
+    return reply.code(status).send({ error, error_description: description });
+  };
+
+  async function token(request: FastifyRequest, fields: TokenRequest, reply: FastifyReply) {
+    reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+    if (request.validationError) return refuse(reply, 400, 'invalid_request', request.validationError.message);
+    if (fields.grant_type === undefined) return refuse(reply, 400, 'invalid_request', 'grant_type is required');
+    if (fields.grant_type !== 'client_credentials') {
+      return refuse(reply, 400, 'unsupported_grant_type', `grant_type ${JSON.stringify(fields.grant_type)} is not supported; use client_credentials`);
+    }
+    const authorization = authorizationOf(request.headers.authorization);
+    let client: string | undefined;
+    if (authorization?.scheme === 'basic') {
+      const basic = basicCredentials(authorization.value);
+      if (fields.client_secret !== undefined || (fields.client_id !== undefined && fields.client_id !== basic?.id)) {
+        return refuse(reply, 400, 'invalid_request', 'give the client credentials once: in the Authorization header or in the request, not both');
+      }
+      client = basic && basicClient(basic);
+    } else if (fields.client_id !== undefined && fields.client_secret !== undefined) {
+      if (isClient(fields.client_id, fields.client_secret)) client = fields.client_id;
+    } else {
+      return refuse(reply, 401, 'invalid_client', 'client_id and client_secret are required (or HTTP Basic with them)');
+    }
+    if (client === undefined) return refuse(reply, 401, 'invalid_client', 'unknown client or wrong secret');
+    return {
+      access_token: issueAccessToken(auth.signingKeys[0], client, auth.tokenTtlSeconds),
+      token_type: 'Bearer' as const,
+      expires_in: auth.tokenTtlSeconds,
+    };
+  }
+
+  const responses = { 200: TokenResponseSchema, 400: OAuthBadRequest, 401: OAuthUnauthorized };
+
+  app.post(
+    TOKEN_PATH,
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Get an access token (client credentials grant)',
+        description: 'The body is JSON or application/x-www-form-urlencoded.',
+        consumes: ['application/json', 'application/x-www-form-urlencoded'],
+        body: TokenRequestSchema,
+        response: responses,
+      },
+      // The handler answers a malformed request as OAuth says, with invalid_request.
+      attachValidation: true,
+    },
+    (request, reply) => token(request, request.body ?? {}, reply),
+  );
+
+  app.get(
+    TOKEN_PATH,
+    {
+      schema: { tags: TAGS, summary: 'Get an access token, the fields as query parameters', querystring: TokenQuerySchema, response: responses },
+      attachValidation: true,
+    },
+    (request, reply) => token(request, request.query, reply),
+  );
+};

@@ -1,0 +1,94 @@
+import { loadGatewayConfig } from './config';
+import { CRM_AUTH_METHODS, DEV_OAUTH_SIGNING_KEY } from './crm-auth';
+import { ConfigError, type Env } from './env';
+
+const PRODUCTION = { NODE_ENV: 'production', TRACKING_SECRET: 'a-production-tracking-secret', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' };
+const SIGNING_KEY = 'k'.repeat(32);
+
+function problems(env: Env): string[] {
+  try {
+    loadGatewayConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
+}
+
+describe('CRM_AUTH and its credentials', () => {
+  it('takes the API key alone by default', () => {
+    expect(loadGatewayConfig({}).crmAuth.methods).toEqual(['api-key']);
+  });
+
+  it('reads several methods, in any order and spacing', () => {
+    const config = loadGatewayConfig({ CRM_AUTH: ' oauth2, api-key ,basic', CRM_BASIC_USERS: 'crm:pw', CRM_OAUTH_CLIENTS: 'client:secret' });
+    expect(config.crmAuth.methods).toEqual(['api-key', 'basic', 'oauth2']);
+  });
+
+  it('refuses an unknown method, listing the valid ones', () => {
+    expect(problems({ CRM_AUTH: 'api-key,jwt,Basic' })).toEqual(['CRM_AUTH has unknown "jwt", "Basic"; valid: api-key, basic, oauth2']);
+    expect(CRM_AUTH_METHODS).toEqual(['api-key', 'basic', 'oauth2']);
+  });
+
+  it('refuses a list with no method in it', () => {
+    expect(problems({ CRM_AUTH: ' , ' })).toEqual(['CRM_AUTH must name at least one of api-key, basic, oauth2']);
+  });
+
+  it('splits each pair at its first colon: a password may hold colons, a user name cannot', () => {
+    const config = loadGatewayConfig({ CRM_AUTH: 'basic,oauth2', CRM_BASIC_USERS: 'crm:pa:ss, other:x', CRM_OAUTH_CLIENTS: 'client-1:s3cr:et' });
+    expect(config.crmAuth.basicUsers).toEqual([
+      { id: 'crm', secret: 'pa:ss' },
+      { id: 'other', secret: 'x' },
+    ]);
+    expect(config.crmAuth.oauthClients).toEqual([{ id: 'client-1', secret: 's3cr:et' }]);
+  });
+
+  it('refuses a malformed pair, naming its place and never its text', () => {
+    const found = problems({ CRM_AUTH: 'basic,oauth2', CRM_BASIC_USERS: 'crm:ok,hunter2,:nouser', CRM_OAUTH_CLIENTS: 'client:' });
+    expect(found).toEqual([
+      'CRM_BASIC_USERS: the 2nd entry is not id:secret with both parts non-empty',
+      'CRM_BASIC_USERS: the 3rd entry is not id:secret with both parts non-empty',
+      'CRM_OAUTH_CLIENTS: the 1st entry is not id:secret with both parts non-empty',
+      'CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret',
+    ]);
+    expect(found.join(' ')).not.toMatch(/hunter2|nouser/);
+  });
+
+  it.each([
+    ['basic', 'CRM_AUTH has basic, but CRM_BASIC_USERS names no user:password'],
+    ['oauth2', 'CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret'],
+  ])('refuses %s with nobody to admit, in every environment', (method, problem) => {
+    expect(problems({ CRM_AUTH: method })).toEqual([problem]);
+    expect(problems({ ...PRODUCTION, CRM_AUTH: method, CRM_OAUTH_SIGNING_KEYS: SIGNING_KEY })).toEqual([problem]);
+  });
+
+  it('reads the token lifetime and the signing keys, the first one first', () => {
+    const config = loadGatewayConfig({ CRM_OAUTH_TOKEN_TTL: '600', CRM_OAUTH_SIGNING_KEYS: `${SIGNING_KEY}, ${'o'.repeat(40)}` });
+    expect(config.crmAuth.tokenTtlSeconds).toBe(600);
+    expect(config.crmAuth.signingKeys).toEqual([SIGNING_KEY, 'o'.repeat(40)]);
+  });
+
+  it.each(['59', '86401', '1.5'])('refuses a token lifetime of %s seconds', (ttl) => {
+    expect(problems({ CRM_OAUTH_TOKEN_TTL: ttl })).toEqual([expect.stringMatching(/^CRM_OAUTH_TOKEN_TTL /)]);
+  });
+
+  it('refuses a signing key shorter than 32 characters, naming its place', () => {
+    expect(problems({ CRM_OAUTH_SIGNING_KEYS: `${SIGNING_KEY},short-key` })).toEqual(['CRM_OAUTH_SIGNING_KEYS: the 2nd key is shorter than 32 characters']);
+    expect(problems({ CRM_OAUTH_SIGNING_KEYS: ',' })).toEqual(['CRM_OAUTH_SIGNING_KEYS must name at least one key']);
+  });
+
+  it('refuses the development signing key in production when oauth2 is on, also listed among real ones', () => {
+    const oauth = { ...PRODUCTION, CRM_AUTH: 'oauth2', CRM_OAUTH_CLIENTS: 'crm:secret' };
+    const refused = 'CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production';
+    expect(problems(oauth)).toEqual([refused]);
+    expect(problems({ ...oauth, CRM_OAUTH_SIGNING_KEYS: `${SIGNING_KEY},${DEV_OAUTH_SIGNING_KEY}` })).toEqual([refused]);
+    expect(loadGatewayConfig({ ...oauth, CRM_OAUTH_SIGNING_KEYS: SIGNING_KEY }).crmAuth.signingKeys).toEqual([SIGNING_KEY]);
+    // Without oauth2 no token is signed, so the key is not asked for.
+    expect(loadGatewayConfig(PRODUCTION).crmAuth.methods).toEqual(['api-key']);
+  });
+
+  it('keeps the raw variables out of the configuration', () => {
+    const config = loadGatewayConfig({ CRM_AUTH: 'basic', CRM_BASIC_USERS: 'crm:pw' }) as Record<string, unknown>;
+    for (const name of ['CRM_AUTH', 'CRM_BASIC_USERS', 'CRM_OAUTH_CLIENTS', 'CRM_OAUTH_TOKEN_TTL', 'CRM_OAUTH_SIGNING_KEYS']) expect(name in config).toBe(false);
+  });
+});

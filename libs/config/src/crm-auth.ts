@@ -1,0 +1,80 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { splitList } from './env';
+
+/** How the CRM may authenticate its calls to the gateway (push, polling, bonuses). */
+export const CRM_AUTH_METHODS = ['api-key', 'basic', 'oauth2'] as const;
+export type CrmAuthMethod = (typeof CRM_AUTH_METHODS)[number];
+
+export const DEV_OAUTH_SIGNING_KEY = 'dev-oauth-signing-key-not-for-production';
+/** HMAC-SHA256 keys shorter than this are refused: 32 characters of a random string carry enough entropy. */
+export const MIN_SIGNING_KEY_LENGTH = 32;
+
+export const CrmAuthEnv = Type.Object({
+  CRM_AUTH: Type.String({ default: 'api-key', description: `What the CRM's calls may authenticate with, comma-separated: ${CRM_AUTH_METHODS.join(', ')}` }),
+  CRM_BASIC_USERS: Type.String({ default: '', description: 'Comma-separated user:password pairs the CRM may use with HTTP Basic (split at the first colon)' }),
+  CRM_OAUTH_CLIENTS: Type.String({ default: '', description: 'Comma-separated client_id:client_secret pairs that may get a token at /oauth/token (split at the first colon)' }),
+  CRM_OAUTH_TOKEN_TTL: Type.Integer({ default: 7200, minimum: 60, maximum: 86400, description: 'Seconds an access token of /oauth/token is valid' }),
+  CRM_OAUTH_SIGNING_KEYS: Type.String({
+    default: DEV_OAUTH_SIGNING_KEY,
+    description: `Comma-separated keys (${MIN_SIGNING_KEY_LENGTH}+ characters) of the access tokens' HMAC: the first signs, all verify`,
+  }),
+});
+type CrmAuthRaw = Static<typeof CrmAuthEnv> & { NODE_ENV: string };
+
+/** A user name and password, or a client id and secret. */
+export interface Credential {
+  id: string;
+  secret: string;
+}
+
+export interface CrmAuthSettings {
+  methods: CrmAuthMethod[];
+  basicUsers: Credential[];
+  oauthClients: Credential[];
+  tokenTtlSeconds: number;
+  /** The first signs; every one verifies. */
+  signingKeys: string[];
+}
+
+const ordinal = (index: number) => `${index + 1}${['st', 'nd', 'rd'][index] ?? 'th'}`;
+
+/**
+ * `id:secret` pairs, split at the first colon: an id never holds one (RFC 7617 forbids it in a
+ * Basic user name), a secret may. A problem names the entry by its place, never by its text.
+ */
+function credentials(name: string, text: string, problems: string[]): Credential[] {
+  return splitList(text).flatMap((entry, index) => {
+    const colon = entry.indexOf(':');
+    if (colon < 1 || colon === entry.length - 1) {
+      problems.push(`${name}: the ${ordinal(index)} entry is not id:secret with both parts non-empty`);
+      return [];
+    }
+    return [{ id: entry.slice(0, colon), secret: entry.slice(colon + 1) }];
+  });
+}
+
+/** Checks CrmAuthEnv values that the schema cannot: the method names, the pairs, the keys, production. */
+export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; problems: string[] } {
+  const problems: string[] = [];
+  const words = splitList(raw.CRM_AUTH);
+  const unknown = words.filter((word) => !(CRM_AUTH_METHODS as readonly string[]).includes(word));
+  if (unknown.length) problems.push(`CRM_AUTH has unknown ${unknown.map((word) => `"${word}"`).join(', ')}; valid: ${CRM_AUTH_METHODS.join(', ')}`);
+  else if (!words.length) problems.push(`CRM_AUTH must name at least one of ${CRM_AUTH_METHODS.join(', ')}`);
+  const methods = CRM_AUTH_METHODS.filter((method) => words.includes(method));
+
+  const basicUsers = credentials('CRM_BASIC_USERS', raw.CRM_BASIC_USERS, problems);
+  const oauthClients = credentials('CRM_OAUTH_CLIENTS', raw.CRM_OAUTH_CLIENTS, problems);
+  if (methods.includes('basic') && !basicUsers.length) problems.push('CRM_AUTH has basic, but CRM_BASIC_USERS names no user:password');
+  if (methods.includes('oauth2') && !oauthClients.length) problems.push('CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret');
+
+  const signingKeys = splitList(raw.CRM_OAUTH_SIGNING_KEYS);
+  if (!signingKeys.length) problems.push('CRM_OAUTH_SIGNING_KEYS must name at least one key');
+  signingKeys.forEach((key, index) => {
+    if (key.length < MIN_SIGNING_KEY_LENGTH) problems.push(`CRM_OAUTH_SIGNING_KEYS: the ${ordinal(index)} key is shorter than ${MIN_SIGNING_KEY_LENGTH} characters`);
+  });
+  // Unused without oauth2, so only then required in production.
+  if (raw.NODE_ENV === 'production' && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
+    problems.push('CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production');
+  }
+  return { settings: { methods, basicUsers, oauthClients, tokenTtlSeconds: raw.CRM_OAUTH_TOKEN_TTL, signingKeys }, problems };
+}
