@@ -1,6 +1,7 @@
 // One way to bundle an entry point of the workspace into a single CommonJS file: libraries of the
 // workspace are bundled in, npm packages stay external and load from node_modules (so the output
-// must sit inside the repository).
+// must sit inside the repository). The result carries esbuild's metafile: what went in, what the
+// output requires (bundle-report.mjs reads it).
 import { build } from 'esbuild';
 
 export function bundle(entry, outfile) {
@@ -15,5 +16,6 @@ export function bundle(entry, outfile) {
     sourcemap: true,
     tsconfig: 'tsconfig.base.json',
     logLevel: 'warning',
+    metafile: true,
   });
 }

@@ -1,5 +1,17 @@
 // Sends the push-apns queue's jobs to Apple Push Notification service over HTTP/2 (token auth).
-import { createApnsProvider } from '@operator/providers';
-import { runPushWorker } from '@operator/push';
+import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown } from '@operator/config';
+import { MetricsPortError } from '@operator/metrics';
+import { createApnsProvider } from '@operator/provider-apns';
+import { startPushWorker } from '@operator/push';
 
-void runPushWorker('apns', (credential) => createApnsProvider(credential));
+async function main() {
+  const config = loadPushWorkerConfig('apns');
+  const log = createLogger('push-worker-apns', config.LOG_LEVEL);
+  const worker = await startPushWorker('apns', config, log, (credential) => createApnsProvider(credential));
+  onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
+}
+
+main().catch((error) => {
+  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
+  process.exit(1);
+});

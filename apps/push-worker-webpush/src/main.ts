@@ -1,5 +1,17 @@
 // Sends the push-webpush queue's jobs to browsers' push services (RFC 8030, VAPID, aes128gcm).
-import { createWebPushProvider } from '@operator/providers';
-import { runPushWorker } from '@operator/push';
+import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown } from '@operator/config';
+import { MetricsPortError } from '@operator/metrics';
+import { createWebPushProvider } from '@operator/provider-webpush';
+import { startPushWorker } from '@operator/push';
 
-void runPushWorker('webpush', (credential) => createWebPushProvider({ vapid: credential.vapid }));
+async function main() {
+  const config = loadPushWorkerConfig('webpush');
+  const log = createLogger('push-worker-webpush', config.LOG_LEVEL);
+  const worker = await startPushWorker('webpush', config, log, (credential) => createWebPushProvider({ vapid: credential.vapid }));
+  onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
+}
+
+main().catch((error) => {
+  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
+  process.exit(1);
+});

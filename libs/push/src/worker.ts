@@ -1,27 +1,31 @@
-import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown, type Credentials, type PushProviderName } from '@operator/config';
+import type { Credentials, Logger, PushProviderName, PushWorkerConfig } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { MetricsPortError, startMetricsServer, watchStores, type MetricsServer } from '@operator/metrics';
+import { startMetricsServer, watchStores } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
 
+/** A running send worker: the app calls `close` on shutdown, and `abandon` if `close` misses its deadline. */
+export interface PushWorker {
+  /** Finishes the jobs in flight and closes the worker's clients, the metrics server last. */
+  close(): Promise<void>;
+  /** Gives back the claims of deliveries not sent yet. */
+  abandon(): Promise<void>;
+}
+
 /**
- * Runs one provider's send worker until SIGTERM or SIGINT, then finishes the jobs in flight and
- * closes its clients; past SHUTDOWN_TIMEOUT_MS it gives back the claims of deliveries it has not
- * sent. `createClient` makes the provider client for one credential. /metrics, /health/live and
- * /health/ready answer on METRICS_PORT, readiness while PostgreSQL and Redis do.
+ * Starts one provider's send worker. `createClient` makes the provider client for one credential.
+ * /metrics, /health/live and /health/ready answer on METRICS_PORT, readiness while PostgreSQL and
+ * Redis do; a port in use throws MetricsPortError.
  */
-export async function runPushWorker<P extends PushProviderName>(provider: P, createClient: (credential: Credentials[P], label: string) => PushProvider) {
-  let config;
-  try {
-    config = loadPushWorkerConfig(provider);
-  } catch (error) {
-    console.error(error instanceof ConfigError ? error.message : error);
-    process.exit(1);
-  }
-  const log = createLogger(`push-worker-${provider}`, config.LOG_LEVEL);
+export async function startPushWorker<P extends PushProviderName>(
+  provider: P,
+  config: PushWorkerConfig<P>,
+  log: Logger,
+  createClient: (credential: Credentials[P], label: string) => PushProvider,
+): Promise<PushWorker> {
   if (config.sandbox) {
     log.warn(
       { provider },
@@ -41,18 +45,12 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.REDIS_URL, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
-  let metrics: MetricsServer;
-  try {
-    metrics = await startMetricsServer({
-      port: config.METRICS_PORT,
-      // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
-      checks: { postgres: () => db.pool.query('SELECT 1'), redis: () => producer.ping() },
-      stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
-    });
-  } catch (error) {
-    console.error(error instanceof MetricsPortError ? error.message : error);
-    process.exit(1);
-  }
+  const metrics = await startMetricsServer({
+    port: config.METRICS_PORT,
+    // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
+    checks: { postgres: () => db.pool.query('SELECT 1'), redis: () => producer.ping() },
+    stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
+  });
   const reconciler = startReconciler({
     db,
     queues,
@@ -88,9 +86,7 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
   worker.on('error', redisErrorListener(redis));
   log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox, metricsPort: metrics.port }, 'push worker started');
 
-  onShutdown({
-    log,
-    timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  return {
     close: async () => {
       metrics.shuttingDown();
       await reconciler.stop();
@@ -107,5 +103,5 @@ export async function runPushWorker<P extends PushProviderName>(provider: P, cre
     abandon: async () => {
       await recorder.release();
     },
-  });
+  };
 }

@@ -28,9 +28,9 @@ const OWNERS: Record<string, string> = {
   '@bull-board/api': 'libs/queue/',
   '@bull-board/fastify': 'libs/queue/',
   ioredis: 'libs/queue/',
-  'firebase-admin': 'libs/providers/src/fcm/',
-  '@parse/node-apn': 'libs/providers/src/apns/',
-  'web-push': 'libs/providers/src/webpush/',
+  'firebase-admin': 'libs/provider-fcm/',
+  '@parse/node-apn': 'libs/provider-apns/',
+  'web-push': 'libs/provider-webpush/',
   'prom-client': 'libs/metrics/',
   amqplib: 'libs/webhooks/',
 };

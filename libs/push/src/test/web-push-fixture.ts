@@ -1,7 +1,8 @@
 import https from 'node:https';
 import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
-import { createWebPushProvider, type PushProvider } from '@operator/providers';
+import type { PushProvider } from '@operator/providers';
+import { createWebPushProvider } from '@operator/provider-webpush';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis, type SendJobPolicy } from '@operator/queue';
 import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import type { PushRequest } from '@operator/contract';

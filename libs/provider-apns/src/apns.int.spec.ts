@@ -3,7 +3,7 @@ import type { PushRequest } from '@operator/contract';
 import { apnsToken, pushRequest, testTls, uniqueName } from '@operator/testing';
 // Not exported from @operator/testing yet.
 import { FakeApns, type ApnsAnswer } from '@operator/testing';
-import type { PushProvider, SendResult, SendTarget } from '../types';
+import type { PushProvider, SendResult, SendTarget } from '@operator/providers';
 import { apnsError, createApnsProvider, type ApnsProviderOptions } from './index';
 
 const TOPIC = 'com.example.casino';

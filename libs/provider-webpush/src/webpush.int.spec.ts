@@ -3,7 +3,7 @@ import https from 'node:https';
 import { generateRequestDetails, generateVAPIDKeys, getVapidHeaders, type VapidKeys } from 'web-push';
 import type { PushRequest } from '@operator/contract';
 import { FakePushService, pushRequest, type FakeSubscription } from '@operator/testing';
-import type { PushProvider, SendTarget } from '../types';
+import type { PushProvider, SendTarget } from '@operator/providers';
 import { createWebPushProvider, type WebPushProviderOptions } from './index';
 
 // Web Push over real TLS sockets to a local push service that verifies VAPID and decrypts the

@@ -1,6 +1,5 @@
 import apn from '@parse/node-apn';
-import { apnsPayload, durationSeconds } from '../mapping';
-import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '../types';
+import { apnsPayload, durationSeconds, parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 
 export interface ApnsProviderOptions {
   /** The provider token signing key (.p8, PEM). */

@@ -1,7 +1,6 @@
 import type * as messaging from 'firebase-admin/messaging';
 import type { Android } from '@operator/contract';
-import { apnsPayload, compact, durationSeconds, webNotification } from '../mapping';
-import type { Notification } from '../types';
+import { apnsPayload, compact, durationSeconds, webNotification, type Notification } from '@operator/providers';
 
 // The contract's push (2.1, 2.3-2.5) as one FCM HTTP v1 message, in firebase-admin's types
 // (camelCase, ttl in milliseconds); fcmWireMessage() turns it into the JSON FCM reads. All three

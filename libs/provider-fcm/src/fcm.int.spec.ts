@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PushRequest } from '@operator/contract';
 import { FakeFcm, fcmAnswer, fcmToken, pushRequest, until } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '../types';
+import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
 import { createFcmProvider, type FcmProviderOptions } from './index';
 
 // FCM over HTTP/2 and real TLS sockets, to a local FCM HTTP v1 API that checks the OAuth2 grant

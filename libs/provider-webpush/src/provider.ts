@@ -1,7 +1,6 @@
 import https from 'node:https';
 import { sendNotification, type PushSubscription, type RequestOptions } from 'web-push';
-import { webNotification } from '../mapping';
-import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendResult, type SendTarget } from '../types';
+import { parseRetryAfter, sendError, webNotification, type Notification, type PushProvider, type SendResult, type SendTarget } from '@operator/providers';
 
 export interface WebPushProviderOptions {
   /** The VAPID key pair (base64url, as web-push generateVAPIDKeys() makes it) and a mailto: or https: subject. */
