@@ -4,7 +4,6 @@ const path = require('node:path');
 const root = __dirname;
 
 module.exports = {
-  testEnvironment: 'node',
   // light-my-request (fastify.inject) loads the ESM-only `cookie`, and @fastify/static (under the
   // docs page and the queue dashboard) the ESM-only `content-disposition`; swc turns them into CommonJS.
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
@@ -12,7 +11,9 @@ module.exports = {
   moduleFileExtensions: ['ts', 'js', 'json'],
   moduleNameMapper: { '^@operator/(.*)$': path.join(root, 'libs/$1/src/index.ts') },
   testMatch: ['<rootDir>/src/**/*.spec.ts'],
+  // A project's integration tests (*.int.spec.ts) get a database of their own, cloned for the run from
+  // a migrated template; its unit tests get none (tools/jest/environment.js).
+  testEnvironment: path.join(root, 'tools/jest/environment.js'),
   globalSetup: path.join(root, 'tools/jest/global-setup.js'),
-  setupFiles: [path.join(root, 'tools/jest/env.js')],
   testTimeout: 30000,
 };

@@ -19,6 +19,6 @@ module.exports = {
     '^@kubernetes-models/(base|validate)$': `${modules}/@kubernetes-models/$1/dist/index.js`,
     '^@kubernetes-models/validate/runtime/(.+)$': `${modules}/@kubernetes-models/validate/dist/runtime/$1.js`,
   },
-  // The migration check makes a database of its own; nothing here uses the shared test database.
+  // The migration check makes a database of its own; nothing here needs a copy of the test schema.
   globalSetup: undefined,
 };

@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto';
+import { uniqueName } from '@operator/testing';
+import {
+  claimDueCredits,
+  finishCredit,
+  getBonus,
+  getCredit,
+  listBonuses,
+  listCredits,
+  playerAccounts,
+  playerEntries,
+  postTransaction,
+  recordCredit,
+  releaseCredits,
+  retryCredit,
+  upsertBonus,
+  type BonusRow,
+  type NewCredit,
+} from './bonus';
+import { closeDb, createDb, type Db } from './client';
+
+// The catalog, credits and the ledger against PostgreSQL: a credit is recorded once whatever the
+// retries, taken by one worker at a time until finished; the ledger's balances are the sums of
+// their entries, and a transaction posted twice counts once.
+
+describe('bonus persistence (PostgreSQL)', () => {
+  let db: Db;
+  let player: string;
+
+  beforeAll(() => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 4 });
+  });
+  afterAll(() => closeDb(db));
+  beforeEach(() => {
+    player = uniqueName('player');
+  });
+
+  const credit = (overrides: Partial<NewCredit> = {}): NewCredit => ({
+    idempotencyKey: uniqueName('service'),
+    tupleKey: uniqueName('tuple'),
+    kind: 'funds',
+    userId: player,
+    bonusCode: null,
+    amountMinor: 1500n,
+    currency: 'EUR',
+    type: 'cashback',
+    crmHeaders: { 'service-id': 'crm' },
+    requestText: '{"amount": 15.00, "unknown": [1]}',
+    ...overrides,
+  });
+  /** The ids among `ids` that were claimed, sorted (credits made in the same millisecond have no order). */
+  const ours = (claimed: { id: string }[], ids: string[]) => claimed.map((c) => c.id).filter((id) => ids.includes(id)).sort();
+
+  it('creates a bonus or replaces its fields, and lists the active ones', async () => {
+    const bonus: BonusRow = {
+      code: uniqueName('BONUS'),
+      label: 'Welcome',
+      type: 'WelcomeBonus',
+      product: 'Casino',
+      amountMinor: 2000n,
+      currency: 'EUR',
+      validityDays: 7,
+      wageringRequirement: '35.00',
+      active: true,
+    };
+    expect(await upsertBonus(db.pool, bonus)).toBe(true);
+    expect(await getBonus(db.pool, bonus.code)).toEqual(bonus);
+
+    const retired = { ...bonus, label: 'Welcome (old)', amountMinor: 9_007_199_254_740_993n, active: false };
+    expect(await upsertBonus(db.pool, retired)).toBe(false);
+    expect(await getBonus(db.pool, bonus.code)).toEqual(retired);
+    expect((await listBonuses(db.pool, true)).map((b) => b.code)).not.toContain(bonus.code);
+    expect(await listBonuses(db.pool, false)).toContainEqual(retired);
+    expect(await getBonus(db.pool, uniqueName('NONE'))).toBeUndefined();
+  });
+
+  it('records a credit once: the same service id, or the same tuple, answers the first', async () => {
+    const first = credit();
+    const recorded = await recordCredit(db.pool, first);
+    expect(recorded.replay).toBe(false);
+    expect(recorded.credit).toMatchObject({ idempotencyKey: first.idempotencyKey, userId: player, amountMinor: 1500n, status: 'accepted', attempts: 0 });
+    expect(recorded.credit.request).toEqual({ amount: 15, unknown: [1] });
+
+    const sameKey = await recordCredit(db.pool, credit({ idempotencyKey: first.idempotencyKey, amountMinor: 1n }));
+    const sameTuple = await recordCredit(db.pool, credit({ tupleKey: first.tupleKey }));
+    expect(sameKey).toEqual({ credit: recorded.credit, replay: true });
+    expect(sameTuple).toEqual({ credit: recorded.credit, replay: true });
+
+    const untupled = await recordCredit(db.pool, credit({ tupleKey: null }));
+    expect(untupled.replay).toBe(false);
+    expect((await listCredits(db.pool, { userId: player, limit: 10 })).map((c) => c.id).sort()).toEqual([untupled.credit.id, recorded.credit.id].sort());
+  });
+
+  it('lets one worker at a time take a due credit, until it finishes it, gives it back or puts it off', async () => {
+    const a = (await recordCredit(db.pool, credit())).credit;
+    const b = (await recordCredit(db.pool, credit())).credit;
+    const ids = [a.id, b.id].sort();
+
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual(ids);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([]);
+
+    expect(await releaseCredits(db.pool, [b.id])).toBe(1);
+    await finishCredit(db.pool, a.id, { status: 'completed', reference: 'wallet-1' });
+    expect(await getCredit(db.pool, a.id)).toMatchObject({ status: 'completed', reference: 'wallet-1', error: null, attempts: 1 });
+    expect(await releaseCredits(db.pool, [a.id])).toBe(0);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([b.id]);
+
+    await retryCredit(db.pool, b.id, new Date(Date.now() + 60_000), 'wallet unavailable');
+    expect(await getCredit(db.pool, b.id)).toMatchObject({ status: 'accepted', attempts: 1, error: 'wallet unavailable' });
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([]);
+
+    await finishCredit(db.pool, b.id, { status: 'failed', error: 'refused' });
+    expect(await listCredits(db.pool, { userId: player, status: 'failed', limit: 10 })).toEqual([expect.objectContaining({ id: b.id, error: 'refused', reference: null })]);
+    expect(await getCredit(db.pool, randomUUID())).toBeUndefined();
+  });
+
+  it('posts a balanced transaction once, and refuses one that does not balance', async () => {
+    // A currency of this test's own keeps the house account's balance to this test.
+    const currency = uniqueName('X');
+    const legs = [
+      { owner: player, currency, kind: 'bonus_money' as const, amountMinor: 2500n },
+      { owner: 'house', currency, kind: 'house' as const, amountMinor: -2500n },
+    ];
+    const transaction = randomUUID();
+
+    expect(await postTransaction(db.pool, transaction, 'credit', legs)).toBe(true);
+    expect(await postTransaction(db.pool, transaction, 'credit', legs)).toBe(false);
+    expect(await postTransaction(db.pool, randomUUID(), 'bonus-completed', [
+      { owner: player, currency, kind: 'bonus_money', amountMinor: -2500n },
+      { owner: player, currency, kind: 'real_money', amountMinor: 2500n },
+    ])).toBe(true);
+    await expect(postTransaction(db.pool, randomUUID(), 'credit', [{ ...legs[0], amountMinor: 1n }])).rejects.toThrow('does not balance (1)');
+
+    expect(await playerAccounts(db.pool, player)).toEqual([
+      { currency, kind: 'bonus_money', balanceMinor: 0n },
+      { currency, kind: 'real_money', balanceMinor: 2500n },
+    ]);
+    expect(await playerAccounts(db.pool, 'house', currency)).toEqual([{ currency, kind: 'house', balanceMinor: -2500n }]);
+    const entries = await playerEntries(db.pool, player, 10);
+    expect(entries.map(({ transactionId, kind, amountMinor, reason }) => ({ transactionId, kind, amountMinor, reason }))).toEqual(
+      expect.arrayContaining([
+        { transactionId: transaction, kind: 'bonus_money', amountMinor: 2500n, reason: 'credit' },
+        expect.objectContaining({ kind: 'bonus_money', amountMinor: -2500n, reason: 'bonus-completed' }),
+        expect.objectContaining({ kind: 'real_money', amountMinor: 2500n, reason: 'bonus-completed' }),
+      ]),
+    );
+    expect(entries).toHaveLength(3);
+  });
+});

@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
+import { closeDb, createDb, type Db } from './client';
+import { deactivateDevices } from './deliveries';
+import { registerDevice } from './devices';
+import { findPushIds, storeMessages, type NewMessage } from './messages';
+
+// Accepting pushes against PostgreSQL: a message is stored once per (brand, CRM id) whatever the
+// retries, only for a player with an active device in its brand, with one delivery per device.
+
+describe('storeMessages (PostgreSQL)', () => {
+  let db: Db;
+  let brand: number;
+  let player: string;
+
+  beforeAll(() => {
+    db = createDb({ url: process.env.DATABASE_URL!, poolSize: 4 });
+  });
+  afterAll(() => closeDb(db));
+  beforeEach(() => {
+    brand = uniqueBrandId();
+    player = uniqueName('player');
+  });
+
+  const message = (overrides: Partial<NewMessage> = {}): NewMessage => ({
+    id: randomUUID(),
+    brandId: BigInt(brand),
+    crmMessageId: BigInt(uniqueId()),
+    userId: player,
+    activityId: 71n,
+    actionGroupId: 72n,
+    actionId: 73n,
+    triggerHash: uniqueName('trigger'),
+    origin: null,
+    payload: { title: 'Weekend reload', extra: { kept: true } },
+    meta: null,
+    crmHeaders: { 'service-id': 'crm-1' },
+    ...overrides,
+  });
+
+  const device = (provider: 'fcm' | 'webpush', brandId = brand, userId = player) =>
+    registerDevice(db, randomUUID(), {
+      brandId: BigInt(brandId),
+      userId,
+      provider,
+      platform: provider === 'fcm' ? 'android' : 'web',
+      token: provider === 'fcm' ? fcmToken() : `https://push.example.test/${randomUUID()}`,
+      p256dh: provider === 'fcm' ? null : 'p256dh',
+      auth: provider === 'fcm' ? null : 'auth',
+    });
+
+  async function deliveriesOf(messageId: string) {
+    const { rows } = await db.pool.query<{ provider: string; status: string; device_id: string }>(
+      'SELECT provider::text, status::text, device_id FROM deliveries WHERE message_id = $1 ORDER BY provider',
+      [messageId],
+    );
+    return rows;
+  }
+
+  it('stores a message with one pending delivery per active device of its player in its brand', async () => {
+    const fcm = await device('fcm');
+    const web = await device('webpush');
+    await device('fcm', uniqueBrandId()); // the same player in another brand
+    const m = message();
+
+    const [stored] = await storeMessages(db.pool, [m]);
+
+    expect(stored).toEqual({ knownId: null, insertedId: m.id, reachable: true, providers: expect.arrayContaining(['fcm', 'webpush']) });
+    expect(stored.providers).toHaveLength(2);
+    expect(await deliveriesOf(m.id)).toEqual([
+      { provider: 'fcm', status: 'pending', device_id: fcm.device.id },
+      { provider: 'webpush', status: 'pending', device_id: web.device.id },
+    ]);
+  });
+
+  it('answers the first push id for a key accepted before, and stores nothing more', async () => {
+    await device('fcm');
+    const first = message();
+    await storeMessages(db.pool, [first]);
+
+    const retry = { ...first, id: randomUUID(), triggerHash: 'another' };
+    const [stored] = await storeMessages(db.pool, [retry]);
+
+    expect(stored).toEqual({ knownId: first.id, insertedId: null, reachable: true, providers: [] });
+    const { rows } = await db.pool.query('SELECT id FROM messages WHERE brand_id = $1', [brand]);
+    expect(rows).toEqual([{ id: first.id }]);
+    expect(await deliveriesOf(first.id)).toHaveLength(1);
+    expect(await findPushIds(db.pool, [first, { brandId: BigInt(brand), crmMessageId: first.crmMessageId + 1n }])).toEqual(
+      new Map([[`${brand}:${first.crmMessageId}`, first.id]]),
+    );
+  });
+
+  it('stores a key given twice in one batch once', async () => {
+    await device('fcm');
+    const m = message();
+
+    const stored = await storeMessages(db.pool, [m, { ...m, id: randomUUID() }]);
+
+    expect(stored.filter((s) => s.insertedId)).toHaveLength(1);
+    expect(stored.every((s) => s.knownId === null && s.reachable)).toBe(true);
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM messages WHERE brand_id = $1', [brand]);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('stores nothing for a player without an active device in the brand, and keeps the order given', async () => {
+    const dead = await device('fcm');
+    await deactivateDevices(db.pool, [{ id: dead.device.id, reason: 'unregistered' }]);
+    const reachablePlayer = uniqueName('player');
+    await device('fcm', brand, reachablePlayer);
+    const nobody = message({ userId: uniqueName('nobody') });
+    const deactivated = message();
+    const reachable = message({ userId: reachablePlayer });
+
+    const stored = await storeMessages(db.pool, [nobody, reachable, deactivated]);
+
+    expect(stored).toEqual([
+      { knownId: null, insertedId: null, reachable: false, providers: [] },
+      { knownId: null, insertedId: reachable.id, reachable: true, providers: ['fcm'] },
+      { knownId: null, insertedId: null, reachable: false, providers: [] },
+    ]);
+    expect(await findPushIds(db.pool, [nobody, deactivated])).toEqual(new Map());
+  });
+
+  it('keeps the meta text byte for byte and the payload with its unknown fields', async () => {
+    await device('fcm');
+    const meta = '{"b": 1,   "a": [2, 1], "nested": {"z": null}}';
+    const m = message({ meta });
+
+    await storeMessages(db.pool, [m]);
+
+    const { rows } = await db.pool.query('SELECT meta::text AS meta, payload, crm_headers FROM messages WHERE id = $1', [m.id]);
+    expect(rows[0]).toEqual({ meta, payload: m.payload, crm_headers: m.crmHeaders });
+  });
+
+  it('answers nothing for no messages', async () => {
+    expect(await storeMessages(db.pool, [])).toEqual([]);
+    expect(await findPushIds(db.pool, [])).toEqual(new Map());
+  });
+});
