@@ -2,10 +2,9 @@
 // device received: every accepted send, by device and push id, with the time it arrived.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ProviderName } from '@operator/contract';
 import { FakeApns, FakeFcm, FakePushService, apnsToken, fcmToken, testTls, vapidKeys } from '@operator/testing';
 
-export type ProviderName = 'fcm' | 'apns' | 'webpush';
-export const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
 
 /** A device as registered with the gateway; `key` is how the provider's server names it. */
 export interface ChaosDevice {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import { createSandboxProvider, type ProviderName } from '@operator/providers';
+import type { ProviderName } from '@operator/contract';
+import { createSandboxProvider } from '@operator/providers';
 import { createSendRecorder, processSendJob, trackingToken, type SendRecorder } from '@operator/push';
 import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';

@@ -2,15 +2,16 @@ import { Type, type TObject } from '@sinclair/typebox';
 import { BonusAppSchema } from './bonus';
 import { GatewayConfigSchema } from './config';
 import { DispatcherConfigSchema } from './events';
-import { ApnsEnv, FcmEnv, WebPushEnv, WorkerConfigSchema, type PushProviderName } from './push';
+import { ApnsEnv, FcmEnv, WebPushEnv, WorkerConfigSchema } from './push';
+import type { ProviderName } from '@operator/contract';
 
 // What each app of the stack reads from its environment: all a deployment must set for it, and all
 // it may set. The checks of deploy/ hold the Kubernetes manifests and docker-compose.yml to it.
 
-const PROVIDER_ENV: Record<PushProviderName, TObject> = { fcm: FcmEnv, apns: ApnsEnv, webpush: WebPushEnv };
+const PROVIDER_ENV: Record<ProviderName, TObject> = { fcm: FcmEnv, apns: ApnsEnv, webpush: WebPushEnv };
 
 /** A push worker parses every provider's variables but uses only those of its own provider. */
-function pushWorkerSchema(provider: PushProviderName): TObject {
+function pushWorkerSchema(provider: ProviderName): TObject {
   const others = Object.entries(PROVIDER_ENV)
     .filter(([name]) => name !== provider)
     .flatMap(([, schema]) => Object.keys(schema.properties));

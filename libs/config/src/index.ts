@@ -7,5 +7,6 @@ export * from './events';
 export * from './bonus';
 export * from './crm-auth';
 export * from './backoff';
+export * from './retry';
 export * from './shutdown';
 export * from './apps';

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, type Env } from './env';
-import { loadPushWorkerConfig, type PushProviderName } from './push';
+import type { ProviderName } from '@operator/contract';
+import { loadPushWorkerConfig } from './push';
 
 const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
 
@@ -24,7 +25,7 @@ function file(content: string, name = `file-${++fileCount}`): string {
 const jsonFile = (value: unknown) => file(JSON.stringify(value), `file-${++fileCount}.json`);
 
 /** Runs the loader and returns the ConfigError it throws. */
-function configError(provider: PushProviderName, env: Env): ConfigError {
+function configError(provider: ProviderName, env: Env): ConfigError {
   try {
     loadPushWorkerConfig(provider, env);
   } catch (error) {

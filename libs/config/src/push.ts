@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
+import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
 import { DatabaseEnv, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { TrackingEnv, trackingProblems } from './events';
@@ -56,16 +57,15 @@ export interface Credentials {
   apns: ApnsCredential;
   webpush: WebPushCredential;
 }
-export type PushProviderName = keyof Credentials;
 
 /** Credentials of one provider: the default brand's and each configured brand's. */
-export interface ProviderCredentials<P extends PushProviderName> {
+export interface ProviderCredentials<P extends ProviderName> {
   default?: Credentials[P];
   brands: Map<string, Credentials[P]>;
 }
 
 export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
-export type PushWorkerConfig<P extends PushProviderName> = Static<typeof WorkerConfigSchema> & {
+export type PushWorkerConfig<P extends ProviderName> = Static<typeof WorkerConfigSchema> & {
   provider: P;
   credentials: ProviderCredentials<P>;
   /** No credentials at all: sends are accepted locally (development only). */
@@ -113,7 +113,7 @@ type BrandEntry = {
   webpush?: { publicKey?: string; privateKey?: string; subject?: string };
 };
 
-function credentialFrom<P extends PushProviderName>(
+function credentialFrom<P extends ProviderName>(
   provider: P,
   entry: BrandEntry,
   what: string,
@@ -166,7 +166,7 @@ const DEFAULT_NAMES: Record<string, string> = {
   subject: 'VAPID_SUBJECT',
 };
 
-const DEFAULT_VARIABLES: Record<PushProviderName, string[]> = {
+const DEFAULT_VARIABLES: Record<ProviderName, string[]> = {
   fcm: ['FCM_SERVICE_ACCOUNT_FILE'],
   apns: ['APNS_KEY_FILE', 'APNS_KEY_ID', 'APNS_TEAM_ID', 'APNS_TOPIC'],
   webpush: ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT'],
@@ -190,7 +190,7 @@ function fcmEndpointProblem(value: string): string | undefined {
  * brand) and from PUSH_CREDENTIALS_FILE (per brand). With none at all the worker uses its sandbox,
  * which production refuses.
  */
-export function loadPushWorkerConfig<P extends PushProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
+export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
   const raw = parseEnv(WorkerConfigSchema, env);
   const problems: Problems = trackingProblems(raw);
   const credentials: ProviderCredentials<P> = { brands: new Map() };

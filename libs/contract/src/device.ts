@@ -3,7 +3,7 @@ import { MAX_DEVICE_TOKEN_BYTES, MAX_USER_ID_LENGTH } from './limits';
 import { checkStorable, utf8Bytes } from './storable';
 
 export const PROVIDERS = ['fcm', 'apns', 'webpush'] as const;
-export type Provider = (typeof PROVIDERS)[number];
+export type ProviderName = (typeof PROVIDERS)[number];
 export const PLATFORMS = ['android', 'ios', 'web'] as const;
 export type Platform = (typeof PLATFORMS)[number];
 

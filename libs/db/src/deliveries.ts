@@ -1,4 +1,4 @@
-import type { Platform, Provider } from '@operator/contract';
+import type { Platform, ProviderName } from '@operator/contract';
 import type { Sql } from './client';
 
 /** A delivery this worker now owns, with what it takes to send it. */
@@ -53,7 +53,7 @@ const CLAIMABLE = (alias: string) =>
  * table (there are none before its first analyze), and a plan from them scans every delivery of
  * the provider for each job.
  */
-export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Provider, leaseMs: number): Promise<Claim> {
+export async function claimDeliveries(sql: Sql, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
   const { rows } = await sql.query<ClaimRow>(
     `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)),
      candidates AS (
@@ -220,7 +220,7 @@ export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<nu
  * was flushed, a job was removed or failed after its attempts). Each one found is touched, so the
  * next look finds it again only if it is still stranded `afterMs` later.
  */
-export async function takeStrandedPushes(sql: Sql, provider: Provider, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
+export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
   const { rows } = await sql.query<{ messageId: string }>(
     `WITH stranded AS (
        SELECT id FROM deliveries

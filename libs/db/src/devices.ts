@@ -1,4 +1,4 @@
-import type { Platform, Provider } from '@operator/contract';
+import type { Platform, ProviderName } from '@operator/contract';
 import type { DbTx, Sql } from './client';
 import type { Device } from './generated/client';
 
@@ -10,7 +10,7 @@ export interface DeviceTarget {
 }
 
 export interface DeviceRegistration extends DeviceTarget {
-  provider: Provider;
+  provider: ProviderName;
   platform: Platform | null;
   token: string;
   p256dh: string | null;

@@ -1,4 +1,4 @@
-import type { Provider } from '@operator/contract';
+import type { ProviderName } from '@operator/contract';
 import type { Sql } from './client';
 
 export interface MessageKey {
@@ -71,7 +71,7 @@ export interface StoredMessage {
   /** Whether its player has an active device in its brand. */
   reachable: boolean;
   /** The providers of the deliveries inserted with it. */
-  providers: Provider[];
+  providers: ProviderName[];
 }
 
 /**
@@ -83,7 +83,7 @@ export interface StoredMessage {
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
   if (!messages.length) return [];
-  const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: Provider[] | null }>(
+  const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: ProviderName[] | null }>(
     `WITH input AS (
        SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (
                        id uuid, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,

@@ -1,5 +1,6 @@
 import apn from '@parse/node-apn';
-import { apnsPayload, durationSeconds, parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { parseRetryAfter } from '@operator/config';
+import { apnsPayload, durationSeconds, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 
 export interface ApnsProviderOptions {
   /** The provider token signing key (.p8, PEM). */

@@ -5,7 +5,8 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
-import { parseRetryAfter, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { parseRetryAfter } from '@operator/config';
+import { sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { fcmWireMessage, toFcmMessage } from './message';
 
 // Firebase Cloud Messaging through its HTTP v1 API over node:http2: one POST

@@ -1,6 +1,7 @@
 import https from 'node:https';
 import { sendNotification, type PushSubscription, type RequestOptions } from 'web-push';
-import { parseRetryAfter, sendError, webNotification, type Notification, type PushProvider, type SendResult, type SendTarget } from '@operator/providers';
+import { parseRetryAfter } from '@operator/config';
+import { sendError, webNotification, type Notification, type PushProvider, type SendResult, type SendTarget } from '@operator/providers';
 
 export interface WebPushProviderOptions {
   /** The VAPID key pair (base64url, as web-push generateVAPIDKeys() makes it) and a mailto: or https: subject. */

@@ -1,4 +1,5 @@
-import { sendError, type Notification, type ProviderName, type PushProvider, type SendTarget } from './types';
+import type { ProviderName } from '@operator/contract';
+import { sendError, type Notification, type PushProvider, type SendTarget } from './types';
 
 export interface ProviderRegistry {
   /** The client for a brand: its own credentials, else the default ones. One client per credential, reused. */

@@ -1,7 +1,4 @@
-import type { Platform, Provider, PushRequest } from '@operator/contract';
-
-/** The contract's provider names: fcm, apns, webpush. */
-export type ProviderName = Provider;
+import type { Platform, ProviderName, PushRequest } from '@operator/contract';
 
 /** One push, as the provider must render it. */
 export interface Notification {
@@ -75,14 +72,4 @@ export const CLASS_OF: Record<ErrorCode, ErrorClass> = {
 
 export function sendError(code: ErrorCode, message: string, retryAfterMs?: number): SendError {
   return { class: CLASS_OF[code], code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
-}
-
-/** Retry-After as seconds or an HTTP date, in milliseconds from now. */
-export function parseRetryAfter(value: string | string[] | number | undefined | null, now = Date.now()): number | undefined {
-  const text = Array.isArray(value) ? value[0] : value;
-  if (text === undefined || text === null || text === '') return undefined;
-  const seconds = Number(text);
-  if (Number.isFinite(seconds)) return Math.max(0, Math.round(seconds * 1000));
-  const date = Date.parse(String(text));
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }

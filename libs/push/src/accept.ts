@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { CrmHeaders, Provider, PushRequest } from '@operator/contract';
+import type { CrmHeaders, ProviderName, PushRequest } from '@operator/contract';
 import { findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
 import { acceptedMessages, type AcceptMode } from '@operator/metrics';
 import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
@@ -166,7 +166,7 @@ async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Pro
     const stored = await storeMessages(tx, messages);
     const outcomes = new Map<string, Outcome>();
     const lost: NewMessage[] = [];
-    const pushIdsByProvider = new Map<Provider, string[]>();
+    const pushIdsByProvider = new Map<ProviderName, string[]>();
     stored.forEach((result, i) => {
       const message = messages[i];
       const key = messageKey(message);

@@ -1,12 +1,12 @@
 import type { LogSink } from '@operator/config';
-import type { Provider } from '@operator/contract';
+import type { ProviderName } from '@operator/contract';
 import { inTransaction, takeStrandedPushes, type Db } from '@operator/db';
 import { enqueueSendJobs, type PushQueues, type SendJobPolicy } from '@operator/queue';
 
 export interface ReconcileDeps {
   db: Db;
   queues: PushQueues;
-  provider: Provider;
+  provider: ProviderName;
   log: LogSink;
   /** A delivery nothing has moved for this long has lost its job. */
   afterMs: number;

@@ -1,7 +1,8 @@
 import type { PushRequest } from '@operator/contract';
 import { claimDeliveries, type ClaimedDelivery, type Db } from '@operator/db';
-import type { ProviderName, PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
-import type { LogSink } from '@operator/config';
+import type { ProviderName } from '@operator/contract';
+import type { PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
+import { errorReason, type LogSink } from '@operator/config';
 import { countSends, NO_ERROR_CODE, observeSendDuration } from '@operator/metrics';
 import type { SendOutcome, SendRecorder } from './outcomes';
 import { trackingToken } from './tracking';
@@ -159,7 +160,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
       const notification = { pushId: messageId, request: message.payload as PushRequest, trackingToken: trackingToken(deps.trackingSecret, messageId) };
       results = await provider.send(notification, deliveries.map(target));
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = errorReason(error);
       log.error({ err: error, pushId: messageId }, 'provider failed unexpectedly');
       results = deliveries.map(() => ({ ok: false, error: { class: 'transient', code: 'unavailable', message: reason } }));
     }

@@ -1,4 +1,5 @@
-import type { Credentials, Logger, PushProviderName, PushWorkerConfig } from '@operator/config';
+import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
+import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
 import { startMetricsServer, watchStores } from '@operator/metrics';
@@ -20,7 +21,7 @@ export interface PushWorker {
  * /metrics, /health/live and /health/ready answer on METRICS_PORT, readiness while PostgreSQL and
  * Redis do; a port in use throws MetricsPortError.
  */
-export async function startPushWorker<P extends PushProviderName>(
+export async function startPushWorker<P extends ProviderName>(
   provider: P,
   config: PushWorkerConfig<P>,
   log: Logger,
@@ -80,7 +81,7 @@ export async function startPushWorker<P extends PushProviderName>(
         },
         run,
       ),
-    { connection: redis, prefix: config.QUEUE_PREFIX, concurrency: config.PUSH_WORKER_CONCURRENCY, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+    { connection: redis, prefix: config.QUEUE_PREFIX, concurrency: config.PUSH_WORKER_CONCURRENCY, backoffMs: config.PUSH_SEND_BACKOFF_MS, log },
   );
   worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
   worker.on('error', redisErrorListener(redis));

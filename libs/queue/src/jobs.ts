@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { UUID_PATTERN, type ProviderName } from '@operator/contract';
 
 // Queue names and job payloads are a wire contract between the gateway and the workers: they are
 // written once, here. Payloads carry ids, never message content or credentials.
@@ -7,9 +8,8 @@ export const PUSH_QUEUES = {
   fcm: 'push-fcm',
   apns: 'push-apns',
   webpush: 'push-webpush',
-} as const;
-export type PushProvider = keyof typeof PUSH_QUEUES;
-export type PushQueueName = (typeof PUSH_QUEUES)[PushProvider];
+} as const satisfies Record<ProviderName, string>;
+export type PushQueueName = (typeof PUSH_QUEUES)[ProviderName];
 
 export const SEND_PUSH_JOB = 'send';
 
@@ -19,7 +19,7 @@ export const SEND_PUSH_JOB = 'send';
  * messages yet must retry, and one that never sees them (the transaction rolled back) drops the job.
  */
 export const SendPushJobSchema = Type.Object({
-  pushIds: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1 }),
+  pushIds: Type.Array(Type.String({ pattern: UUID_PATTERN }), { minItems: 1 }),
 });
 export type SendPushJob = Static<typeof SendPushJobSchema>;
 

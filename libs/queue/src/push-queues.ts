@@ -1,9 +1,10 @@
+import type { ProviderName } from '@operator/contract';
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { PUSH_QUEUES, SEND_PUSH_JOB, sendPushJobId, type PushProvider, type SendPushJob } from './jobs';
+import { PUSH_QUEUES, SEND_PUSH_JOB, sendPushJobId, type SendPushJob } from './jobs';
 import { redisErrorListener } from './redis';
 
-export type PushQueues = Record<PushProvider, Queue<SendPushJob>>;
+export type PushQueues = Record<ProviderName, Queue<SendPushJob>>;
 
 export interface SendJobPolicy {
   attempts: number;
@@ -18,12 +19,12 @@ export const SEND_BACKOFF_TYPE = 'provider';
 /** The producer's queues on one connection; their errors are reported with the connection's (see redisErrorListener). */
 export function createPushQueues(connection: Redis, prefix: string): PushQueues {
   const onError = redisErrorListener(connection);
-  const make = (provider: PushProvider) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix }).on('error', onError);
+  const make = (provider: ProviderName) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix }).on('error', onError);
   return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
 }
 
 export interface SendJobRequest {
-  provider: PushProvider;
+  provider: ProviderName;
   pushIds: string[];
   /** Another round of the same pushes (the reconciler's): a new job id, since the first job may still be kept as completed or failed. */
   round?: string;
@@ -41,7 +42,7 @@ function jobOptions({ pushIds, round }: SendJobRequest, policy: SendJobPolicy): 
 
 /** Adds the send jobs, one MULTI per provider queue: each queue gets all of its jobs or none. */
 export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy: SendJobPolicy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
-  const byProvider = new Map<PushProvider, SendJobRequest[]>();
+  const byProvider = new Map<ProviderName, SendJobRequest[]>();
   for (const request of requests) {
     const list = byProvider.get(request.provider);
     if (list) list.push(request);

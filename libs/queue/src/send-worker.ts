@@ -1,7 +1,8 @@
-import { DelayedError, RateLimitError, Worker, type Job } from 'bullmq';
-import { backoffMs } from '@operator/config';
+import { compileChecker, type ProviderName } from '@operator/contract';
+import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { backoffMs, type LogSink } from '@operator/config';
 import type { Redis } from 'ioredis';
-import { PUSH_QUEUES, type PushProvider, type SendPushJob } from './jobs';
+import { PUSH_QUEUES, SendPushJobSchema, type SendPushJob } from './jobs';
 import { SEND_BACKOFF_TYPE } from './push-queues';
 
 /** The queue's view of what a send job asks for next (see SendJobOutcome in @operator/push). */
@@ -26,7 +27,14 @@ export interface SendWorkerOptions {
   backoffMs: number;
   /** How long a job is locked to a worker before another may take it over (the worker renews it while alive). */
   lockDurationMs?: number;
+  /** Where a job refused at the door (a payload that does not match SendPushJobSchema) is reported. */
+  log?: LogSink;
 }
+
+const checkSendPushJob = compileChecker(SendPushJobSchema);
+
+/** Jobs a second the limiter would allow: far beyond any queue, below worker.rateLimit()'s marker (MAX_SAFE_INTEGER). */
+const RATE_LIMIT_COUNT_OUT_OF_REACH = 1e12;
 
 /** Thrown to make BullMQ retry the job; carries the provider's Retry-After for the backoff. */
 export class RetryLater extends Error {
@@ -43,12 +51,18 @@ export class RetryLater extends Error {
  * mechanics: a retry with backoff, a pause of the whole queue (the provider's rate limit), or a
  * delay that does not use up an attempt.
  */
-export function createSendWorker(provider: PushProvider, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
+export function createSendWorker(provider: ProviderName, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
   const worker: Worker<SendPushJob> = new Worker<SendPushJob>(
     PUSH_QUEUES[provider],
     async (job: Job<SendPushJob>, token?: string) => {
+      // Whatever the payload, another attempt reads the same one: a malformed job fails for good.
+      const checked = checkSendPushJob(job.data);
+      if (!checked.ok) {
+        options.log?.error({ jobId: job.id, queue: job.queueName, problem: checked.error }, 'malformed send job refused; failed without retry');
+        throw new UnrecoverableError(`malformed send job ${job.id}: ${checked.error}`);
+      }
       const verdict = await handle({
-        pushIds: job.data.pushIds,
+        pushIds: checked.value.pushIds,
         attempt: job.attemptsMade + 1,
         maxAttempts: job.opts.attempts ?? 1,
         enqueuedAt: job.timestamp,
@@ -71,6 +85,10 @@ export function createSendWorker(provider: PushProvider, handle: (run: SendJobRu
       prefix: options.prefix,
       concurrency: options.concurrency,
       lockDuration: options.lockDurationMs ?? 30000,
+      // BullMQ's fetch honours a rate limit set by worker.rateLimit() (a provider's 429) only when
+      // the worker has a limiter: without one, another slot takes the job back at once. The
+      // limiter's own count is set out of reach, so only the 429s ever limit the queue.
+      limiter: { max: RATE_LIMIT_COUNT_OUT_OF_REACH, duration: 1000 },
       settings: {
         backoffStrategy: (attemptsMade: number, type?: string, error?: Error) => {
           if (type !== SEND_BACKOFF_TYPE) return 0;

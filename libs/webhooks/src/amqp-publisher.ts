@@ -1,5 +1,5 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
-import { backoffMs, type LogSink } from '@operator/config';
+import { backoffMs, errorReason, type LogSink } from '@operator/config';
 import type { PostOutcome, Publish } from './dispatcher';
 
 export interface AmqpPublisherOptions {
@@ -68,7 +68,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   let waiting: (() => void)[] = [];
 
   function lost(error: unknown) {
-    const reason = error instanceof Error ? error.message : String(error ?? 'connection closed');
+    const reason = errorReason(error ?? 'connection closed');
     if (!outage) log.warn({ broker, error: reason }, 'RabbitMQ unreachable; reconnecting with backoff');
     outage = { since: outage?.since ?? Date.now(), error: reason };
   }

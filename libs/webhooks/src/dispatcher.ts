@@ -13,7 +13,7 @@ import {
 } from '@operator/db';
 import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
-import { backoffMs, type LogSink } from '@operator/config';
+import { backoffMs, isRetriedStatus, parseRetryAfter, type LogSink } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
 
 export interface WebhookAuth {
@@ -46,21 +46,8 @@ export interface DispatcherOptions {
   idleMs: number;
 }
 
-const RETRIED_STATUSES = new Set([408, 425, 429]);
 /** Characters of a refusal's answer kept with the dead letter (the CRM says there why it refused). */
 const REFUSAL_KEPT = 500;
-
-export function isRetried(status: number): boolean {
-  return status >= 500 || RETRIED_STATUSES.has(status);
-}
-
-function retryAfterMs(header: string | null): number {
-  if (!header) return 0;
-  const seconds = Number(header);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const date = Date.parse(header);
-  return Number.isNaN(date) ? 0 : Math.max(0, date - Date.now());
-}
 
 export interface Dispatcher {
   /** One round: claim a batch of due events, post them, record the outcomes. Answers how many were claimed. */
@@ -143,7 +130,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       request.on('error', (error) => failed(error.message));
       request.on('response', (response) => {
         const status = response.statusCode ?? 0;
-        const refused = (status < 200 || status >= 300) && !isRetried(status);
+        const refused = (status < 200 || status >= 300) && !isRetriedStatus(status);
         let answer = '';
         response.setEncoding('utf8');
         response.on('data', (chunk: string) => {
@@ -157,7 +144,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           if (status >= 200 && status < 300) return settle({ ok: true });
           const text = answer.trim().slice(0, REFUSAL_KEPT);
           const error = text ? `HTTP ${status}: ${text}` : `HTTP ${status}`;
-          settle({ ok: false, retry: isRetried(status), error, retryAfterMs: retryAfterMs(header(response.headers['retry-after'])) });
+          settle({ ok: false, retry: isRetriedStatus(status), error, retryAfterMs: parseRetryAfter(response.headers['retry-after']) ?? 0 });
         });
       });
       request.end(body);
@@ -326,8 +313,4 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       return giveBack(waiting.splice(0).map((item) => item.event));
     },
   };
-}
-
-function header(value: string | string[] | undefined): string | null {
-  return (Array.isArray(value) ? value[0] : value) ?? null;
 }

@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import { isRetried } from './dispatcher';
 import { SIGNATURE_HEADER, signatureHeader, verifySignature } from './signature';
 
 const SECRET = 'whsec-unit';
@@ -68,15 +67,5 @@ describe('verifySignature', () => {
     for (const bad of ['', 'garbage', `v1=${digest}`, `t=${t}`, `t=abc,v1=${digest}`, `t=${t},v1=${digest.slice(0, 62)}`, `t=${t},v1=zz`, `t=${t + 0.5},v1=${digest}`]) {
       expect([bad, verifySignature(SECRET, BODY, bad, 300, now)]).toEqual([bad, false]);
     }
-  });
-});
-
-describe('isRetried', () => {
-  it('retries timeouts, too early, rate limits and server errors', () => {
-    for (const status of [408, 425, 429, 500, 502, 503, 504, 599]) expect([status, isRetried(status)]).toEqual([status, true]);
-  });
-
-  it('does not retry other client errors (they go to the dead letters)', () => {
-    for (const status of [400, 401, 403, 404, 405, 409, 410, 413, 415, 422]) expect([status, isRetried(status)]).toEqual([status, false]);
   });
 });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Notification, ProviderName, PushProvider, SendResult, SendTarget } from '../types';
+import type { ProviderName } from '@operator/contract';
+import type { Notification, PushProvider, SendResult, SendTarget } from '../types';
 
 export interface SandboxSend {
   provider: ProviderName;
