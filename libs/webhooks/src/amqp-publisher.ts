@@ -1,6 +1,7 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { backoffMs, errorReason, type LogSink } from '@operator/config';
 import type { PostOutcome, Publish } from './dispatcher';
+import { firstOutcome } from './first-outcome';
 
 export interface AmqpPublisherOptions {
   /** amqp:// or amqps://, with the user and password; never logged. */
@@ -140,15 +141,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   }
 
   function send(current: Link, type: string, id: string, body: string, ms: number): Promise<PostOutcome> {
-    return new Promise((resolve) => {
-      let settled = false;
-      const settle = (outcome: PostOutcome) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(outcome);
-      };
-      const timer = setTimeout(() => settle(failed(`RabbitMQ did not confirm within ${timeoutMs} ms`)), ms);
+    return firstOutcome(ms, () => failed(`RabbitMQ did not confirm within ${timeoutMs} ms`), (settle) => {
       const routingKey = type.toLowerCase();
       const properties = { persistent: true, mandatory: true, contentType: 'application/json', type, messageId: id };
       try {
@@ -159,7 +152,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
           else settle({ ok: true });
         });
       } catch (error) {
-        settle(failed(`RabbitMQ did not take the message: ${(error as Error).message}`));
+        settle(failed(`RabbitMQ did not take the message: ${errorReason(error)}`));
       }
     });
   }

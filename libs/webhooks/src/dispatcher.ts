@@ -12,6 +12,7 @@ import {
   type DueEvent,
 } from '@operator/db';
 import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
+import { firstOutcome } from './first-outcome';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, isRetriedStatus, parseRetryAfter, type LogSink } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
@@ -110,23 +111,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const targets = new Map(posted.map((topic) => [topic, target(options.urls[topic]!)]));
 
   function post({ send, options: to }: ReturnType<typeof target>, body: string): Promise<PostOutcome> {
-    return new Promise((resolve) => {
-      let settled = false;
-      const settle = (outcome: PostOutcome) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(outcome);
-      };
-      const failed = (error: string) => settle({ ok: false, retry: true, error, retryAfterMs: 0 });
-      const request = send({
+    let request: http.ClientRequest | undefined;
+    const failure = (error: string): PostOutcome => ({ ok: false, retry: true, error, retryAfterMs: 0 });
+    const timedOut = () => {
+      request?.destroy();
+      return failure(`timeout after ${options.timeoutMs} ms`);
+    };
+    return firstOutcome(options.timeoutMs, timedOut, (settle) => {
+      const failed = (error: string) => settle(failure(error));
+      request = send({
         ...to,
         headers: { ...baseHeaders, 'content-length': Buffer.byteLength(body), [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
       });
-      const timer = setTimeout(() => {
-        failed(`timeout after ${options.timeoutMs} ms`);
-        request.destroy();
-      }, options.timeoutMs);
       request.on('error', (error) => failed(error.message));
       request.on('response', (response) => {
         const status = response.statusCode ?? 0;
