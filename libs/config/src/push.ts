@@ -41,11 +41,15 @@ export interface FcmCredential {
   endpoint?: string;
 }
 export interface ApnsCredential {
+  /** The provider token signing key (.p8, PEM). */
   key: string;
   keyId: string;
   teamId: string;
+  /** The app's bundle id: the apns-topic of every push. */
   topic: string;
+  /** api.push.apple.com when true, api.sandbox.push.apple.com when false (unless host is given). */
   production: boolean;
+  /** Another APNs host (a local fake); the TLS server name is this host. */
   host?: string;
   port?: number;
 }

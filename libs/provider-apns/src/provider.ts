@@ -1,19 +1,9 @@
 import apn from '@parse/node-apn';
-import { parseRetryAfter } from '@operator/config';
+import { parseRetryAfter, type ApnsCredential } from '@operator/config';
 import { apnsPayload, durationSeconds, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 
-export interface ApnsProviderOptions {
-  /** The provider token signing key (.p8, PEM). */
-  key: string;
-  keyId: string;
-  teamId: string;
-  /** The app's bundle id: the apns-topic of every push. */
-  topic: string;
-  /** api.push.apple.com when true, api.sandbox.push.apple.com when false (unless host is given). */
-  production: boolean;
-  /** Another APNs host (a local fake); the TLS server name is this host. */
-  host?: string;
-  port?: number;
+/** A brand's APNs credential, and what tests add to reach a local fake. */
+export interface ApnsProviderOptions extends ApnsCredential {
   /** Extra certificate authority to trust (a local fake's test CA); the system roots otherwise. */
   ca?: string | Buffer;
 }
