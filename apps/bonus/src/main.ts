@@ -2,8 +2,8 @@
 // operator's platform), expires bonuses past their validity, and writes every bonus and balance
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
-import { ConfigError, createLogger, loadBonusAppConfig, onShutdown } from '@operator/config';
-import { closeDb, countCreditsByState, createDb, createPoller, releaseCredits } from '@operator/db';
+import { createLogger, loadBonusAppConfig, onShutdown, runMain } from '@operator/config';
+import { closeDb, countCreditsByState, createDb, createPoller, pingDb, releaseCredits } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 
 async function main() {
@@ -13,7 +13,7 @@ async function main() {
   const deps = createBonusDeps(db, config, log);
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
-    checks: { postgres: () => db.pool.query('SELECT 1') },
+    checks: { postgres: () => pingDb(db) },
     stores: watchStores({ credits: () => countCreditsByState(db, STORE_READ_TIMEOUT_MS) }, { log }),
   });
   log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', metricsPort: metrics.port }, 'bonus app started');
@@ -38,7 +38,4 @@ async function main() {
   });
 }
 
-main().catch((error) => {
-  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
-  process.exit(1);
-});
+runMain(main, MetricsPortError);

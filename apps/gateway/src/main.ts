@@ -1,4 +1,4 @@
-import { ConfigError, createLogger, loadGatewayConfig, onShutdown } from '@operator/config';
+import { createLogger, loadGatewayConfig, onShutdown, runMain } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
 import { buildApp } from './app';
@@ -28,8 +28,4 @@ async function main() {
   await app.listen({ host: config.HOST, port: config.PORT });
 }
 
-main().catch((error) => {
-  if (error instanceof ConfigError) console.error(error.message);
-  else console.error(error);
-  process.exit(1);
-});
+runMain(main);

@@ -1,5 +1,5 @@
 // Sends the push-fcm queue's jobs to Firebase Cloud Messaging (HTTP v1 API).
-import { ConfigError, createLogger, loadPushWorkerConfig, onShutdown } from '@operator/config';
+import { createLogger, loadPushWorkerConfig, onShutdown, runMain } from '@operator/config';
 import { MetricsPortError } from '@operator/metrics';
 import { createFcmProvider } from '@operator/provider-fcm';
 import { startPushWorker } from '@operator/push';
@@ -11,7 +11,4 @@ async function main() {
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }
 
-main().catch((error) => {
-  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
-  process.exit(1);
-});
+runMain(main, MetricsPortError);

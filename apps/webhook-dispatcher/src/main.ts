@@ -2,8 +2,8 @@
 // balance events to CRM_EVENTS_BASE_URL or, with CRM_EVENTS_TRANSPORT=rabbitmq, to the CRM's RabbitMQ.
 // Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
-import { ConfigError, createLogger, loadDispatcherConfig, onShutdown } from '@operator/config';
-import { closeDb, countDeadLetters, createDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
+import { createLogger, loadDispatcherConfig, onShutdown, runMain } from '@operator/config';
+import { closeDb, countDeadLetters, createDb, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { createAmqpPublisher, createDispatcher } from '@operator/webhooks';
 
@@ -23,7 +23,7 @@ async function main() {
   };
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
-    checks: { postgres: () => db.pool.query('SELECT 1'), ...(amqp && { rabbitmq: () => amqp.check() }) },
+    checks: { postgres: () => pingDb(db), ...(amqp && { rabbitmq: () => amqp.check() }) },
     stores: watchStores(
       {
         outbox: () => readOutboxBacklog(db, Object.keys(urls), STORE_READ_TIMEOUT_MS),
@@ -86,7 +86,4 @@ async function main() {
   });
 }
 
-main().catch((error) => {
-  console.error(error instanceof ConfigError || error instanceof MetricsPortError ? error.message : error);
-  process.exit(1);
-});
+runMain(main, MetricsPortError);

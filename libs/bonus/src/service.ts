@@ -21,7 +21,7 @@ import {
   type PlayerBonusRow,
   type Sql,
 } from '@operator/db';
-import { canMove, FINAL_BONUS_STATUSES, TURNED_REAL_STATUSES } from './catalog';
+import { canMove, EXPIRING_BONUS_STATUSES, FINAL_BONUS_STATUSES, TURNED_REAL_STATUSES } from './catalog';
 import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type EventSettings } from './events';
 import type { Wallet } from './wallet';
 import { backoffMs, type LogSink } from '@operator/config';
@@ -193,7 +193,7 @@ export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status
 
 /** Expires the live bonuses past their validity: a status change like any other. */
 export async function expireDueBonuses(deps: BonusDeps, limit = 100): Promise<number> {
-  const due = await dueForExpiry(deps.db.pool, limit);
+  const due = await dueForExpiry(deps.db.pool, EXPIRING_BONUS_STATUSES, limit);
   let expired = 0;
   for (const id of due) {
     const change = await changeBonusStatus(deps, id, 'Expired');

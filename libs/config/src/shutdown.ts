@@ -1,4 +1,5 @@
 import closeWithGrace from 'close-with-grace';
+import { ConfigError } from './env';
 import type { LogSink } from './logger';
 
 export interface ShutdownOptions {
@@ -75,4 +76,19 @@ async function settleWithin(work: Promise<void>, ms: number): Promise<Settled> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** An error class whose message says all an operator needs (a bad setting, a taken port). */
+export type PlainErrorClass = abstract new (...args: never[]) => Error;
+
+/**
+ * Runs an app's `main`. If it fails, the process exits 1: a ConfigError or an instance of one of
+ * `plain` is printed as its message alone, anything else with its stack.
+ */
+export function runMain(main: () => Promise<unknown>, ...plain: PlainErrorClass[]): void {
+  main().catch((error: unknown) => {
+    const explained = error instanceof ConfigError || plain.some((type) => error instanceof type);
+    console.error(explained ? (error as Error).message : error);
+    process.exit(1);
+  });
 }

@@ -8,6 +8,7 @@ export * from './limits';
 export * from './storable';
 export * from './bonus';
 export * from './status';
+export * from './event-body';
 export * from './operations';
 export * from './paging';
 export * from './responses';

@@ -92,6 +92,11 @@ function watchConnections(pool: pg.Pool, log: LogSink | undefined) {
   });
 }
 
+/** Resolves when PostgreSQL answers a query through the app's pool: what readiness checks. */
+export async function pingDb(db: Db): Promise<void> {
+  await db.pool.query('SELECT 1');
+}
+
 export async function closeDb(db: Db): Promise<void> {
   await db.$disconnect();
   await db.pool.end();

@@ -1,7 +1,8 @@
 import type { PoolClient } from 'pg';
 import { uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { closeDb, createDb, type Db, type Sql } from './client';
-import { claimDueEvents, PUSH_STATUS_TOPIC, readPushFeed } from './events';
+import { PUSH_STATUS_TOPIC, readPushFeed } from './feed';
+import { claimDueEvents } from './outbox';
 
 // The outbox's two readers against PostgreSQL: the dispatcher's claim, which must not read the
 // delivered events however many the table keeps, and the polling feed, which only reads and never

@@ -1,6 +1,6 @@
 import type { LogSink } from '@operator/config';
 import type { Db, Sql } from './client';
-import { PUSH_STATUS_TOPIC } from './events';
+import { PUSH_STATUS_TOPIC } from './feed';
 import { createPoller, type Poller } from './poller';
 
 // Retention: what is settled and older than the retention goes, a small batch per statement (each

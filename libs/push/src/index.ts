@@ -6,3 +6,4 @@ export * from './outcomes';
 export * from './reconcile';
 export * from './worker';
 export * from './tracking';
+export * from './engagement';

@@ -53,4 +53,12 @@ describe('app bundles', () => {
   it.each(Object.keys(PROVIDERS).filter((app) => app !== 'gateway'))('%s requires none of the HTTP server, docs or dashboard packages', (app) => {
     expect(report[app].requires.filter((name) => GATEWAY_ONLY.includes(name))).toEqual([]);
   });
+
+  it('only the webhook dispatcher bundles the dispatcher and the RabbitMQ client', () => {
+    for (const app of Object.keys(PROVIDERS)) {
+      const dispatcher = app === 'webhook-dispatcher';
+      expect({ app, webhooks: report[app].projects.includes('libs/webhooks') }).toEqual({ app, webhooks: dispatcher });
+      expect({ app, amqplib: report[app].requires.includes('amqplib') }).toEqual({ app, amqplib: dispatcher });
+    }
+  });
 });

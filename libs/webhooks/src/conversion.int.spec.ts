@@ -5,13 +5,11 @@ import {
   inTransaction,
   listDeadLetters,
   readPushFeed,
-  recordEngagement,
   registerDevice,
   type Db,
-  type EngagementType,
 } from '@operator/db';
 import { createSandboxProvider, type PushProvider } from '@operator/providers';
-import { acceptMessages, createSendRecorder, processSendJob, type SendRecorder } from '@operator/push';
+import { acceptMessages, createSendRecorder, processSendJob, recordEngagement, type EngagementType, type SendRecorder } from '@operator/push';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
 import { FakeCrm, pushRequest, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
 import { createDispatcher, type Dispatcher } from './dispatcher';

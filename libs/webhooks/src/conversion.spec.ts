@@ -1,5 +1,5 @@
 import type { PushEventRow } from '@operator/db';
-import { pushEventBody } from './body';
+import { pushEventBody } from '@operator/contract';
 import { conversionAction, conversionBody, statusWebhookBody } from './conversion';
 
 const row = (status: string, meta: string | null): PushEventRow => ({

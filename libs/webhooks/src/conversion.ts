@@ -1,5 +1,5 @@
 import type { PushEventRow } from '@operator/db';
-import { pushEventBody } from './body';
+import { pushEventBody } from '@operator/contract';
 
 /** What the CRM's conversion webhook counts. */
 export type ConversionAction = 'delivered' | 'read' | 'clicked';

@@ -5,15 +5,20 @@ import {
   createDb,
   inTransaction,
   listDeadLetters,
-  recordEngagement,
   redriveDeadLetters,
   registerDevice,
-  STATUS_RANK,
   type Db,
-  type EngagementType,
 } from '@operator/db';
 import { createSandboxProvider, type PushProvider } from '@operator/providers';
-import { acceptMessages, createSendRecorder, processSendJob, type SendRecorder } from '@operator/push';
+import {
+  acceptMessages,
+  createSendRecorder,
+  processSendJob,
+  recordEngagement,
+  STATUS_RANK,
+  type EngagementType,
+  type SendRecorder,
+} from '@operator/push';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
 import { FakeCrm, pushRequest, TcpProxy, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher';

@@ -1,4 +1,3 @@
-export * from './body';
 export * from './conversion';
 export * from './signature';
 export * from './dispatcher';

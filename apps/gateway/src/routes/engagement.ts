@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
-import { inTransaction, recordEngagement, type Db } from '@operator/db';
-import { isValidTrackingToken } from '@operator/push';
+import { inTransaction, type Db } from '@operator/db';
+import { isValidTrackingToken, recordEngagement } from '@operator/push';
 import { orUnavailable } from './unavailable';
 
 const CORS = {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
-import type { Db } from '@operator/db';
+import { pingDb, type Db } from '@operator/db';
 import { probe } from '@operator/metrics';
 import type { Redis } from '@operator/queue';
 
@@ -17,7 +17,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: Redis }> =
     '/health/ready',
     { schema: { tags: TAGS, summary: 'PostgreSQL and Redis answer', response: { 200: ReadySchema, 503: NotReadySchema } } },
     async (_request, reply) => {
-      const [postgres, redisState] = await Promise.all([probe(() => db.$queryRaw`SELECT 1`), probe(() => redis.ping())]);
+      const [postgres, redisState] = await Promise.all([probe(() => pingDb(db)), probe(() => redis.ping())]);
       const ready = postgres === 'up' && redisState === 'up';
       if (ready) return { status: 'ready' as const, postgres, redis: redisState };
       return reply.code(503).send({ error: 'not ready', postgres, redis: redisState });

@@ -11,11 +11,11 @@ import {
   PushStatusListSchema,
   PushStatusQuerySchema,
   PushStatusSchema,
+  pushEventBody,
   Unauthorized,
   Unavailable,
 } from '@operator/contract';
 import { readPushFeed, readPushStatus, type Db, type PushStatusRow } from '@operator/db';
-import { pushEventBody } from '@operator/webhooks';
 import { orUnavailable } from './unavailable';
 
 const MAX_STATUS_IDS = 100;

@@ -1,10 +1,28 @@
-import type { PushEventRow } from '@operator/db';
+/**
+ * A push status event as the store keeps it: the event, and the ids and meta of its message.
+ * Ids are text (bigint columns), `meta` the CRM's raw JSON text or null.
+ */
+export interface PushEventSource {
+  id: string;
+  pushId: string;
+  status: string;
+  error: string | null;
+  occurredAt: Date;
+  meta: string | null;
+  crmMessageId: string;
+  brandId: string;
+  userId: string;
+  activityId: string;
+  actionGroupId: string;
+  actionId: string;
+  triggerHash: string;
+}
 
 /**
  * The JSON body of a push status event, as text. `meta` is spliced in as the exact JSON the CRM
  * sent with the push, so it comes back byte for byte; a push sent without meta carries `{}`.
  */
-export function pushEventBody(row: PushEventRow): string {
+export function pushEventBody(row: PushEventSource): string {
   const head = {
     event_id: row.id,
     push_id: row.pushId,

@@ -1,22 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { uniqueName } from '@operator/testing';
-import {
-  claimDueCredits,
-  finishCredit,
-  getBonus,
-  getCredit,
-  listBonuses,
-  listCredits,
-  playerAccounts,
-  playerEntries,
-  postTransaction,
-  recordCredit,
-  releaseCredits,
-  retryCredit,
-  upsertBonus,
-  type BonusRow,
-  type NewCredit,
-} from './bonus';
+import { getBonus, listBonuses, upsertBonus, type BonusRow } from './catalog';
+import { claimDueCredits, finishCredit, getCredit, listCredits, recordCredit, releaseCredits, retryCredit, type NewCredit } from './credits';
+import { playerAccounts, playerEntries, postTransaction } from './ledger';
 import { closeDb, createDb, type Db } from './client';
 
 // The catalog, credits and the ledger against PostgreSQL: a credit is recorded once whatever the

@@ -1,107 +1,15 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
+import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 
-export const PUSH_STATUS_TOPIC = 'push.status';
+// The outbox: events written in the transaction of the change they report, claimed by the
+// dispatchers, their results recorded, the undeliverable kept as dead letters.
 
-/** The order a push moves through; a report never moves it back. `sent` and `failed` are the same step. */
-export const STATUS_RANK: Record<string, number> = { accepted: 0, sent: 1, failed: 1, delivered: 2, opened: 3, clicked: 4 };
-export type EngagementType = 'delivered' | 'opened' | 'clicked';
-
-export type EngagementResult = { found: false } | { found: true; changed: boolean; status: string };
-
-/**
- * Records what the player's device reported. The message moves forward only; a duplicate or late
- * report changes nothing and writes no event. A report that arrives before the worker recorded the
- * send writes `sent` first, so the CRM sees the steps in order.
- */
-export async function recordEngagement(sql: Sql, pushId: string, type: EngagementType): Promise<EngagementResult> {
-  const { rows } = await sql.query<{ status: string }>(`SELECT status::text AS status FROM messages WHERE id = $1 FOR UPDATE`, [pushId]);
-  if (!rows.length) return { found: false };
-  const current = rows[0].status;
-  if (STATUS_RANK[type] <= STATUS_RANK[current]) return { found: true, changed: false, status: current };
-  const steps = current === 'accepted' ? ['sent', type] : [type];
-  await sql.query(`UPDATE messages SET status = $2::"MessageStatus", updated_at = now() WHERE id = $1`, [pushId, type]);
-  await sql.query(
-    `INSERT INTO events (id, topic, ordering_key, push_id, status)
-     SELECT e.id, $1, $2::text, $2::text::uuid, e.status FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS e(id, status, n) ORDER BY e.n`,
-    [PUSH_STATUS_TOPIC, pushId, steps.map(() => uuidv7()), steps],
-  );
-  return { found: true, changed: true, status: type };
-}
-
-/** A push status event with what the CRM needs: the push's activity ids and its meta as sent. */
-export interface PushEventRow {
-  id: string;
-  feedSeq: string;
-  pushId: string;
-  status: string;
-  error: string | null;
-  occurredAt: Date;
-  /** The CRM's `meta` as it wrote it (raw JSON text), or null. */
-  meta: string | null;
-  crmMessageId: string;
-  brandId: string;
-  userId: string;
-  activityId: string;
-  actionGroupId: string;
-  actionId: string;
-  triggerHash: string;
-}
-
-/** Positions of one transaction's events in the feed (events_feed_position() in the migrations). */
-const FEED_POSITIONS = 65536;
-
-const PUSH_EVENT_COLUMNS = `e.id, e.feed_seq::text AS "feedSeq", e.push_id AS "pushId", e.status, e.error, e.occurred_at AS "occurredAt",
-  m.meta::text AS meta, m.crm_message_id::text AS "crmMessageId", m.brand_id::text AS "brandId", m.user_id AS "userId",
-  m.activity_id::text AS "activityId", m.action_group_id::text AS "actionGroupId", m.action_id::text AS "actionId",
-  m.trigger_hash AS "triggerHash"`;
-
-export interface PushFeedPage {
-  rows: PushEventRow[];
-  /** Committed events after these that wait for an older transaction, still running, to end. */
-  held: boolean;
-}
-
-/**
- * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
- * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
- * last one answered. Reads only: it works in a read-only transaction and on a replica.
- */
-export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
-  const { rows } = await sql.query<PushEventRow & { final: boolean }>(
-    `SELECT ${PUSH_EVENT_COLUMNS}, e.feed_seq < h.horizon AS final
-       FROM events e JOIN messages m ON m.id = e.push_id
-            CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${FEED_POSITIONS} AS horizon) h
-      WHERE e.topic = $1 AND e.feed_seq > $2 ORDER BY e.feed_seq LIMIT $3`,
-    [PUSH_STATUS_TOPIC, after.toString(), limit],
-  );
-  const held = rows.findIndex((row) => !row.final);
-  const answered = held < 0 ? rows : rows.slice(0, held);
-  return { rows: answered.map(({ final: _final, ...row }) => row), held: held >= 0 };
-}
-
-export interface PushStatusRow {
-  id: string;
-  status: string;
-  error: string | null;
-  meta: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-  deliveries: { provider: string; status: string; error: string | null }[];
-}
-
-/** The current state of the given pushes, with each delivery's outcome. */
-export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
-  const { rows } = await sql.query<PushStatusRow>(
-    `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
-            COALESCE(json_agg(json_build_object('provider', d.provider, 'status', d.status, 'error', d.error_code) ORDER BY d.id)
-                     FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
-       FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id
-      WHERE m.id = ANY($1::uuid[])
-      GROUP BY m.id`,
-    [pushIds],
-  );
-  return rows;
+/** An outbox event whose body is fixed now (bonus and balance events). */
+export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
+  const id = uuidv7();
+  await sql.query(`INSERT INTO events (id, topic, ordering_key, status, body) VALUES ($1, $2, $3, $4, $5::json)`, [id, event.topic, event.orderingKey, event.status, event.body]);
+  return id;
 }
 
 /** An event the dispatcher now owns until `lease`. */
@@ -166,15 +74,6 @@ export async function claimDueEvents(sql: Sql, topics: string[], limit: number, 
     lease: row.lease,
     push: row.pushId && row.crmMessageId !== null ? { ...row, crmMessageId: row.crmMessageId } : null,
   }));
-}
-
-/** The push events of `ids` with their message's activity ids and meta. */
-export async function pushEventRows(sql: Sql, ids: string[]): Promise<PushEventRow[]> {
-  const { rows } = await sql.query<PushEventRow>(
-    `SELECT ${PUSH_EVENT_COLUMNS} FROM events e JOIN messages m ON m.id = e.push_id WHERE e.id = ANY($1::uuid[])`,
-    [ids],
-  );
-  return rows;
 }
 
 export type DispatchResult =

@@ -1,9 +1,7 @@
-import type { PushEventRow } from '@operator/db';
-import { pushEventBody } from './body';
+import { pushEventBody, type PushEventSource } from './event-body';
 
-const row = (overrides: Partial<PushEventRow> = {}): PushEventRow => ({
+const row = (overrides: Partial<PushEventSource> = {}): PushEventSource => ({
   id: '0b7e4c1e-2f0a-4c55-9d6e-1b2c3d4e5f60',
-  feedSeq: '42',
   pushId: '01932c8e-7a10-7c3b-8f00-123456789abc',
   status: 'delivered',
   error: null,

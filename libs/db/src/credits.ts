@@ -1,0 +1,113 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { Sql } from './client';
+
+// Credits the CRM asked for (bonuses and funds), recorded once and carried out by the bonus app.
+
+export interface CreditRow {
+  id: string;
+  idempotencyKey: string;
+  tupleKey: string | null;
+  kind: 'bonus' | 'funds';
+  userId: string;
+  bonusCode: string | null;
+  amountMinor: bigint;
+  currency: string;
+  type: string;
+  request: unknown;
+  crmHeaders: Record<string, string>;
+  status: 'accepted' | 'completed' | 'failed';
+  error: string | null;
+  reference: string | null;
+  attempts: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, user_id AS "userId",
+  bonus_code AS "bonusCode", amount_minor::text AS "amountMinor", currency, type, request, crm_headers AS "crmHeaders",
+  status::text AS status, error, reference, attempts, created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+function toCredit(row: Omit<CreditRow, 'amountMinor'> & { amountMinor: string }): CreditRow {
+  return { ...row, amountMinor: BigInt(row.amountMinor) };
+}
+
+export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
+  /** The request body as sent (JSON text), extra fields included. */
+  requestText: string;
+};
+
+/**
+ * Records a credit once: a second request with the same X-Service-Id, or the same activity,
+ * action, player and trigger hash, gets the first credit back (`replay`), also when they race.
+ */
+export async function recordCredit(sql: Sql, credit: NewCredit): Promise<{ credit: CreditRow; replay: boolean }> {
+  const id = uuidv7();
+  const inserted = await sql.query(
+    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
+     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10::json, $11::jsonb)
+     ON CONFLICT DO NOTHING
+     RETURNING ${CREDIT_COLUMNS}`,
+    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
+  );
+  if (inserted.rows[0]) return { credit: toCredit(inserted.rows[0]), replay: false };
+  const { rows } = await sql.query(
+    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at LIMIT 1`,
+    [credit.idempotencyKey, credit.tupleKey],
+  );
+  return { credit: toCredit(rows[0]), replay: true };
+}
+
+export async function getCredit(sql: Sql, id: string): Promise<CreditRow | undefined> {
+  const { rows } = await sql.query(`SELECT ${CREDIT_COLUMNS} FROM credits WHERE id = $1`, [id]);
+  return rows[0] ? toCredit(rows[0]) : undefined;
+}
+
+export async function listCredits(sql: Sql, filter: { userId?: string; status?: string; limit: number }): Promise<CreditRow[]> {
+  const { rows } = await sql.query(
+    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE ($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR status::text = $2)
+      ORDER BY created_at DESC LIMIT $3`,
+    [filter.userId ?? null, filter.status ?? null, filter.limit],
+  );
+  return rows.map(toCredit);
+}
+
+/** Takes accepted credits that are due, for this worker, until `leaseMs` passes. */
+export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number): Promise<CreditRow[]> {
+  const { rows } = await sql.query(
+    `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()
+                    AND (locked_until IS NULL OR locked_until < now()) ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+          claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond' FROM due WHERE c.id = due.id RETURNING c.id)
+     SELECT ${CREDIT_COLUMNS} FROM credits WHERE id IN (SELECT id FROM claimed) ORDER BY created_at`,
+    [limit, leaseMs],
+  );
+  return rows.map(toCredit);
+}
+
+/** Gives back this worker's claims on credits it will not process after all (shutdown). */
+export async function releaseCredits(sql: Sql, ids: string[]): Promise<number> {
+  if (!ids.length) return 0;
+  const { rowCount } = await sql.query(`UPDATE credits SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted'`, [ids]);
+  return rowCount ?? 0;
+}
+
+/** Locks an accepted credit for finishing it; undefined when another worker finished it first. */
+export async function lockAcceptedCredit(sql: Sql, id: string): Promise<boolean> {
+  const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' FOR UPDATE`, [id]);
+  return rows.length > 0;
+}
+
+export async function finishCredit(sql: Sql, id: string, outcome: { status: 'completed'; reference: string | null } | { status: 'failed'; error: string }) {
+  await sql.query(
+    `UPDATE credits SET status = $2::"CreditStatus", reference = $3, error = $4, attempts = attempts + 1, locked_until = NULL, updated_at = now()
+      WHERE id = $1`,
+    [id, outcome.status, outcome.status === 'completed' ? outcome.reference : null, outcome.status === 'failed' ? outcome.error.slice(0, 1000) : null],
+  );
+}
+
+export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string) {
+  await sql.query(
+    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, updated_at = now()
+      WHERE id = $1 AND status = 'accepted'`,
+    [id, nextAttemptAt, error.slice(0, 1000)],
+  );
+}

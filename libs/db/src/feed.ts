@@ -1,0 +1,79 @@
+import type { PushEventSource } from '@operator/contract';
+import type { Sql } from './client';
+
+// The push status feed (GET /channels/push/events) and the pushes' current state
+// (GET /channels/push/status): reads only, so they work on a replica too.
+
+/** The outbox topic of push status events. */
+export const PUSH_STATUS_TOPIC = 'push.status';
+
+/** A push status event with what the CRM needs: the push's activity ids and its meta as sent. */
+export interface PushEventRow extends PushEventSource {
+  /** Its position in the feed. */
+  feedSeq: string;
+}
+
+/** Positions of one transaction's events in the feed (events_feed_position() in the migrations). */
+const FEED_POSITIONS = 65536;
+
+export const PUSH_EVENT_COLUMNS = `e.id, e.feed_seq::text AS "feedSeq", e.push_id AS "pushId", e.status, e.error, e.occurred_at AS "occurredAt",
+  m.meta::text AS meta, m.crm_message_id::text AS "crmMessageId", m.brand_id::text AS "brandId", m.user_id AS "userId",
+  m.activity_id::text AS "activityId", m.action_group_id::text AS "actionGroupId", m.action_id::text AS "actionId",
+  m.trigger_hash AS "triggerHash"`;
+
+export interface PushFeedPage {
+  rows: PushEventRow[];
+  /** Committed events after these that wait for an older transaction, still running, to end. */
+  held: boolean;
+}
+
+/**
+ * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
+ * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
+ * last one answered. Reads only: it works in a read-only transaction and on a replica.
+ */
+export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
+  const { rows } = await sql.query<PushEventRow & { final: boolean }>(
+    `SELECT ${PUSH_EVENT_COLUMNS}, e.feed_seq < h.horizon AS final
+       FROM events e JOIN messages m ON m.id = e.push_id
+            CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${FEED_POSITIONS} AS horizon) h
+      WHERE e.topic = $1 AND e.feed_seq > $2 ORDER BY e.feed_seq LIMIT $3`,
+    [PUSH_STATUS_TOPIC, after.toString(), limit],
+  );
+  const held = rows.findIndex((row) => !row.final);
+  const answered = held < 0 ? rows : rows.slice(0, held);
+  return { rows: answered.map(({ final: _final, ...row }) => row), held: held >= 0 };
+}
+
+export interface PushStatusRow {
+  id: string;
+  status: string;
+  error: string | null;
+  meta: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  deliveries: { provider: string; status: string; error: string | null }[];
+}
+
+/** The current state of the given pushes, with each delivery's outcome. */
+export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
+  const { rows } = await sql.query<PushStatusRow>(
+    `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
+            COALESCE(json_agg(json_build_object('provider', d.provider, 'status', d.status, 'error', d.error_code) ORDER BY d.id)
+                     FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
+       FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id
+      WHERE m.id = ANY($1::uuid[])
+      GROUP BY m.id`,
+    [pushIds],
+  );
+  return rows;
+}
+
+/** The push events of `ids` with their message's activity ids and meta. */
+export async function pushEventRows(sql: Sql, ids: string[]): Promise<PushEventRow[]> {
+  const { rows } = await sql.query<PushEventRow>(
+    `SELECT ${PUSH_EVENT_COLUMNS} FROM events e JOIN messages m ON m.id = e.push_id WHERE e.id = ANY($1::uuid[])`,
+    [ids],
+  );
+  return rows;
+}

@@ -1,0 +1,69 @@
+import type { Sql } from './client';
+
+// The double-entry ledger of the built-in wallet: accounts, their entries and balances.
+
+export interface Leg {
+  /** A player id, or "house". */
+  owner: string;
+  currency: string;
+  kind: 'real_money' | 'bonus_money' | 'house';
+  amountMinor: bigint;
+}
+
+/**
+ * Posts one double-entry transaction: its legs must sum to zero. Each account's balance moves in
+ * the same statement as its entry, so a balance always equals the sum of its entries. Posting the
+ * same transaction id again changes nothing (answers false).
+ */
+export async function postTransaction(sql: Sql, transactionId: string, reason: string, legs: Leg[]): Promise<boolean> {
+  const sum = legs.reduce((total, leg) => total + leg.amountMinor, 0n);
+  if (sum !== 0n) throw new Error(`transaction ${transactionId} does not balance (${sum})`);
+  const owners = legs.map((l) => l.owner);
+  const currencies = legs.map((l) => l.currency);
+  const kinds = legs.map((l) => l.kind);
+  await sql.query(
+    `INSERT INTO accounts (id, owner, currency, kind)
+     SELECT gen_random_uuid(), o, c, k FROM unnest($1::text[], $2::text[], $3::text[]) AS a(o, c, k)
+     ON CONFLICT (owner, currency, kind) DO NOTHING`,
+    [owners, currencies, kinds],
+  );
+  const { rows } = await sql.query(
+    `WITH legs AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) AS l(owner, currency, kind, amount)),
+          entries AS (
+            INSERT INTO ledger_entries (id, transaction_id, account_id, amount_minor, reason)
+            SELECT gen_random_uuid(), $1::uuid, a.id, l.amount, $6 FROM legs l
+              JOIN accounts a ON a.owner = l.owner AND a.currency = l.currency AND a.kind = l.kind
+            ORDER BY a.id
+            ON CONFLICT (transaction_id, account_id) DO NOTHING
+            RETURNING account_id, amount_minor)
+     UPDATE accounts a SET balance_minor = a.balance_minor + e.amount_minor FROM entries e WHERE a.id = e.account_id
+     RETURNING a.id`,
+    [transactionId, owners, currencies, kinds, legs.map((l) => l.amountMinor.toString()), reason],
+  );
+  return rows.length > 0;
+}
+
+export interface AccountRow {
+  currency: string;
+  kind: string;
+  balanceMinor: bigint;
+}
+
+export async function playerAccounts(sql: Sql, userId: string, currency?: string): Promise<AccountRow[]> {
+  const { rows } = await sql.query<{ currency: string; kind: string; balanceMinor: string }>(
+    `SELECT currency, kind, balance_minor::text AS "balanceMinor" FROM accounts
+      WHERE owner = $1 AND ($2::text IS NULL OR currency = $2) ORDER BY currency, kind`,
+    [userId, currency ?? null],
+  );
+  return rows.map((row) => ({ ...row, balanceMinor: BigInt(row.balanceMinor) }));
+}
+
+export async function playerEntries(sql: Sql, userId: string, limit: number) {
+  const { rows } = await sql.query<{ id: string; transactionId: string; currency: string; kind: string; amountMinor: string; reason: string; createdAt: Date }>(
+    `SELECT e.id, e.transaction_id AS "transactionId", a.currency, a.kind, e.amount_minor::text AS "amountMinor", e.reason, e.created_at AS "createdAt"
+       FROM ledger_entries e JOIN accounts a ON a.id = e.account_id
+      WHERE a.owner = $1 ORDER BY e.created_at DESC, e.id LIMIT $2`,
+    [userId, limit],
+  );
+  return rows.map((row) => ({ ...row, amountMinor: BigInt(row.amountMinor) }));
+}
