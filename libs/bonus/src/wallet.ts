@@ -1,3 +1,4 @@
+import { isRetriedStatus } from '@operator/config';
 import type { CreditRow } from '@operator/db';
 import { formatMinor } from './money';
 
@@ -25,7 +26,18 @@ export interface HttpWalletOptions {
   timeoutMs: number;
 }
 
-const RETRIED = new Set([408, 425, 429]);
+/** What a credit is, as the operator's platform and the back office see it. */
+export function creditFields(credit: CreditRow) {
+  return {
+    credit_id: credit.id,
+    kind: credit.kind,
+    user_id: credit.userId,
+    bonus_code: credit.bonusCode,
+    amount: formatMinor(credit.amountMinor, credit.currency),
+    currency: credit.currency,
+    type: credit.type,
+  };
+}
 
 /**
  * Forwards each credit to the operator's own platform as a JSON POST, with the credit id as the
@@ -36,16 +48,7 @@ export function httpWallet(options: HttpWalletOptions): Wallet {
   return {
     postsToLedger: false,
     async carryOut(credit) {
-      const body = JSON.stringify({
-        credit_id: credit.id,
-        kind: credit.kind,
-        user_id: credit.userId,
-        bonus_code: credit.bonusCode,
-        amount: formatMinor(credit.amountMinor, credit.currency),
-        currency: credit.currency,
-        type: credit.type,
-        request: credit.request,
-      });
+      const body = JSON.stringify({ ...creditFields(credit), request: credit.request });
       try {
         const response = await fetch(options.url, {
           method: 'POST',
@@ -68,7 +71,7 @@ export function httpWallet(options: HttpWalletOptions): Wallet {
           }
           return { ok: true, reference };
         }
-        const retry = response.status >= 500 || RETRIED.has(response.status);
+        const retry = isRetriedStatus(response.status);
         return { ok: false, retry, error: `platform answered HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}` };
       } catch (error) {
         const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${options.timeoutMs} ms` : ((error as Error).cause as Error)?.message ?? (error as Error).message;

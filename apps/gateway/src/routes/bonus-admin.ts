@@ -23,7 +23,7 @@ import {
   WalletSchema,
   type CreditView,
 } from '@operator/contract';
-import { changeBonusStatus, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
+import { changeBonusStatus, creditFields, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
 import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, type CreditRow, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -33,13 +33,7 @@ const reads = { 401: Unauthorized, 503: Unavailable };
 
 function creditView(credit: CreditRow): CreditView {
   return {
-    credit_id: credit.id,
-    kind: credit.kind,
-    user_id: credit.userId,
-    bonus_code: credit.bonusCode,
-    amount: formatMinor(credit.amountMinor, credit.currency),
-    currency: credit.currency,
-    type: credit.type,
+    ...creditFields(credit),
     status: credit.status,
     error: credit.error,
     reference: credit.reference,
