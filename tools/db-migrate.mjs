@@ -6,28 +6,15 @@ import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { connectAdmin, DatabaseUnreachable } from './pg-admin.cjs';
 
 const require = createRequire(import.meta.url);
+export { connectAdmin, DatabaseUnreachable };
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/operator_api';
 
-/** PostgreSQL could not be reached at all: one line says where, without the URL's credentials. */
-export class DatabaseUnreachable extends Error {}
-
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
-
 export async function ensureDatabase(url, { recreate = false } = {}) {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
-  try {
-    await client.connect();
-  } catch (error) {
-    if (!UNREACHABLE.has(error.code) && !/timeout|connection terminated/i.test(error.message)) throw error;
-    const where = `${target.hostname || 'localhost'}:${target.port || 5432}`;
-    throw new DatabaseUnreachable(`PostgreSQL is not reachable at ${where}: start it (with Docker: docker compose up -d postgres) or set DATABASE_URL`);
-  }
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  const client = await connectAdmin(url);
   try {
     const quoted = `"${name.replace(/"/g, '""')}"`;
     if (recreate) await client.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);

@@ -8,7 +8,7 @@ const { execFileSync } = require('node:child_process');
 const { readdirSync, readFileSync } = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const pg = require('pg');
+const { connectAdmin } = require('../pg-admin.cjs');
 const { templateDatabaseUrl } = require('./urls');
 
 const root = path.join(__dirname, '../..');
@@ -54,14 +54,7 @@ async function ensureTemplate(client) {
 
 /** Makes the database at `url` a fresh copy of the template, unless this run (`run`) already did. */
 async function prepareDatabase(url, run) {
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString(), connectionTimeoutMillis: 5000 });
-  try {
-    await client.connect();
-  } catch (error) {
-    throw new Error(`PostgreSQL is not reachable at ${admin.host} (${error.code ?? error.message}); start it before the tests`);
-  }
+  const client = await connectAdmin(url);
   const lock = nameOf(templateDatabaseUrl());
   await client.query('SELECT pg_advisory_lock(hashtext($1))', [lock]);
   try {
