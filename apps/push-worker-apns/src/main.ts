@@ -7,7 +7,9 @@ import { startPushWorker } from '@operator/push';
 async function main() {
   const config = loadPushWorkerConfig('apns');
   const log = createLogger('push-worker-apns', config.LOG_LEVEL);
-  const worker = await startPushWorker('apns', config, log, (credential) => createApnsProvider(credential));
+  const onPatchMissing = (missing: string[]) =>
+    log.warn({ missing }, 'node-apn internals moved: these patches are off (see libs/provider-apns/src/node-apn-patches.ts)');
+  const worker = await startPushWorker('apns', config, log, (credential) => createApnsProvider({ ...credential, onPatchMissing }));
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }
 

@@ -1,21 +1,25 @@
 import apn from '@parse/node-apn';
 import { parseRetryAfter, type ApnsCredential } from '@operator/config';
 import { apnsPayload, durationSeconds, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { patchNodeApn, shutdownProvider, type RetryAfterNote } from './node-apn-patches';
 
 /** A brand's APNs credential, and what tests add to reach a local fake. */
 export interface ApnsProviderOptions extends ApnsCredential {
   /** Extra certificate authority to trust (a local fake's test CA); the system roots otherwise. */
   ca?: string | Buffer;
+  /**
+   * Told the names of the node-apn patches (node-apn-patches.ts) that found nothing to patch. The
+   * provider works on without them, with the losses described there.
+   */
+  onPatchMissing?: (missing: string[]) => void;
 }
 
 /** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
-interface ApnFailure {
+interface ApnFailure extends RetryAfterNote {
   device?: string;
   status?: number | string;
   response?: { reason?: string; timestamp?: number | string };
   error?: { message?: string };
-  /** Set by our Retry-After tap (see tapRetryAfter): node-apn itself never passes the header on. */
-  retryAfterHeader?: string;
 }
 
 interface ApnSent {
@@ -70,66 +74,6 @@ function failureError(failure: ApnFailure): SendError {
   return apnsError(status, reason, detail, failure.retryAfterHeader);
 }
 
-type Stream = { once(event: 'response', listener: (headers: Record<string, string | string[] | undefined>) => void): unknown };
-type Session = { request: (...args: unknown[]) => Stream; destroyed?: boolean; destroy?: () => void };
-type ApnClient = {
-  request?: (this: ApnClient, session: Session, ...rest: unknown[]) => Promise<unknown>;
-  retryRequest?: (error: unknown, ...rest: unknown[]) => Promise<unknown>;
-  session?: Session | null;
-  manageChannelsSession?: Session | null;
-};
-
-/**
- * node-apn reads `Retry-After` from HTTP/2 response headers under that capitalised name (HTTP/2
- * names are always lower case, so it never finds it) and deletes it from failures anyway. This
- * wraps its per-request function to note the header of each response on the failure it rejects
- * with. node-apn calls session.request() synchronously at the start of Client#request, so the
- * temporary wrapper is in place exactly for that call. Without these internals it does nothing.
- */
-function tapRetryAfter(client: ApnClient | undefined): void {
-  const original = client?.request;
-  if (!client || typeof original !== 'function') return;
-  client.request = function (this: ApnClient, session: Session, ...rest: unknown[]) {
-    if (!session || typeof session.request !== 'function') return original.call(this, session, ...rest);
-    let retryAfter: string | undefined;
-    const own = Object.prototype.hasOwnProperty.call(session, 'request');
-    const request = session.request;
-    session.request = function (this: unknown, ...args: unknown[]) {
-      const stream = request.apply(this, args);
-      stream.once('response', (headers) => {
-        const value = headers['retry-after'];
-        retryAfter = Array.isArray(value) ? value[0] : value;
-      });
-      return stream;
-    };
-    let pending: Promise<unknown>;
-    try {
-      pending = original.call(this, session, ...rest);
-    } finally {
-      if (own) session.request = request;
-      else delete (session as Partial<Session>).request;
-    }
-    return pending.catch((failure: unknown) => {
-      if (retryAfter !== undefined && failure && typeof failure === 'object') (failure as ApnFailure).retryAfterHeader = retryAfter;
-      throw failure;
-    });
-  };
-}
-
-/**
- * node-apn sends every retryable failure (408, 429, 5xx, ExpiredProviderToken) through
- * Client#retryRequest, which with retries off only rethrows it, except when the session has been
- * closed meanwhile (node-apn closes it after any 500): then it throws a new error without status
- * or reason, and a 429 or 503 in the same batch as a 500 would look like a network error. Rethrow
- * the answer as it came. Without these internals, connectionRetryLimit 0 still stops retries.
- */
-function keepRetryableAnswers(client: ApnClient | undefined): void {
-  if (!client || typeof client.retryRequest !== 'function') return;
-  client.retryRequest = async (error: unknown) => {
-    throw error;
-  };
-}
-
 /** Seconds since the epoch at which APNs stops trying; 0: deliver once, now or never. */
 function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | undefined {
   if (ttlSeconds === undefined) return undefined;
@@ -145,10 +89,11 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
  * Android's), apns-expiration from android.ttl (the contract's only time to live), counted from
  * the send. No apns-collapse-id: the contract has no field meant for it (thread-id is in aps).
  *
- * node-apn's own retries are off (connectionRetryLimit 0, and keepRetryableAnswers): the queue
- * retries transient failures with its backoff, where node-apn would retry 429/5xx at once. An
- * ExpiredProviderToken answer makes node-apn sign a new JWT; the push comes back `unavailable`
- * and the retry uses the new token.
+ * node-apn's own retries are off (connectionRetryLimit 0): the queue retries transient failures
+ * with its backoff, where node-apn would retry 429/5xx at once. An ExpiredProviderToken answer
+ * makes node-apn sign a new JWT; the push comes back `unavailable` and the retry uses the new
+ * token. node-apn-patches.ts makes up for what node-apn loses on the way: the Retry-After header,
+ * retryable answers once the session is closed, and a shutdown that could wait forever.
  */
 export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   const providerOptions: apn.ProviderOptions = {
@@ -160,9 +105,8 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   if (options.port !== undefined) providerOptions.port = options.port;
   if (options.ca !== undefined) providerOptions.ca = [options.ca];
   const provider = new apn.Provider(providerOptions);
-  const client = (provider as unknown as { client?: ApnClient }).client;
-  tapRetryAfter(client);
-  keepRetryableAnswers(client);
+  const missing = Object.entries(patchNodeApn(provider)).flatMap(([name, applied]) => (applied ? [] : [name]));
+  if (missing.length > 0) options.onPatchMissing?.(missing);
   let closed = false;
 
   return {
@@ -203,22 +147,7 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      // node-apn's shutdown awaits session.close(callback); for a session already destroyed (the
-      // connection was refused or cut) that callback never comes. Forget such sessions first, and
-      // cut any that do not close in time (close waits for requests in flight).
-      if (client) {
-        if (client.session?.destroyed) client.session = null;
-        if (client.manageChannelsSession?.destroyed) client.manageChannelsSession = null;
-      }
-      const timer = setTimeout(() => {
-        client?.session?.destroy?.();
-        client?.manageChannelsSession?.destroy?.();
-      }, 6000).unref();
-      try {
-        await new Promise<void>((resolve) => provider.shutdown(() => resolve()));
-      } finally {
-        clearTimeout(timer);
-      }
+      await shutdownProvider(provider);
     },
   };
 }

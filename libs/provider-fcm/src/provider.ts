@@ -168,7 +168,7 @@ function credentialError(message: string, failure: CredentialFailure | null): Se
 const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 
 /** FCM's error codes (the FcmError errorCode, else Google's status) under firebase-admin 13's names. */
-const FCM_ERROR_CODES: Record<string, string> = {
+export const FCM_ERROR_CODES: Record<string, string> = {
   UNREGISTERED: 'messaging/registration-token-not-registered',
   NOT_FOUND: 'messaging/registration-token-not-registered',
   INVALID_ARGUMENT: 'messaging/invalid-argument',
@@ -184,7 +184,7 @@ const FCM_ERROR_CODES: Record<string, string> = {
 };
 
 /** An answer that is not Google's JSON error, by its status (as firebase-admin read it). */
-const STATUS_ERROR_CODES: Record<number, string> = {
+export const STATUS_ERROR_CODES: Record<number, string> = {
   400: 'messaging/invalid-argument',
   401: 'messaging/authentication-error',
   403: 'messaging/authentication-error',

@@ -1,0 +1,172 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import apn from '@parse/node-apn';
+import { NODE_APN_VERSION, patchNodeApn, shutdownProvider } from './node-apn-patches';
+
+// node-apn-patches.ts reaches into @parse/node-apn's lib/client.js. These checks fail, naming that
+// file, when the installed node-apn is not the one it was written against or when what it relies
+// on has moved; some also say when node-apn has fixed what a patch makes up for.
+
+const PATCHES = 'libs/provider-apns/src/node-apn-patches.ts';
+
+function expectNodeApn(holds: boolean, what: string): void {
+  if (!holds) throw new Error(`${PATCHES} was written against @parse/node-apn ${NODE_APN_VERSION}, and ${what}. Re-read node_modules/@parse/node-apn/lib/client.js and update or remove the patch there.`);
+}
+
+type Failure = { status?: unknown; retryAfter?: unknown; retryAfterHeader?: unknown; error?: { message?: string } };
+type Client = {
+  request: (...args: unknown[]) => Promise<unknown>;
+  retryRequest: (...args: unknown[]) => Promise<unknown>;
+  session?: { constructor: { name: string }; destroyed: boolean; closed: boolean } | null;
+};
+
+const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+const providers: apn.Provider[] = [];
+
+function makeProvider(port = 443): apn.Provider {
+  const provider = new apn.Provider({ token: { key, keyId: 'KEYID12345', teamId: 'TEAMID1234' }, production: false, address: 'localhost', port, connectionRetryLimit: 0 });
+  providers.push(provider);
+  return provider;
+}
+
+const clientOf = (provider: apn.Provider) => (provider as unknown as { client?: Client }).client;
+
+function parameters(fn: (...args: never[]) => unknown): string[] {
+  const list = /^[^(]*\(([^)]*)\)/.exec(fn.toString())?.[1] ?? '';
+  return list
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+}
+
+const rejection = (pending: Promise<unknown>) => pending.then(() => undefined, (failure: Failure) => failure);
+
+/** What Client#request sends to: one stream that answers 429 with a Retry-After header. */
+function answering429() {
+  const stream = Object.assign(new EventEmitter(), {
+    setEncoding() {},
+    write() {},
+    setTimeout() {},
+    close() {},
+    end() {
+      setImmediate(() => {
+        stream.emit('response', { ':status': 429, 'retry-after': '7' });
+        stream.emit('data', '{"reason":"TooManyRequests"}');
+        stream.emit('end');
+      });
+    },
+  });
+  return { request: () => stream };
+}
+
+const notification = { headers: {}, body: '{}' };
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+afterAll(async () => {
+  await Promise.all(providers.map((provider) => shutdownProvider(provider, 1000)));
+});
+
+describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
+  it(`is version ${NODE_APN_VERSION}, installed and pinned exactly in package.json`, () => {
+    const installed = JSON.parse(readFileSync(require.resolve('@parse/node-apn/package.json'), 'utf8')).version;
+    const pinned = JSON.parse(readFileSync(join(__dirname, '../../../package.json'), 'utf8')).dependencies['@parse/node-apn'];
+    expectNodeApn(installed === NODE_APN_VERSION, `${installed} is installed`);
+    expectNodeApn(pinned === NODE_APN_VERSION, `package.json asks for "${pinned}"`);
+  });
+
+  it('has a client whose request and retryRequest take the arguments the patches expect', () => {
+    const client = clientOf(makeProvider());
+    expectNodeApn(typeof client?.request === 'function', 'Provider#client.request is not a function');
+    expectNodeApn(typeof client?.retryRequest === 'function', 'Provider#client.retryRequest is not a function');
+    const request = parameters(client!.request);
+    const retryRequest = parameters(client!.retryRequest);
+    expectNodeApn(request.join() === 'session,address,notification,path,httpMethod', `Client#request now takes (${request.join(', ')})`);
+    expectNodeApn(retryRequest.join() === 'error,session,address,notification,path,httpMethod,count', `Client#retryRequest now takes (${retryRequest.join(', ')})`);
+  });
+
+  it('calls session.request( synchronously in Client#request, and still reads the header as Retry-After', () => {
+    const source = clientOf(makeProvider())!.request.toString();
+    const call = source.indexOf('session.request(');
+    const firstAwait = source.search(/\bawait\b/);
+    expectNodeApn(call >= 0, 'Client#request no longer calls session.request(');
+    expectNodeApn(firstAwait < 0 || call < firstAwait, 'Client#request now awaits before session.request(, so the temporary wrapper would miss the call');
+    expectNodeApn(
+      source.includes("headers['Retry-After']"),
+      "Client#request no longer reads headers['Retry-After']: if it now reads 'retry-after' and Client#write keeps retryAfter on failures, the retryAfterHeader patch can go",
+    );
+  });
+
+  it('loses Retry-After without the patch, and keeps it with it', async () => {
+    const provider = makeProvider();
+    const client = clientOf(provider)!;
+    const plain = await rejection(client.request(answering429(), 'localhost', notification, '/3/device/abcd', 'POST'));
+    expectNodeApn(plain?.status === 429, `Client#request rejected a 429 with ${JSON.stringify(plain)}`);
+    expectNodeApn(plain?.retryAfter === undefined, 'Client#request now reads Retry-After itself: if Client#write keeps it on failures, the retryAfterHeader patch can go');
+
+    expect(patchNodeApn(provider)).toEqual({ retryAfterHeader: true, retryableAnswers: true });
+    const session = answering429();
+    const request = session.request;
+    const patched = await rejection(client.request(session, 'localhost', notification, '/3/device/abcd', 'POST'));
+    expect(patched).toMatchObject({ status: 429, retryAfterHeader: '7', response: { reason: 'TooManyRequests' } });
+    expect(session.request).toBe(request);
+  });
+
+  it("throws 'client session is either closed or destroyed' from retryRequest for a closed session, unless patched", async () => {
+    const provider = makeProvider();
+    const client = clientOf(provider)!;
+    const answer = { status: 429, response: { reason: 'TooManyRequests' } };
+    const args = [{ closed: true }, 'localhost', notification, '/3/device/abcd', 'POST', 0];
+    const plain = await rejection(client.retryRequest(answer, ...args));
+    expectNodeApn(plain !== answer, 'Client#retryRequest now rethrows the answer for a closed session: the retryableAnswers patch can go');
+    expectNodeApn(
+      plain?.error?.message === 'client session is either closed or destroyed' && plain.status === undefined,
+      `Client#retryRequest threw ${JSON.stringify(plain)} for a closed session`,
+    );
+
+    patchNodeApn(provider);
+    expect(await rejection(client.retryRequest(answer, ...args))).toBe(answer);
+  });
+
+  it('holds the HTTP/2 session in client.session, whose shutdown never finishes once it is destroyed', async () => {
+    const port = await freePort();
+    const note = Object.assign(new apn.Notification(), { rawPayload: { aps: {} }, topic: 'com.example.app' });
+    const stuck = makeProvider(port);
+    const refused = await stuck.send(note, 'abcd');
+    expect(refused.failed).toHaveLength(1);
+    const session = clientOf(stuck)!.session;
+    expectNodeApn(session?.constructor.name === 'ClientHttp2Session', `client.session is ${session?.constructor.name ?? session} after a send`);
+    expectNodeApn(session!.destroyed && !session!.closed, 'a refused connection no longer leaves client.session destroyed but not closed');
+    const plainShutdown = await Promise.race([
+      new Promise<string>((resolve) => stuck.shutdown(() => resolve('finished'))),
+      new Promise<string>((resolve) => setTimeout(() => resolve('waiting'), 300)),
+    ]);
+    expectNodeApn(plainShutdown === 'waiting', "Provider#shutdown now finishes for a destroyed session: shutdownProvider's forgetting it can go");
+
+    const provider = makeProvider(port);
+    await provider.send(note, 'abcd');
+    const started = Date.now();
+    await shutdownProvider(provider, 5000);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(clientOf(provider)!.session).toBeNull();
+  });
+});
+
+describe('node-apn-patches.ts without the internals', () => {
+  it('patches nothing and says so, and shutdownProvider still resolves after the grace period', async () => {
+    const bare = { shutdown: () => undefined } as unknown as apn.Provider;
+    expect(patchNodeApn(bare)).toEqual({ retryAfterHeader: false, retryableAnswers: false });
+    const started = Date.now();
+    await shutdownProvider(bare, 50);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+  });
+});
