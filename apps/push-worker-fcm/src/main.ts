@@ -7,7 +7,10 @@ import { startPushWorker } from '@operator/push';
 async function main() {
   const config = loadPushWorkerConfig('fcm');
   const log = createLogger('push-worker-fcm', config.LOG_LEVEL);
-  const worker = await startPushWorker('fcm', config, log, ({ serviceAccount, endpoint }) => createFcmProvider({ serviceAccount, endpoint }));
+  const { providerConcurrency, sendTimeoutMs } = config.tuning;
+  const worker = await startPushWorker('fcm', config, log, ({ serviceAccount, endpoint }) =>
+    createFcmProvider({ serviceAccount, endpoint, concurrency: providerConcurrency ?? undefined, timeoutMs: sendTimeoutMs }),
+  );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }
 

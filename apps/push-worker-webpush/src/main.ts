@@ -7,7 +7,10 @@ import { startPushWorker } from '@operator/push';
 async function main() {
   const config = loadPushWorkerConfig('webpush');
   const log = createLogger('push-worker-webpush', config.LOG_LEVEL);
-  const worker = await startPushWorker('webpush', config, log, (credential) => createWebPushProvider({ vapid: credential.vapid }));
+  const { providerConcurrency, sendTimeoutMs } = config.tuning;
+  const worker = await startPushWorker('webpush', config, log, (credential) =>
+    createWebPushProvider({ vapid: credential.vapid, concurrency: providerConcurrency ?? undefined, timeoutMs: sendTimeoutMs }),
+  );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }
 

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { sharedTuningField } from './push-tuning';
 
 // Settings every process shares, one schema per concern.
 
@@ -32,10 +33,10 @@ export const MetricsEnv = Type.Object({
   }),
 });
 
-/** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike. */
+/** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike (defaults: push-tuning.ts). */
 export const PushSendEnv = Type.Object({
-  PUSH_SEND_ATTEMPTS: Type.Integer({ default: 8, minimum: 1, description: 'Attempts of a send job before its remaining deliveries fail' }),
-  PUSH_SEND_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts (doubles each time, jittered)' }),
+  PUSH_SEND_ATTEMPTS: sharedTuningField('sendAttempts'),
+  PUSH_SEND_BACKOFF_MS: sharedTuningField('sendBackoffMs'),
 });
 
 /** How long settled messages and delivered events are kept (see libs/db/src/retention.ts). */

@@ -88,10 +88,51 @@ describe('loadPushWorkerConfig: no credentials', () => {
       PUSH_SEND_ATTEMPTS: 2,
       PUSH_SEND_BACKOFF_MS: 250,
     });
+    expect(config.tuning).toMatchObject({ workerConcurrency: 3, parallelMessages: 4, claimLeaseMs: 5000, sendAttempts: 2, sendBackoffMs: 250 });
+  });
+
+  it.each([
+    ['fcm', 500, 15000],
+    ['apns', null, 5000],
+    ['webpush', 16, 10000],
+  ] as const)('gives %s its own provider concurrency (%s) and send timeout (%s)', (provider, providerConcurrency, sendTimeoutMs) => {
+    const config = loadPushWorkerConfig(provider, {});
+    expect(config.tuning).toEqual({
+      workerConcurrency: 10,
+      parallelMessages: 16,
+      claimLeaseMs: 60000,
+      reconcileIntervalMs: 30000,
+      reconcileAfterMs: 300000,
+      sendAttempts: 8,
+      sendBackoffMs: 1000,
+      providerConcurrency,
+      sendTimeoutMs,
+      jobMaxMessages: 100,
+      visibilityGraceMs: 30000,
+      lockDurationMs: 30000,
+    });
+    expect(config).toMatchObject({ PUSH_RECONCILE_INTERVAL_MS: 30000, PUSH_RECONCILE_AFTER_MS: 300000 });
+  });
+
+  it('reads the provider variables of fcm and webpush, and the send timeout of apns', () => {
+    expect(loadPushWorkerConfig('apns', { PUSH_SEND_TIMEOUT_MS: '3000' }).tuning).toMatchObject({ providerConcurrency: null, sendTimeoutMs: 3000 });
+    expect(loadPushWorkerConfig('fcm', { PUSH_PROVIDER_CONCURRENCY: '100', PUSH_SEND_TIMEOUT_MS: '3000' }).tuning).toMatchObject({ providerConcurrency: 100, sendTimeoutMs: 3000 });
+    expect(loadPushWorkerConfig('webpush', { PUSH_PROVIDER_CONCURRENCY: '4', PUSH_SEND_TIMEOUT_MS: '20000' }).tuning).toMatchObject({ providerConcurrency: 4, sendTimeoutMs: 20000 });
+  });
+
+  it('refuses the provider concurrency on apns, which cannot apply it', () => {
+    expect(configError('apns', { PUSH_PROVIDER_CONCURRENCY: '100', PUSH_SEND_TIMEOUT_MS: '3000' }).problems).toEqual([
+      expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'),
+    ]);
   });
 
   it('refuses a lease below one second', () => {
     expect(configError('fcm', { PUSH_CLAIM_LEASE_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_CLAIM_LEASE_MS')]);
+  });
+
+  it('refuses a send timeout below 100 ms and a provider concurrency below 1', () => {
+    expect(configError('fcm', { PUSH_SEND_TIMEOUT_MS: '99' }).problems).toEqual([expect.stringContaining('PUSH_SEND_TIMEOUT_MS')]);
+    expect(configError('webpush', { PUSH_PROVIDER_CONCURRENCY: '0' }).problems).toEqual([expect.stringContaining('PUSH_PROVIDER_CONCURRENCY')]);
   });
 });
 

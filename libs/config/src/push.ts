@@ -4,13 +4,17 @@ import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
 import { DatabaseEnv, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { TrackingEnv, trackingProblems } from './events';
+import { PushProviderTuningEnv, pushTuning, sharedTuningField, type PushTuning } from './push-tuning';
 
+export * from './push-tuning';
+
+// Their defaults and minimums come from the tuning table (push-tuning.ts), as do PushSendEnv's.
 export const PushWorkerEnv = Type.Object({
-  PUSH_WORKER_CONCURRENCY: Type.Integer({ default: 10, minimum: 1, description: 'Send jobs one worker process runs at once' }),
-  PUSH_WORKER_PARALLEL_MESSAGES: Type.Integer({ default: 16, minimum: 1, description: 'Messages of one job sent at once' }),
-  PUSH_CLAIM_LEASE_MS: Type.Integer({ default: 60000, minimum: 1000, description: "How long a worker's claim on a delivery lasts before a crashed worker's sends are taken over" }),
-  PUSH_RECONCILE_INTERVAL_MS: Type.Integer({ default: 30000, minimum: 100, description: 'How often the worker looks for deliveries whose send job Redis lost' }),
-  PUSH_RECONCILE_AFTER_MS: Type.Integer({ default: 300000, minimum: 1000, description: 'How long a delivery stays untouched (pending, or claimed past its lease) before it is enqueued again' }),
+  PUSH_WORKER_CONCURRENCY: sharedTuningField('workerConcurrency'),
+  PUSH_WORKER_PARALLEL_MESSAGES: sharedTuningField('parallelMessages'),
+  PUSH_CLAIM_LEASE_MS: sharedTuningField('claimLeaseMs'),
+  PUSH_RECONCILE_INTERVAL_MS: sharedTuningField('reconcileIntervalMs'),
+  PUSH_RECONCILE_AFTER_MS: sharedTuningField('reconcileAfterMs'),
   PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see README)' }),
 });
 
@@ -68,12 +72,14 @@ export interface ProviderCredentials<P extends ProviderName> {
   brands: Map<string, Credentials[P]>;
 }
 
-export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
 export type PushWorkerConfig<P extends ProviderName> = Static<typeof WorkerConfigSchema> & {
   provider: P;
   credentials: ProviderCredentials<P>;
   /** No credentials at all: sends are accepted locally (development only). */
   sandbox: boolean;
+  /** This provider's row of the tuning table, with the environment's overrides. */
+  tuning: PushTuning;
 };
 
 type Problems = string[];
@@ -197,6 +203,13 @@ function fcmEndpointProblem(value: string): string | undefined {
 export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
   const raw = parseEnv(WorkerConfigSchema, env);
   const problems: Problems = trackingProblems(raw);
+  let tuning: PushTuning | undefined;
+  try {
+    tuning = pushTuning(provider, env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
@@ -233,6 +246,6 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   if (sandbox && raw.NODE_ENV === 'production') {
     problems.push(`no ${provider} credentials: set ${DEFAULT_VARIABLES[provider].join(', ')} or PUSH_CREDENTIALS_FILE (the sandbox is refused in production)`);
   }
-  if (problems.length) throw new ConfigError(problems);
-  return { ...raw, provider, credentials, sandbox };
+  if (problems.length || !tuning) throw new ConfigError(problems);
+  return { ...raw, provider, credentials, sandbox, tuning };
 }

@@ -183,6 +183,15 @@ describe('APNs provider over HTTP/2 + TLS against the local fake', () => {
       ]);
     });
 
+    it('gives up on an answer slower than timeoutMs (PUSH_SEND_TIMEOUT_MS) as a network failure', async () => {
+      const apns = provider({ timeoutMs: 300 });
+      const token = apnsToken();
+      fake.respond(token, { status: 200, delayMs: 3000 });
+      const started = Date.now();
+      expect(failure((await send(apns, [token]))[0])).toMatchObject({ code: 'network' });
+      expect(Date.now() - started).toBeLessThan(2500);
+    });
+
     it('succeeds on the next send after a transient failure (node-apn does not retry by itself)', async () => {
       const apns = provider();
       const token = apnsToken();

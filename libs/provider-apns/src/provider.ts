@@ -12,6 +12,8 @@ export interface ApnsProviderOptions extends ApnsCredential {
    * provider works on without them, with the losses described there.
    */
   onPatchMissing?: (missing: string[]) => void;
+  /** How long one send waits for APNs' answer before it fails as `network` (node-apn's requestTimeout; default 5000). */
+  timeoutMs?: number;
 }
 
 /** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
@@ -104,6 +106,7 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   if (options.host !== undefined) providerOptions.address = options.host;
   if (options.port !== undefined) providerOptions.port = options.port;
   if (options.ca !== undefined) providerOptions.ca = [options.ca];
+  if (options.timeoutMs !== undefined) providerOptions.requestTimeout = options.timeoutMs;
   const provider = new apn.Provider(providerOptions);
   const missing = Object.entries(patchNodeApn(provider)).flatMap(([name, applied]) => (applied ? [] : [name]));
   if (missing.length > 0) options.onPatchMissing?.(missing);

@@ -1,6 +1,6 @@
 import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
-import { closeDb, createDb } from '@operator/db';
+import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
 import { startMetricsServer, watchStores } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener } from '@operator/queue';
@@ -40,16 +40,18 @@ export async function startPushWorker<P extends ProviderName>(
     create: createClient,
     sandbox: config.sandbox ? createSandboxProvider(provider, (send) => log.info({ pushId: send.pushId }, 'sandbox: push accepted')) : undefined,
   });
+  // Every knob comes from this provider's row of the tuning table (libs/config/src/push-tuning.ts).
+  const { tuning } = config;
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const redis = createWorkerRedis(config.REDIS_URL, {}, log);
-  const recorder = createSendRecorder({ db, log, leaseMs: config.PUSH_CLAIM_LEASE_MS });
+  const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.REDIS_URL, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
     // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
-    checks: { postgres: () => db.pool.query('SELECT 1'), redis: () => producer.ping() },
+    checks: { postgres: () => pingDb(db), redis: () => producer.ping() },
     stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
   });
   const reconciler = startReconciler({
@@ -57,11 +59,11 @@ export async function startPushWorker<P extends ProviderName>(
     queues,
     provider,
     log,
-    intervalMs: config.PUSH_RECONCILE_INTERVAL_MS,
-    afterMs: config.PUSH_RECONCILE_AFTER_MS,
-    leaseMs: config.PUSH_CLAIM_LEASE_MS,
-    jobMaxMessages: 100,
-    sendPolicy: { attempts: config.PUSH_SEND_ATTEMPTS, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+    intervalMs: tuning.reconcileIntervalMs,
+    afterMs: tuning.reconcileAfterMs,
+    leaseMs: tuning.claimLeaseMs,
+    jobMaxMessages: tuning.jobMaxMessages,
+    sendPolicy: { attempts: tuning.sendAttempts, backoffMs: tuning.sendBackoffMs },
   });
 
   const worker = createSendWorker(
@@ -74,18 +76,25 @@ export async function startPushWorker<P extends ProviderName>(
           providerFor: (brandId) => registry.providerFor(brandId),
           log,
           recorder,
-          leaseMs: config.PUSH_CLAIM_LEASE_MS,
-          visibilityGraceMs: 30000,
-          parallelMessages: config.PUSH_WORKER_PARALLEL_MESSAGES,
+          leaseMs: tuning.claimLeaseMs,
+          visibilityGraceMs: tuning.visibilityGraceMs,
+          parallelMessages: tuning.parallelMessages,
           trackingSecret: config.TRACKING_SECRET,
         },
         run,
       ),
-    { connection: redis, prefix: config.QUEUE_PREFIX, concurrency: config.PUSH_WORKER_CONCURRENCY, backoffMs: config.PUSH_SEND_BACKOFF_MS, log },
+    {
+      connection: redis,
+      prefix: config.QUEUE_PREFIX,
+      concurrency: tuning.workerConcurrency,
+      backoffMs: tuning.sendBackoffMs,
+      lockDurationMs: tuning.lockDurationMs,
+      log,
+    },
   );
   worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
   worker.on('error', redisErrorListener(redis));
-  log.info({ provider, concurrency: config.PUSH_WORKER_CONCURRENCY, sandbox: config.sandbox, metricsPort: metrics.port }, 'push worker started');
+  log.info({ provider, tuning, sandbox: config.sandbox, metricsPort: metrics.port }, 'push worker started');
 
   return {
     close: async () => {

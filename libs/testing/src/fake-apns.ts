@@ -12,6 +12,8 @@ export interface ApnsAnswer {
   timestamp?: number;
   /** Extra response headers, such as `retry-after`. */
   headers?: Record<string, string>;
+  /** Answers only after this many milliseconds (a slow APNs). */
+  delayMs?: number;
 }
 
 /** One request the fake received, as APNs would read it. */
@@ -194,14 +196,18 @@ export class FakeApns {
         responseApnsId,
         at,
       });
-      if (stream.destroyed) return;
-      stream.respond({ ':status': answer.status, 'apns-id': responseApnsId, 'content-type': 'application/json', ...answer.headers });
-      if (answer.status === 200) {
-        stream.end();
-        return;
-      }
-      const timestamp = answer.status === 410 ? (answer.timestamp ?? Date.now()) : answer.timestamp;
-      stream.end(JSON.stringify({ reason: answer.reason, ...(timestamp === undefined ? {} : { timestamp }) }));
+      const reply = () => {
+        if (stream.destroyed) return;
+        stream.respond({ ':status': answer.status, 'apns-id': responseApnsId, 'content-type': 'application/json', ...answer.headers });
+        if (answer.status === 200) {
+          stream.end();
+          return;
+        }
+        const timestamp = answer.status === 410 ? (answer.timestamp ?? Date.now()) : answer.timestamp;
+        stream.end(JSON.stringify({ reason: answer.reason, ...(timestamp === undefined ? {} : { timestamp }) }));
+      };
+      if (answer.delayMs) setTimeout(reply, answer.delayMs).unref();
+      else reply();
     });
   }
 

@@ -1,0 +1,165 @@
+import { Type, type TInteger, type TOptional, type TSchema } from '@sinclair/typebox';
+import type { ProviderName } from '@operator/contract';
+import { ConfigError, parseEnv, type Env } from './env';
+
+// How hard a push worker drives its queue and its provider, in one place: one row per provider,
+// one column per knob, holding the defaults each worker runs with. A knob an operator may change
+// has one environment variable, the same for every provider; each worker reads it against its own
+// row. README, "Worker tuning", shows this table.
+
+export interface PushTuning {
+  /** Send jobs one worker process runs at once. */
+  workerConcurrency: number;
+  /** Messages of one job sent at once. */
+  parallelMessages: number;
+  /** How long a claim on a delivery lasts before a crashed worker's sends are taken over. */
+  claimLeaseMs: number;
+  /** How often the worker looks for deliveries whose send job Redis lost. */
+  reconcileIntervalMs: number;
+  /** How long a delivery stays untouched before it is enqueued again. */
+  reconcileAfterMs: number;
+  /** Attempts of a send job before its remaining deliveries fail. */
+  sendAttempts: number;
+  /** Base of the exponential backoff between attempts. */
+  sendBackoffMs: number;
+  /** Sends in flight at once in one provider client; null: the client has no cap. */
+  providerConcurrency: number | null;
+  /** How long one send waits for the provider's answer. */
+  sendTimeoutMs: number;
+  /** Messages per send job the reconciler enqueues. */
+  jobMaxMessages: number;
+  /** How long a job waits for messages it names to become visible in PostgreSQL. */
+  visibilityGraceMs: number;
+  /** BullMQ's lock on a running job. */
+  lockDurationMs: number;
+}
+
+export const PUSH_TUNING: Readonly<Record<ProviderName, Readonly<PushTuning>>> = {
+  fcm:     { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 500,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  apns:    { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, sendTimeoutMs: 5000,  jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  webpush: { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 16,   sendTimeoutMs: 10000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+};
+
+export type PushTuningKnob = keyof PushTuning;
+
+/** A knob an operator sets through `variable` (an integer of at least `minimum`). */
+export interface TunableKnob {
+  variable: string;
+  minimum: number;
+  meaning: string;
+}
+/** A knob kept in the code (see why at each). */
+export interface FixedKnob {
+  fixed: true;
+  meaning: string;
+}
+
+/** The table's columns: what each knob means and how it is set. */
+export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | FixedKnob>> = {
+  workerConcurrency: { variable: 'PUSH_WORKER_CONCURRENCY', minimum: 1, meaning: 'Send jobs one worker process runs at once' },
+  parallelMessages: { variable: 'PUSH_WORKER_PARALLEL_MESSAGES', minimum: 1, meaning: 'Messages of one job sent at once' },
+  claimLeaseMs: {
+    variable: 'PUSH_CLAIM_LEASE_MS',
+    minimum: 1000,
+    meaning: "How long a worker's claim on a delivery lasts before a crashed worker's sends are taken over",
+  },
+  reconcileIntervalMs: { variable: 'PUSH_RECONCILE_INTERVAL_MS', minimum: 100, meaning: 'How often the worker looks for deliveries whose send job Redis lost' },
+  reconcileAfterMs: {
+    variable: 'PUSH_RECONCILE_AFTER_MS',
+    minimum: 1000,
+    meaning: 'How long a delivery stays untouched (pending, or claimed past its lease) before it is enqueued again',
+  },
+  sendAttempts: { variable: 'PUSH_SEND_ATTEMPTS', minimum: 1, meaning: 'Attempts of a send job before its remaining deliveries fail' },
+  sendBackoffMs: { variable: 'PUSH_SEND_BACKOFF_MS', minimum: 1, meaning: 'Base of the exponential backoff between attempts (doubles each time, jittered)' },
+  providerConcurrency: {
+    variable: 'PUSH_PROVIDER_CONCURRENCY',
+    minimum: 1,
+    meaning: "Sends in flight at once: FCM across all of one credential's client, Web Push within one message's send",
+  },
+  sendTimeoutMs: { variable: 'PUSH_SEND_TIMEOUT_MS', minimum: 100, meaning: "How long one send waits for the provider's answer before it counts as a network failure" },
+  // Not an operator's lever: only the jobs of deliveries Redis lost are sized here (the gateway sizes
+  // every other job with PUSH_JOB_MAX_MESSAGES), and how many messages go out at once is
+  // PUSH_WORKER_PARALLEL_MESSAGES.
+  jobMaxMessages: { fixed: true, meaning: 'Messages per send job the reconciler enqueues (the gateway sizes its own with PUSH_JOB_MAX_MESSAGES)' },
+  // It covers the gateway's commit, not the worker's load: shorter drops messages whose commit was
+  // merely slow, longer only delays dropping those that were rolled back.
+  visibilityGraceMs: { fixed: true, meaning: 'How long a job waits for the messages it names to become visible (the gateway adds jobs just before it commits)' },
+  // Unsafe to shorten: BullMQ renews the lock every half of it while the event loop runs; one that
+  // lapses under load marks the job stalled, and a job stalled twice fails (maxStalledCount 1).
+  // Nothing gains from a longer one: a crashed worker's sends are taken over by the claim lease
+  // and the reconciler, not by the lock.
+  lockDurationMs: { fixed: true, meaning: "BullMQ's lock on a running job, renewed every half of it while the worker runs" },
+};
+
+/**
+ * Knobs a provider's client does not take: the row holds what the client does on its own, and the
+ * worker refuses the variable rather than ignore it.
+ */
+export const PUSH_TUNING_NOT_SETTABLE: Readonly<Partial<Record<ProviderName, Partial<Record<PushTuningKnob, string>>>>> = {
+  apns: {
+    providerConcurrency: 'node-apn multiplexes every send on one HTTP/2 connection per credential, with no cap of its own',
+  },
+};
+
+const PROVIDERS = Object.keys(PUSH_TUNING) as ProviderName[];
+
+function tunable(knob: PushTuningKnob): TunableKnob {
+  const spec = PUSH_TUNING_KNOBS[knob];
+  if (!('variable' in spec)) throw new Error(`${knob} has no environment variable`);
+  return spec;
+}
+
+/**
+ * The schema field of a knob whose variable sits in a schema every worker shares (PushWorkerEnv,
+ * and PushSendEnv, which the gateway reads too): one default, so every row must agree on it.
+ */
+export function sharedTuningField(knob: PushTuningKnob): TInteger {
+  const { variable, minimum, meaning } = tunable(knob);
+  const defaults = [...new Set(PROVIDERS.map((provider) => PUSH_TUNING[provider][knob]))];
+  if (defaults.length !== 1 || typeof defaults[0] !== 'number') throw new Error(`${variable} has one default for every worker: PUSH_TUNING must give ${knob} one number in every row`);
+  return Type.Integer({ default: defaults[0], minimum, description: meaning });
+}
+
+/** The schema field of a knob whose default differs by provider: none here, each worker takes its own row's. */
+function providerTuningField(knob: PushTuningKnob): TOptional<TInteger> {
+  const { minimum, meaning } = tunable(knob);
+  return Type.Optional(Type.Integer({ minimum, description: `${meaning} (default: the provider's, see README "Worker tuning")` }));
+}
+
+/** The variables with a default per provider (the shared ones are in PushWorkerEnv and PushSendEnv). */
+export const PushProviderTuningEnv = Type.Object({
+  PUSH_PROVIDER_CONCURRENCY: providerTuningField('providerConcurrency'),
+  PUSH_SEND_TIMEOUT_MS: providerTuningField('sendTimeoutMs'),
+});
+
+/**
+ * One provider's tuning: its row of PUSH_TUNING with the variables of `env` applied, validated as
+ * parseEnv does (integers, minimums); every problem is reported at once in a ConfigError.
+ */
+export function pushTuning(provider: ProviderName, env: Env = process.env): PushTuning {
+  const tuning: PushTuning = { ...PUSH_TUNING[provider] };
+  const notSettable = PUSH_TUNING_NOT_SETTABLE[provider] ?? {};
+  const fields: Record<string, TSchema> = {};
+  const knobOf = new Map<string, PushTuningKnob>();
+  const problems: string[] = [];
+  for (const [knob, spec] of Object.entries(PUSH_TUNING_KNOBS) as [PushTuningKnob, TunableKnob | FixedKnob][]) {
+    if (!('variable' in spec)) continue;
+    const why = notSettable[knob];
+    if (why) {
+      if (env[spec.variable]) problems.push(`${spec.variable} does not apply to the ${provider} worker: ${why}`);
+      continue;
+    }
+    fields[spec.variable] = Type.Integer({ default: tuning[knob], minimum: spec.minimum });
+    knobOf.set(spec.variable, knob);
+  }
+  let values: Record<string, number> = {};
+  try {
+    values = parseEnv(Type.Object(fields), env) as Record<string, number>;
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  if (problems.length) throw new ConfigError(problems);
+  for (const [variable, knob] of knobOf) tuning[knob] = values[variable];
+  return tuning;
+}
