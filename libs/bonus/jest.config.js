@@ -1,1 +1,1 @@
-module.exports = { ...require('../../jest.preset.js'), displayName: 'bonus', rootDir: __dirname };
+module.exports = { ...require('../../jest.preset.js'), displayName: 'bonus-domain', rootDir: __dirname };
