@@ -121,8 +121,9 @@ export function checkNothingLost(run: RunRecord): Check {
 
 /**
  * 2. A device that got the same push twice or more: allowed only for sends in flight when that
- * provider's worker was killed (the first copy at most inFlightWindowMs before the kill, the
- * copy after it, at most inFlightBound per kill); anything else is unexplained.
+ * provider's worker was killed (the first copy at most inFlightWindowMs before the kill and
+ * before its replacement started, the copy after the kill, at most inFlightBound per kill);
+ * anything else is unexplained.
  */
 export function checkDuplicates(run: RunRecord): Check {
   const index = receiptIndex(run.receipts);
@@ -138,8 +139,16 @@ export function checkDuplicates(run: RunRecord): Check {
         copies += 1;
         const first = times[j - 1];
         const again = times[j];
+        // A send the killed worker wrote just before SIGKILL may be read here after the kill was
+        // recorded; until its replacement is started (endAt), no other process sends for that
+        // provider, so a first copy up to then is still one of the killed worker's.
         const kill = kills.find(
-          (k) => k.provider === provider && k.fault.at >= first && k.fault.at - first <= run.inFlightWindowMs && again > k.fault.at && k.explained < run.inFlightBound,
+          (k) =>
+            k.provider === provider &&
+            first <= (k.fault.endAt ?? k.fault.at) &&
+            k.fault.at - first <= run.inFlightWindowMs &&
+            again > k.fault.at &&
+            k.explained < run.inFlightBound,
         );
         if (kill) kill.explained += 1;
         else unexplained.push({ device: deviceKey, pushId, first, again });
