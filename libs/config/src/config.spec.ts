@@ -1,19 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
+import { configErrorOf } from './test/config-error';
 
 const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
 
-/** Runs the loader and returns the ConfigError it throws. */
-function configError(env: Env): ConfigError {
-  try {
-    loadGatewayConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
-}
+const configError = (env: Env) => configErrorOf(() => loadGatewayConfig(env));
 
 const REAL_KEYS = { OPERATOR_API_KEYS: 'crm-key-1,crm-key-2', INTERNAL_API_KEYS: 'backend-key' };
 

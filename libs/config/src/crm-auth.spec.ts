@@ -1,19 +1,12 @@
 import { loadGatewayConfig } from './config';
 import { CRM_AUTH_METHODS, DEV_OAUTH_SIGNING_KEY } from './crm-auth';
-import { ConfigError, type Env } from './env';
+import type { Env } from './env';
+import { configErrorOf } from './test/config-error';
 
 const PRODUCTION = { NODE_ENV: 'production', TRACKING_SECRET: 'a-production-tracking-secret', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' };
 const SIGNING_KEY = 'k'.repeat(32);
 
-function problems(env: Env): string[] {
-  try {
-    loadGatewayConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error(`expected a ConfigError for ${JSON.stringify(env)}`);
-}
+const problems = (env: Env) => configErrorOf(() => loadGatewayConfig(env)).problems;
 
 describe('CRM_AUTH and its credentials', () => {
   it('takes the API key alone by default', () => {

@@ -3,19 +3,11 @@ import { ConfigError, type Env } from './env';
 import { PushSendEnv } from './base';
 import { PUSH_TUNING, PUSH_TUNING_KNOBS, PUSH_TUNING_NOT_SETTABLE, PushProviderTuningEnv, pushTuning, type PushTuning } from './push-tuning';
 import { loadPushWorkerConfig, PushWorkerEnv } from './push';
+import { configErrorOf } from './test/config-error';
 
 const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
 
-/** Runs pushTuning and returns the ConfigError it throws. */
-function tuningError(provider: ProviderName, env: Env): ConfigError {
-  try {
-    pushTuning(provider, env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error(`expected a ConfigError for ${provider} ${JSON.stringify(env)}`);
-}
+const tuningError = (provider: ProviderName, env: Env) => configErrorOf(() => pushTuning(provider, env));
 
 // The values the workers, the providers and BullMQ used before the table existed: the defaults
 // must not change what a worker does.

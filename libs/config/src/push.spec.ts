@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, type Env } from './env';
+import type { Env } from './env';
 import type { ProviderName } from '@operator/contract';
 import { loadPushWorkerConfig } from './push';
+import { configErrorOf } from './test/config-error';
 
 const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
 
@@ -24,16 +25,7 @@ function file(content: string, name = `file-${++fileCount}`): string {
 }
 const jsonFile = (value: unknown) => file(JSON.stringify(value), `file-${++fileCount}.json`);
 
-/** Runs the loader and returns the ConfigError it throws. */
-function configError(provider: ProviderName, env: Env): ConfigError {
-  try {
-    loadPushWorkerConfig(provider, env);
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error(`expected a ConfigError for ${provider} ${JSON.stringify(env)}`);
-}
+const configError = (provider: ProviderName, env: Env) => configErrorOf(() => loadPushWorkerConfig(provider, env));
 
 const SERVICE_ACCOUNT = {
   type: 'service_account',
@@ -89,29 +81,6 @@ describe('loadPushWorkerConfig: no credentials', () => {
       PUSH_SEND_BACKOFF_MS: 250,
     });
     expect(config.tuning).toMatchObject({ workerConcurrency: 3, parallelMessages: 4, claimLeaseMs: 5000, sendAttempts: 2, sendBackoffMs: 250 });
-  });
-
-  it.each([
-    ['fcm', 500, 15000],
-    ['apns', null, 5000],
-    ['webpush', 16, 10000],
-  ] as const)('gives %s its own provider concurrency (%s) and send timeout (%s)', (provider, providerConcurrency, sendTimeoutMs) => {
-    const config = loadPushWorkerConfig(provider, {});
-    expect(config.tuning).toEqual({
-      workerConcurrency: 10,
-      parallelMessages: 16,
-      claimLeaseMs: 60000,
-      reconcileIntervalMs: 30000,
-      reconcileAfterMs: 300000,
-      sendAttempts: 8,
-      sendBackoffMs: 1000,
-      providerConcurrency,
-      sendTimeoutMs,
-      jobMaxMessages: 100,
-      visibilityGraceMs: 30000,
-      lockDurationMs: 30000,
-    });
-    expect(config).toMatchObject({ PUSH_RECONCILE_INTERVAL_MS: 30000, PUSH_RECONCILE_AFTER_MS: 300000 });
   });
 
   it('reads the provider variables of fcm and webpush, and the send timeout of apns', () => {
