@@ -89,6 +89,13 @@ describe('loadPushWorkerConfig: no credentials', () => {
     expect(loadPushWorkerConfig('webpush', { PUSH_PROVIDER_CONCURRENCY: '4', PUSH_SEND_TIMEOUT_MS: '20000' }).tuning).toMatchObject({ providerConcurrency: 4, sendTimeoutMs: 20000 });
   });
 
+  it('lists a malformed variable and a refused one together, each once', () => {
+    expect(configError('apns', { PUSH_SEND_TIMEOUT_MS: 'soon', PUSH_PROVIDER_CONCURRENCY: '5' }).problems.sort()).toEqual([
+      expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'),
+      'PUSH_SEND_TIMEOUT_MS must be a number, got "soon"',
+    ]);
+  });
+
   it('refuses the provider concurrency on apns, which cannot apply it', () => {
     expect(configError('apns', { PUSH_PROVIDER_CONCURRENCY: '100', PUSH_SEND_TIMEOUT_MS: '3000' }).problems).toEqual([
       expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'),

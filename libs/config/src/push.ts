@@ -201,8 +201,7 @@ function fcmEndpointProblem(value: string): string | undefined {
  * which production refuses.
  */
 export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
-  const raw = parseEnv(WorkerConfigSchema, env);
-  const problems: Problems = trackingProblems(raw);
+  const problems: Problems = [];
   let tuning: PushTuning | undefined;
   try {
     tuning = pushTuning(provider, env);
@@ -210,6 +209,15 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
     if (!(error instanceof ConfigError)) throw error;
     problems.push(...error.problems);
   }
+  let raw: Static<typeof WorkerConfigSchema>;
+  try {
+    raw = parseEnv(WorkerConfigSchema, env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Every problem at once: the tuning's too (both name a malformed tuning variable alike).
+    throw new ConfigError([...new Set([...problems, ...error.problems])]);
+  }
+  problems.push(...trackingProblems(raw));
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
