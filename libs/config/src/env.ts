@@ -27,9 +27,11 @@ const BOOLEAN_WORDS: Record<string, boolean> = { true: true, '1': true, yes: tru
 
 /**
  * Reads the variables a schema names from the environment, applies defaults, converts numbers and
- * booleans ("false" is false), and reports every problem at once.
+ * booleans ("false" is false), and reports every problem at once. `alongside`: problems the caller
+ * found in the same environment, listed with the schema's own when it throws (they do not make it
+ * throw by themselves).
  */
-export function parseEnv<T extends TObject>(schema: T, env: Env): Static<T> {
+export function parseEnv<T extends TObject>(schema: T, env: Env, alongside: readonly string[] = []): Static<T> {
   const raw: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const [name, field] of Object.entries(schema.properties) as [string, TSchema][]) {
@@ -56,6 +58,6 @@ export function parseEnv<T extends TObject>(schema: T, env: Env): Static<T> {
       problems.push(`${name} ${error.message.replace(/^Expected/, 'must be')}`);
     }
   }
-  if (problems.length) throw new ConfigError(problems);
+  if (problems.length) throw new ConfigError([...alongside, ...problems]);
   return value as Static<T>;
 }

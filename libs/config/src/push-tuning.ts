@@ -1,4 +1,4 @@
-import { Type, type TInteger, type TOptional, type TSchema } from '@sinclair/typebox';
+import { Type, type TInteger, type TOptional } from '@sinclair/typebox';
 import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
 
@@ -132,34 +132,47 @@ export const PushProviderTuningEnv = Type.Object({
   PUSH_SEND_TIMEOUT_MS: providerTuningField('sendTimeoutMs'),
 });
 
+/** Every variable of the table (shared and per provider), none with a default: an unset one keeps the row's value. */
+const PushTuningVariables = Type.Object(
+  Object.fromEntries(
+    (Object.keys(PUSH_TUNING_KNOBS) as PushTuningKnob[]).flatMap((knob) => {
+      const spec = PUSH_TUNING_KNOBS[knob];
+      return 'variable' in spec ? [[spec.variable, Type.Optional(Type.Integer({ minimum: spec.minimum }))]] : [];
+    }),
+  ),
+);
+
+/** The variables set in `env` that `provider`'s worker refuses, each with why. */
+export function refusedTuning(provider: ProviderName, env: Env): string[] {
+  return Object.entries(PUSH_TUNING_NOT_SETTABLE[provider] ?? {}).flatMap(([knob, why]) => {
+    const { variable } = tunable(knob as PushTuningKnob);
+    return env[variable] ? [`${variable} does not apply to the ${provider} worker: ${why}`] : [];
+  });
+}
+
 /**
- * One provider's tuning: its row of PUSH_TUNING with the variables of `env` applied, validated as
- * parseEnv does (integers, minimums); every problem is reported at once in a ConfigError.
+ * `provider`'s row of PUSH_TUNING with the variables already parsed (parseEnv) applied: one that is
+ * unset, or refused for this provider, keeps the row's value.
  */
-export function pushTuning(provider: ProviderName, env: Env = process.env): PushTuning {
+export function tuningOf(provider: ProviderName, values: Readonly<Record<string, unknown>>): PushTuning {
   const tuning: PushTuning = { ...PUSH_TUNING[provider] };
   const notSettable = PUSH_TUNING_NOT_SETTABLE[provider] ?? {};
-  const fields: Record<string, TSchema> = {};
-  const knobOf = new Map<string, PushTuningKnob>();
-  const problems: string[] = [];
-  for (const [knob, spec] of Object.entries(PUSH_TUNING_KNOBS) as [PushTuningKnob, TunableKnob | FixedKnob][]) {
-    if (!('variable' in spec)) continue;
-    const why = notSettable[knob];
-    if (why) {
-      if (env[spec.variable]) problems.push(`${spec.variable} does not apply to the ${provider} worker: ${why}`);
-      continue;
-    }
-    fields[spec.variable] = Type.Integer({ default: tuning[knob], minimum: spec.minimum });
-    knobOf.set(spec.variable, knob);
+  for (const knob of Object.keys(PUSH_TUNING_KNOBS) as PushTuningKnob[]) {
+    const spec = PUSH_TUNING_KNOBS[knob];
+    const value = 'variable' in spec && !notSettable[knob] ? values[spec.variable] : undefined;
+    if (typeof value === 'number') tuning[knob] = value;
   }
-  let values: Record<string, number> = {};
-  try {
-    values = parseEnv(Type.Object(fields), env) as Record<string, number>;
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems);
-  }
-  if (problems.length) throw new ConfigError(problems);
-  for (const [variable, knob] of knobOf) tuning[knob] = values[variable];
   return tuning;
+}
+
+/**
+ * One provider's tuning from the environment: its row of PUSH_TUNING with the variables of `env`
+ * applied, validated as parseEnv does (integers, minimums); every problem is reported at once in a
+ * ConfigError, refused variables included.
+ */
+export function pushTuning(provider: ProviderName, env: Env = process.env): PushTuning {
+  const refused = refusedTuning(provider, env);
+  const values = parseEnv(PushTuningVariables, env, refused);
+  if (refused.length) throw new ConfigError(refused);
+  return tuningOf(provider, values);
 }

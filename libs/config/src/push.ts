@@ -4,7 +4,7 @@ import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
 import { DatabaseEnv, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { TrackingEnv, trackingProblems } from './events';
-import { PushProviderTuningEnv, pushTuning, sharedTuningField, type PushTuning } from './push-tuning';
+import { PushProviderTuningEnv, refusedTuning, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
 
 export * from './push-tuning';
 
@@ -201,23 +201,10 @@ function fcmEndpointProblem(value: string): string | undefined {
  * which production refuses.
  */
 export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
-  const problems: Problems = [];
-  let tuning: PushTuning | undefined;
-  try {
-    tuning = pushTuning(provider, env);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems);
-  }
-  let raw: Static<typeof WorkerConfigSchema>;
-  try {
-    raw = parseEnv(WorkerConfigSchema, env);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    // Every problem at once: the tuning's too (both name a malformed tuning variable alike).
-    throw new ConfigError([...new Set([...problems, ...error.problems])]);
-  }
-  problems.push(...trackingProblems(raw));
+  const refused = refusedTuning(provider, env);
+  const raw = parseEnv(WorkerConfigSchema, env, refused);
+  const tuning = tuningOf(provider, raw);
+  const problems: Problems = [...refused, ...trackingProblems(raw)];
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
@@ -254,6 +241,6 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   if (sandbox && raw.NODE_ENV === 'production') {
     problems.push(`no ${provider} credentials: set ${DEFAULT_VARIABLES[provider].join(', ')} or PUSH_CREDENTIALS_FILE (the sandbox is refused in production)`);
   }
-  if (problems.length || !tuning) throw new ConfigError(problems);
+  if (problems.length) throw new ConfigError(problems);
   return { ...raw, provider, credentials, sandbox, tuning };
 }
