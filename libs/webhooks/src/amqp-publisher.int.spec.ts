@@ -221,15 +221,18 @@ describe('RabbitMQ event transport (PostgreSQL, the local RabbitMQ)', () => {
     await bindQueue();
     const proxy = await new TcpProxy('127.0.0.1', 5672).start();
     proxies.push(proxy);
-    // Each attempt waits this long for the confirm, or for the connection to come back.
-    const amqp = publisher({ url: proxy.urlFor(BROKER), timeoutMs: 200 });
+    // Each attempt waits this long for the confirm, or for the connection to come back. Short enough
+    // to see the silent broker time out, long enough that the first confirm after the outage (a new
+    // connection and channel, on a loaded machine) is not taken for silence: that attempt would
+    // count as failed although the broker has the message, and the retry would send a second copy.
+    const amqp = publisher({ url: proxy.urlFor(BROKER), timeoutMs: 1000 });
     await until(() => connected(amqp), 'the publisher to connect');
 
     // Silent: the connection stays open, nothing goes through.
     proxy.partition();
     const [id] = await write([{ topic: balanceTopic, orderingKey: 'balance:p-2', body: balanceBody('p-2', 7) }]);
     start(amqp);
-    expect(await attempted(1)).toEqual(expect.objectContaining({ state: 'pending', lastError: 'RabbitMQ did not confirm within 200 ms' }));
+    expect(await attempted(1)).toEqual(expect.objectContaining({ state: 'pending', lastError: 'RabbitMQ did not confirm within 1000 ms' }));
 
     // Unreachable: the connection is cut (what the partition held is lost with it), new ones are refused.
     await proxy.stop();
