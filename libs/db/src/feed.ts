@@ -13,9 +13,6 @@ export interface PushEventRow extends PushEventSource {
   feedSeq: string;
 }
 
-/** Positions of one transaction's events in the feed (events_feed_position() in the migrations). */
-const FEED_POSITIONS = 65536;
-
 export const PUSH_EVENT_COLUMNS = `e.id, e.feed_seq::text AS "feedSeq", e.push_id AS "pushId", e.status, e.error, e.occurred_at AS "occurredAt",
   m.meta::text AS meta, m.crm_message_id::text AS "crmMessageId", m.brand_id::text AS "brandId", m.user_id AS "userId",
   m.activity_id::text AS "activityId", m.action_group_id::text AS "actionGroupId", m.action_id::text AS "actionId",
@@ -30,13 +27,15 @@ export interface PushFeedPage {
 /**
  * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
  * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
- * last one answered. Reads only: it works in a read-only transaction and on a replica.
+ * last one answered. Positions move up with each PostgreSQL timeline (events_feed_base() in the
+ * feed_timelines migration), so a failover never puts new events behind a cursor. Reads only: it
+ * works in a read-only transaction and on a replica.
  */
 export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
   const { rows } = await sql.query<PushEventRow & { final: boolean }>(
     `SELECT ${PUSH_EVENT_COLUMNS}, e.feed_seq < h.horizon AS final
        FROM events e JOIN messages m ON m.id = e.push_id
-            CROSS JOIN (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint * ${FEED_POSITIONS} AS horizon) h
+            CROSS JOIN (SELECT events_feed_base(pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS horizon) h
       WHERE e.topic = $1 AND e.feed_seq > $2 ORDER BY e.feed_seq LIMIT $3`,
     [PUSH_STATUS_TOPIC, after.toString(), limit],
   );
