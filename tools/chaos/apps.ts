@@ -21,14 +21,18 @@ export class App {
   /** Exits the suite did not cause. */
   readonly crashes: Exit[] = [];
   starts = 0;
+  /** The app's name, with its replica's number when it runs several times (gateway-2). */
+  readonly id: string;
 
   constructor(
     readonly name: string,
     private readonly env: NodeJS.ProcessEnv,
     logDir: string,
     private readonly onCrash: (exit: Exit) => void,
+    replica?: number,
   ) {
-    this.logFile = join(logDir, `${name}.log`);
+    this.id = replica === undefined ? name : `${name}-${replica}`;
+    this.logFile = join(logDir, `${this.id}.log`);
   }
 
   get pid(): number | undefined {
@@ -46,7 +50,7 @@ export class App {
       if (this.child !== child) return;
       this.child = null;
       if (this.expectingExit) return;
-      const exit = { app: this.name, at: Date.now(), how: signal ?? `exit ${code}`, tail: this.tail(60) };
+      const exit = { app: this.id, at: Date.now(), how: signal ?? `exit ${code}`, tail: this.tail(60) };
       this.crashes.push(exit);
       this.onCrash(exit);
     });

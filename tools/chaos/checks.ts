@@ -2,8 +2,9 @@
 // database holds. Each check says exactly what it counted.
 import { isDeepStrictEqual } from 'node:util';
 import type { CrmRequest } from '@operator/testing';
-import type { ChaosCredit, ChaosMessage, CrmDriver } from './crm';
-import type { Fault } from './faults';
+import { PROVIDERS } from '@operator/contract';
+import type { Answer, ChaosCredit, ChaosMessage, CrmDriver } from './crm';
+import { FAILOVER_KINDS, type Fault } from './faults';
 import type { ChaosDevice, Receipt } from './providers';
 import { since } from './util';
 
@@ -28,7 +29,7 @@ export interface RunRecord {
 }
 
 /** The faults that can lose or repeat a send (the CRM's webhook cannot). */
-const STORE_AND_APP_FAULTS: Fault['kind'][] = ['kill', 'crash', 'pg-cut', 'redis-crash'];
+const STORE_AND_APP_FAULTS: Fault['kind'][] = ['kill', 'crash', 'pg-cut', 'redis-crash', ...FAILOVER_KINDS];
 
 const sample = <T>(items: T[], n = 5) => items.slice(0, n);
 
@@ -122,14 +123,19 @@ export function checkNothingLost(run: RunRecord): Check {
 /**
  * 2. A device that got the same push twice or more: allowed only for sends in flight when that
  * provider's worker was killed (the first copy at most inFlightWindowMs before the kill and
- * before its replacement started, the copy after the kill, at most inFlightBound per kill);
- * anything else is unexplained.
+ * before its replacement started, the copy after the kill, at most inFlightBound per kill), or when
+ * a store failed over (the first copy at most inFlightWindowMs before the failover began and before
+ * it was over, at most inFlightBound per provider and failover); anything else is unexplained.
  */
 export function checkDuplicates(run: RunRecord): Check {
   const index = receiptIndex(run.receipts);
-  const kills = run.faults
-    .filter((f) => (f.kind === 'kill' || f.kind === 'crash') && f.target?.startsWith('push-worker-'))
-    .map((f) => ({ fault: f, provider: f.target!.slice('push-worker-'.length), explained: 0 }));
+  const explainers = run.faults.flatMap((f) => {
+    if ((f.kind === 'kill' || f.kind === 'crash') && f.target?.startsWith('push-worker-')) {
+      return [{ fault: f, provider: f.target.slice('push-worker-'.length).replace(/-\d+$/, ''), explained: 0 }];
+    }
+    if (FAILOVER_KINDS.includes(f.kind as never)) return PROVIDERS.map((provider) => ({ fault: f, provider, explained: 0 }));
+    return [];
+  });
   const unexplained: { device: string; pushId: string; first: number; again: number }[] = [];
   let copies = 0;
   for (const [deviceKey, byPush] of index) {
@@ -142,7 +148,7 @@ export function checkDuplicates(run: RunRecord): Check {
         // A send the killed worker wrote just before SIGKILL may be read here after the kill was
         // recorded; until its replacement is started (endAt), no other process sends for that
         // provider, so a first copy up to then is still one of the killed worker's.
-        const kill = kills.find(
+        const explainer = explainers.find(
           (k) =>
             k.provider === provider &&
             first <= (k.fault.endAt ?? k.fault.at) &&
@@ -150,14 +156,16 @@ export function checkDuplicates(run: RunRecord): Check {
             again > k.fault.at &&
             k.explained < run.inFlightBound,
         );
-        if (kill) kill.explained += 1;
+        if (explainer) explainer.explained += 1;
         else unexplained.push({ device: deviceKey, pushId, first, again });
       }
     }
   }
-  const lines = [`${copies} extra copies received (same push, same device); ${copies - unexplained.length} from sends in flight at a worker kill, ${unexplained.length} unexplained`];
-  for (const kill of kills) {
-    lines.push(`  ${kill.fault.kind} ${kill.fault.target} ${since(run.t0, kill.fault.at)}: ${kill.explained} in-flight duplicates (bound ${run.inFlightBound})`);
+  const lines = [`${copies} extra copies received (same push, same device); ${copies - unexplained.length} from sends in flight at a worker kill or a failover, ${unexplained.length} unexplained`];
+  for (const { fault, provider, explained } of explainers) {
+    if (fault.kind === 'kill' || fault.kind === 'crash' || explained) {
+      lines.push(`  ${fault.kind} ${fault.target ?? provider} ${since(run.t0, fault.at)}: ${explained} in-flight duplicates (bound ${run.inFlightBound})`);
+    }
   }
   if (unexplained.length) {
     lines.push(`  unexplained, by the fault around the first copy: ${groupCount(unexplained.map((u) => faultAround(run.faults, u.first, run.t0, 5000, STORE_AND_APP_FAULTS)))}`);
@@ -165,7 +173,7 @@ export function checkDuplicates(run: RunRecord): Check {
       lines.push(`  e.g. ${u.device.slice(0, 24)} push ${u.pushId}: ${since(run.t0, u.first)} and again ${since(run.t0, u.again)}`);
     }
   }
-  return { name: 'duplicates only from the in-flight sends of a killed worker', ok: unexplained.length === 0, lines };
+  return { name: 'duplicates only from sends in flight at a worker kill or a failover', ok: unexplained.length === 0, lines };
 }
 
 export interface CreditRows {
@@ -274,4 +282,30 @@ export function checkAnswers(run: RunRecord): Check {
   ];
   for (const anomaly of sample(run.driver.anomalies, 8)) lines.push(`  ${since(run.t0, anomaly.at)} ${anomaly.what}`);
   return { name: 'answers as the contract says (same push_id and credit_id on resends, nothing left unanswered)', ok: run.driver.anomalies.length === 0 && gaveUp.length === 0, lines };
+}
+
+/**
+ * 6. After each failover, each gateway answers 2xx again within `withinMs`: the first 2xx after
+ * its last 503 or failed connection before the next failover (no such answer: it never failed).
+ */
+export function checkRecovery(run: RunRecord, gateways: number, withinMs: number): Check {
+  const failovers = run.faults.filter((f) => FAILOVER_KINDS.includes(f.kind as never)).sort((a, b) => a.at - b.at);
+  const failed = (answer: Answer) => answer.status === undefined || answer.status >= 500;
+  const lines: string[] = [];
+  let ok = failovers.length > 0;
+  failovers.forEach((fault, i) => {
+    const next = failovers[i + 1]?.at ?? Infinity;
+    for (let gateway = 0; gateway < gateways; gateway += 1) {
+      const answers = run.driver.answers.filter((a) => a.gateway === gateway && a.at >= fault.at && a.at < next);
+      const failures = answers.filter(failed);
+      const lastFailure = failures.at(-1);
+      const back = lastFailure ? answers.find((a) => a.at > lastFailure.at && a.status! >= 200 && a.status! < 300) : answers.find((a) => a.status! >= 200 && a.status! < 300);
+      const tookMs = lastFailure ? (back ? back.at - fault.at : Infinity) : 0;
+      if (!(tookMs <= withinMs) || !answers.length) ok = false;
+      const outage = failures.length ? `${failures.length} answers 503 or failed from ${since(run.t0, failures[0].at)} to ${since(run.t0, lastFailure!.at)}, ` : 'no 503, ';
+      lines.push(`${fault.kind} ${since(run.t0, fault.at)}, gateway ${gateway + 1}: ${outage}${back ? `2xx again ${((back.at - fault.at) / 1000).toFixed(1)} s after the failover began` : 'no 2xx after it'} (${answers.length} answers)`);
+    }
+  });
+  if (!failovers.length) lines.push('no failover happened');
+  return { name: `each gateway answers 2xx again within ${withinMs / 1000} s of each failover`, ok, lines };
 }

@@ -46,20 +46,34 @@ export interface Anomaly {
   what: string;
 }
 
+/** One answer the CRM got (status undefined: the connection failed), and from which gateway. */
+export interface Answer {
+  gateway: number;
+  at: number;
+  status?: number;
+}
+
 export class CrmDriver {
   /** Answers by endpoint and status ('network' for a connection that failed). */
   readonly statuses = new Map<string, Map<string, number>>();
+  /** Every answer of the CRM's requests, in order. */
+  readonly answers: Answer[] = [];
   /** Answers 5xx other than 503, with the body. */
   readonly bad5xx: { at: number; path: string; status: number; body: string }[] = [];
   readonly anomalies: Anomaly[] = [];
   resends = { messages: 0, credits: 0 };
   private stopped = false;
+  private readonly bases: string[];
+  private turn = 0;
 
+  /** With several gateways (`base` a list), the CRM's requests alternate between them. */
   constructor(
-    private readonly base: string,
+    base: string | string[],
     private readonly rng: Random,
     private readonly deadline: () => number,
-  ) {}
+  ) {
+    this.bases = Array.isArray(base) ? base : [base];
+  }
 
   /** No more retries after this (the hard deadline of the run). */
   stop(): void {
@@ -75,8 +89,9 @@ export class CrmDriver {
 
   /** One request; undefined status for a connection that failed. */
   async call(path: string, body: unknown, headers: Record<string, string> = {}, key = OPERATOR_KEY): Promise<{ status?: number; json?: any; retryAfterMs: number }> {
+    const gateway = this.turn++ % this.bases.length;
     try {
-      const response = await fetch(`${this.base}${path}`, {
+      const response = await fetch(`${this.bases[gateway]}${path}`, {
         method: 'POST',
         headers: { 'x-api-key': key, 'content-type': 'application/json', ...headers },
         body: JSON.stringify(body),
@@ -84,6 +99,7 @@ export class CrmDriver {
       });
       const text = await response.text();
       this.count(path, String(response.status));
+      this.answers.push({ gateway, at: Date.now(), status: response.status });
       if (response.status >= 500 && response.status !== 503) this.bad5xx.push({ at: Date.now(), path, status: response.status, body: text.slice(0, 300) });
       let json: any;
       try {
@@ -95,6 +111,7 @@ export class CrmDriver {
       return { status: response.status, json, retryAfterMs: Number.isFinite(retryAfter) ? retryAfter * 1000 : 0 };
     } catch {
       this.count(path, 'network');
+      this.answers.push({ gateway, at: Date.now() });
       return { retryAfterMs: 0 };
     }
   }

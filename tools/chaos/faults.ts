@@ -8,7 +8,11 @@ import type { Scale } from './scale';
 import type { ChaosRedis } from './stores';
 import { sleep } from './util';
 
-export type FaultKind = 'kill' | 'crash' | 'pg-cut' | 'redis-crash' | 'webhook-503' | 'webhook-down';
+export type FaultKind = 'kill' | 'crash' | 'pg-cut' | 'redis-crash' | 'webhook-503' | 'webhook-down' | FailoverKind;
+
+/** The HA run's faults (tools/chaos/ha.ts): each store failing over to its standby. */
+export type FailoverKind = 'redis-failover' | 'redis-master-kill' | 'pg-failover';
+export const FAILOVER_KINDS: FailoverKind[] = ['redis-failover', 'redis-master-kill', 'pg-failover'];
 
 export interface Fault {
   kind: FaultKind;
@@ -22,7 +26,7 @@ export interface Fault {
 
 interface Planned {
   offsetMs: number;
-  kind: Exclude<FaultKind, 'crash'>;
+  kind: Exclude<FaultKind, 'crash' | FailoverKind>;
   target?: string;
   durationMs: number;
 }

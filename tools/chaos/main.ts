@@ -10,20 +10,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeCrm, freePort, seededRandom, TcpProxy } from '@operator/testing';
 import { App, type Exit } from './apps';
-import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkStatuses, type Check, type CreditRows, type RunRecord } from './checks';
-import { BRAND_ID, CrmDriver, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage } from './crm';
+import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkStatuses, type Check, type RunRecord } from './checks';
+import { CrmDriver } from './crm';
 import { planFaults, runFaults, type Fault } from './faults';
-import { PROVIDERS, type ProviderName } from '@operator/contract';
-import { Providers, type ChaosDevice } from './providers';
+import { PROVIDERS } from '@operator/contract';
+import { Providers } from './providers';
 import { parseOptions } from './scale';
-import { ChaosRedis, freshDatabase, query } from './stores';
+import { ChaosRedis, freshDatabase } from './stores';
+import { creditRows, planWorkload, printChecks, registerDevices, send, settle } from './workload';
 import { since, sleep } from './util';
 
 // As tools/apps.mjs lists them.
 const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
 const WORKER_CONCURRENCY = 10;
 const WORKER_PARALLEL_MESSAGES = 16;
-const DEVICE_LAYOUTS: ProviderName[][] = [['fcm'], ['fcm'], ['fcm'], ['fcm'], ['apns'], ['apns'], ['webpush'], ['fcm', 'webpush'], ['fcm', 'webpush'], ['apns', 'webpush']];
 
 const options = parseOptions(process.argv.slice(2), process.env);
 const { scale } = options;
@@ -117,156 +117,23 @@ async function main(): Promise<number> {
   for (const app of apps.values()) app.start();
   if (!(await until(async () => (await fetch(`${base}/health/ready`)).ok, 30000))) throw new Error('the gateway did not become ready');
 
-  // Players and their devices, registered by the operator's back end.
-  const devices = new Map<string, ChaosDevice[]>();
-  const players: string[] = [];
-  for (let i = 0; i < scale.players; i += 1) {
-    const userId = `p-${i}`;
-    players.push(userId);
-    devices.set(userId, rng.pick(DEVICE_LAYOUTS).map((provider, n) => providers.newDevice(provider, userId, BRAND_ID, `${userId}-${n}`)));
-  }
   let t0 = Date.now();
   const driver = new CrmDriver(base, rng, () => t0 + scale.sendMs + scale.settleMs);
-  const registering = new Pool(16);
-  let registrationFailures = 0;
-  for (const device of [...devices.values()].flat()) {
-    await registering.add(async () => {
-      const answer = await driver.call('/v1/devices', device.registration, {}, INTERNAL_KEY);
-      if (answer.status !== 201 && answer.status !== 200) registrationFailures += 1;
-    });
-  }
-  await registering.drain();
-  driver.statuses.clear();
-  if (registrationFailures) throw new Error(`${registrationFailures} devices could not be registered`);
-  log(`${players.length} players with ${[...devices.values()].flat().length} devices registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
-
-  // What the CRM will send.
-  const messages: ChaosMessage[] = [];
-  for (let i = 0; i < scale.messages; i += 1) {
-    const activityId = 100000 + i;
-    const roll = rng.next();
-    const expect = roll < 0.02 ? 'no-device' : roll < 0.03 ? 'invalid' : 'accept';
-    const userId = expect === 'no-device' ? `ghost-${i}` : rng.pick(players);
-    const meta = { campaign: 'chaos', message: i, variant: rng.int(1, 4) };
-    const body: Record<string, unknown> = {
-      activity: { id: activityId, brand_id: BRAND_ID, user_id: userId, activity_id: 55, action_group_id: 2, trigger_hash: `th-${i}`, action_id: 3 },
-      title: 'Weekend reload',
-      body: `Your free spins are waiting (${i})`,
-      meta,
-    };
-    if (expect === 'invalid') delete body.title;
-    messages.push({ activityId, userId, expect, body, meta });
-  }
-  // About one message in seven goes alone (single); the rest in batches of 20 to 200.
-  const units: ChaosMessage[][] = [];
-  let batch: ChaosMessage[] = [];
-  let batchSize = rng.int(20, 200);
-  for (const message of messages) {
-    if (rng.chance(0.15)) units.push([message]);
-    else batch.push(message);
-    if (batch.length >= batchSize) {
-      units.push(batch);
-      batch = [];
-      batchSize = rng.int(20, 200);
-    }
-  }
-  if (batch.length) units.push(batch);
-  const bonusAmounts = new Map((await query<{ code: string; amount: string }>(databaseUrl, 'SELECT code, amount_minor::text AS amount FROM bonuses WHERE active')).map((b) => [b.code, Number(b.amount)]));
-  const bonusCodes = [...bonusAmounts.keys()];
-  const creditPlayers = Math.max(1, Math.ceil(scale.credits / 5));
-  const credits: ChaosCredit[] = [];
-  for (let i = 0; i < scale.credits; i += 1) {
-    const userId = `cp-${rng.int(0, creditPlayers - 1)}`;
-    const serviceId = `chaos-credit-${i}`;
-    if (rng.chance(0.5)) {
-      const code = rng.pick(bonusCodes);
-      credits.push({ serviceId, kind: 'bonus', userId, amountMinor: bonusAmounts.get(code)!, body: { user_id: userId, bonus_code: code, validity_amount: 7 } });
-    } else {
-      const amountMinor = rng.int(100, 5000);
-      credits.push({ serviceId, kind: 'funds', userId, amountMinor, body: { user_id: userId, amount: amountMinor / 100, currency: 'EUR', type: 'cashback' } });
-    }
-  }
+  const devices = await registerDevices(driver, providers, scale, rng);
+  log(`${devices.size} players with ${[...devices.values()].flat().length} devices registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
+  const work = await planWorkload(databaseUrl, devices, scale, rng);
+  const { messages, units, credits } = work;
 
   // The run: sending and faults side by side.
   const plan = planFaults(scale, APPS, rng);
   t0 = Date.now();
   const faulting = runFaults(plan, t0, { apps, pgProxy, redis, crm, aofLossMs: scale.aofLossMs }, faults, () => stopping);
-  const resends: Promise<void>[] = [];
-  const resendLater = (message: ChaosMessage) => {
-    if (!message.pushId || !rng.chance(0.05)) return;
-    const delay = rng.int(500, 8000);
-    const asBatch = rng.chance(0.5);
-    resends.push(sleep(delay).then(() => driver.resend(message, asBatch)));
-  };
-  const sendMessages = (async () => {
-    const pool = new Pool(48);
-    let sent = 0;
-    for (const unit of units) {
-      const wait = t0 + (sent / messages.length) * scale.sendMs - Date.now();
-      if (wait > 0) await sleep(wait);
-      sent += unit.length;
-      await pool.add(async () => {
-        if (unit.length === 1) await driver.single(unit[0]);
-        else await driver.batch(unit);
-        unit.forEach(resendLater);
-      });
-    }
-    await pool.drain();
-  })();
-  const sendCredits = (async () => {
-    const pool = new Pool(8);
-    for (let i = 0; i < credits.length; i += 1) {
-      const wait = t0 + (i / credits.length) * scale.sendMs - Date.now();
-      if (wait > 0) await sleep(wait);
-      const credit = credits[i];
-      await pool.add(async () => {
-        await driver.credit(credit);
-        if (credit.creditId && rng.chance(0.1)) {
-          await sleep(rng.int(200, 5000));
-          await driver.credit(credit, true);
-        }
-      });
-    }
-    await pool.drain();
-  })();
-  const progress = setInterval(() => {
-    const acked = messages.filter((m) => m.pushId).length;
-    log(`${since(t0, Date.now())} ${acked} messages and ${credits.filter((c) => c.creditId).length} credits acknowledged, ${faults.length} faults so far`);
-  }, 15000);
-  await Promise.all([sendMessages, sendCredits, faulting]);
-  await Promise.all(resends);
+  await Promise.all([send(driver, work, scale, rng, t0, log, () => faults.length), faulting]);
   const sendingDone = Date.now();
   log(`${since(t0, sendingDone)} sending and faults over; settling`);
 
   // Settle: every acknowledged message final, every event dispatched, every credit carried out.
-  // Stop early when what is left does not move: each count is zero or has not changed for stallMs.
-  let last = '';
-  const changed = new Map<string, { value: string; at: number }>();
-  let settled = false;
-  while (Date.now() - sendingDone < scale.settleMs) {
-    const [row] = await query<{ messages: string; deliveries: string; events: string; credits: string }>(
-      databaseUrl,
-      `SELECT (SELECT count(*) FROM messages WHERE status = 'accepted') AS messages,
-              (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')) AS deliveries,
-              (SELECT count(*) FROM events WHERE dispatch_state = 'pending') AS events,
-              (SELECT count(*) FROM credits WHERE status = 'accepted') AS credits`,
-    ).catch(() => [{ messages: '?', deliveries: '?', events: '?', credits: '?' }]);
-    last = `${row.messages} messages and ${row.deliveries} deliveries not final, ${row.events} events not dispatched, ${row.credits} credits not carried out`;
-    const counts = Object.entries(row);
-    if (counts.every(([, value]) => value === '0')) {
-      settled = true;
-      break;
-    }
-    for (const [name, value] of counts) if (changed.get(name)?.value !== value) changed.set(name, { value, at: Date.now() });
-    if (counts.every(([name, value]) => value === '0' || Date.now() - changed.get(name)!.at > scale.stallMs)) {
-      log(`nothing left moved for ${scale.stallMs / 1000} s: ${last}`);
-      break;
-    }
-    await sleep(1000);
-  }
-  clearInterval(progress);
-  const settleMs = Date.now() - sendingDone;
-  log(settled ? `settled after ${(settleMs / 1000).toFixed(1)} s` : `not settled after ${(settleMs / 1000).toFixed(1)} s: ${last}`);
+  const { settled, settleMs, last } = await settle(() => databaseUrl, scale, sendingDone, log);
   await sleep(1000);
   driver.stop();
 
@@ -274,21 +141,7 @@ async function main(): Promise<number> {
   stopping = true;
   const stops = await Promise.all([...apps.values()].map(async (app) => [app.name, await app.stop(30000)] as const));
 
-  const rows: CreditRows = {
-    credits: await query(databaseUrl, `SELECT id, idempotency_key AS "idempotencyKey", kind, user_id AS "userId", amount_minor::text AS "amountMinor", status, error FROM credits`),
-    ledger: await query(
-      databaseUrl,
-      `SELECT e.transaction_id AS "transactionId", count(*)::text AS legs, sum(e.amount_minor)::text AS total,
-              (sum(e.amount_minor) FILTER (WHERE a.owner <> 'house'))::text AS "playerLeg"
-         FROM ledger_entries e JOIN accounts a ON a.id = e.account_id GROUP BY e.transaction_id`,
-    ),
-    accounts: await query(
-      databaseUrl,
-      `SELECT a.owner, a.kind, a.balance_minor::text AS "balanceMinor", coalesce(sum(e.amount_minor), 0)::text AS "entriesMinor"
-         FROM accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id GROUP BY a.id`,
-    ),
-    playerBonuses: await query(databaseUrl, `SELECT id, credit_id AS "creditId" FROM player_bonuses`),
-  };
+  const rows = await creditRows(databaseUrl);
   const run: RunRecord = {
     t0,
     messages,
@@ -349,13 +202,7 @@ async function main(): Promise<number> {
     console.log(`  ${since(t0, fault.at).padStart(7)} ${fault.kind}${fault.target ? ` ${fault.target}` : ''}${fault.endAt ? ` (over ${since(t0, fault.endAt)})` : ''}${fault.detail ? ` ${fault.detail}` : ''}${busy}`);
   }
   console.log(`timing: setup + sending + settling = ${((Date.now() - started) / 1000).toFixed(0)} s (settling ${(settleMs / 1000).toFixed(0)} s)`);
-  console.log('checks:');
-  checks.forEach((check, i) => {
-    console.log(`${check.ok ? 'ok  ' : 'FAIL'} ${i + 1}. ${check.name}`);
-    for (const line of check.lines) console.log(`       ${line}`);
-  });
-  const failed = checks.filter((c) => !c.ok).length;
-  console.log(`\nchaos: ${checks.length - failed} passed, ${failed} failed`);
+  const failed = printChecks(checks, 'chaos');
   return failed ? 1 : 0;
 }
 

@@ -1,10 +1,12 @@
-// `npm run chaos [-- --quick ...]`: builds the apps and the suite (esbuild, as tools/build.mjs
-// bundles the apps), then runs the suite with the given options.
+// `npm run chaos [-- --quick ...]` (or `-- --ha [--cluster]`, the HA run): builds the apps and the
+// suite (esbuild, as tools/build.mjs bundles the apps), then runs the suite with the given options.
 import { execFileSync, spawn } from 'node:child_process';
 import { bundle } from '../bundle.mjs';
 
+const args = process.argv.slice(2);
+const suite = args.includes('--ha') ? 'ha' : 'main';
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
-await bundle('tools/chaos/main.ts', 'dist/tools/chaos/main.js');
-const child = spawn(process.execPath, ['--enable-source-maps', 'dist/tools/chaos/main.js', ...process.argv.slice(2)], { stdio: 'inherit' });
+await bundle(`tools/chaos/${suite}.ts`, `dist/tools/chaos/${suite}.js`);
+const child = spawn(process.execPath, ['--enable-source-maps', `dist/tools/chaos/${suite}.js`, ...args], { stdio: 'inherit' });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -28,6 +28,36 @@ export interface Scale {
   inFlightWindowMs: number;
 }
 
+/** What the CRM sends and how long the suite waits for it, as the workload reads it. */
+export type Load = Pick<Scale, 'messages' | 'credits' | 'players' | 'sendMs' | 'settleMs' | 'stallMs'>;
+
+/** The HA run: the load, and when each store fails over (from the start of the sending). */
+export interface HaScale extends Load {
+  sentinelFailoverAtMs: number;
+  redisKillAtMs: number;
+  pgFailoverAtMs: number;
+  /** Each gateway answers 2xx again within this long of each failover. */
+  recoveryMs: number;
+  hardTimeoutMs: number;
+  inFlightWindowMs: number;
+}
+
+export const HA_SCALE: HaScale = {
+  messages: 6000,
+  credits: 300,
+  players: 1000,
+  sendMs: 60000,
+  sentinelFailoverAtMs: 15000,
+  redisKillAtMs: 35000,
+  pgFailoverAtMs: 45000,
+  recoveryMs: 30000,
+  // Counted from the last fault: every push settled within this.
+  settleMs: 180000,
+  stallMs: 120000,
+  hardTimeoutMs: 600000,
+  inFlightWindowMs: 3000,
+};
+
 export const SCALES: Record<Scale['name'], Scale> = {
   full: {
     name: 'full',
@@ -68,7 +98,10 @@ export const SCALES: Record<Scale['name'], Scale> = {
 };
 
 const USAGE = `usage: npm run chaos [-- --quick] [--messages N] [--credits N] [--send-seconds N] [--seed N] [--keep]
+       npm run chaos -- --ha [--cluster] [--messages N] [--credits N] [--seed N] [--keep]
   --quick           the small run (CI); also CHAOS_SCALE=quick
+  --ha              the HA run: Sentinel, PostgreSQL standby behind PgBouncer, two of every app
+  --cluster         with --ha: Redis Cluster (three masters) instead of Sentinel
   --messages N      pushes the CRM sends (full 20000, quick 3000)
   --credits N       credits the CRM sends (full 1500, quick 200)
   --send-seconds N  how long the sending (and the faults) last (full 150, quick 45)
@@ -83,7 +116,22 @@ export interface Options {
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   const name = argv.includes('--quick') || env.CHAOS_SCALE === 'quick' ? 'quick' : 'full';
-  const scale = { ...SCALES[name] };
+  return parseArgs(argv, { ...SCALES[name] }, ['--quick']);
+}
+
+export interface HaOptions {
+  scale: HaScale;
+  seed: number;
+  keep: boolean;
+  cluster: boolean;
+}
+
+export function parseHaOptions(argv: string[]): HaOptions {
+  const { scale, seed, keep } = parseArgs(argv, { ...HA_SCALE }, ['--ha', '--cluster']);
+  return { scale, seed, keep, cluster: argv.includes('--cluster') };
+}
+
+function parseArgs<S extends Load>(argv: string[], scale: S, flags: string[]): { scale: S; seed: number; keep: boolean } {
   let seed = Math.floor(Math.random() * 2 ** 31);
   let keep = false;
   const number = (flag: string, value: string | undefined) => {
@@ -93,7 +141,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options {
   };
   for (let i = 0; i < argv.length; i += 1) {
     const flag = argv[i];
-    if (flag === '--quick') continue;
+    if (flags.includes(flag)) continue;
     else if (flag === '--keep') keep = true;
     else if (flag === '--messages') scale.messages = Math.floor(number(flag, argv[++i]));
     else if (flag === '--credits') scale.credits = Math.floor(number(flag, argv[++i]));

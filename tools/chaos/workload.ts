@@ -1,0 +1,223 @@
+// What the CRM does in a run, shared by the fault suite and its HA run: the players and devices the
+// operator registers, the pushes and credits the CRM sends (on a timeline, with resends), the wait
+// for everything to settle, and the rows the verdicts read.
+import type { SeededRandom as Random } from '@operator/testing';
+import { BRAND_ID, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage, type CrmDriver } from './crm';
+import type { ChaosDevice, Providers } from './providers';
+import type { Load } from './scale';
+import type { Check, CreditRows } from './checks';
+import { query } from './stores';
+import { since, sleep } from './util';
+import type { ProviderName } from '@operator/contract';
+
+const DEVICE_LAYOUTS: ProviderName[][] = [['fcm'], ['fcm'], ['fcm'], ['fcm'], ['apns'], ['apns'], ['webpush'], ['fcm', 'webpush'], ['fcm', 'webpush'], ['apns', 'webpush']];
+
+export interface Workload {
+  devices: Map<string, ChaosDevice[]>;
+  messages: ChaosMessage[];
+  /** What the CRM sends in one request: a single message, or a batch of 20 to 200. */
+  units: ChaosMessage[][];
+  credits: ChaosCredit[];
+}
+
+/** The players and their devices, registered by the operator's back end. */
+export async function registerDevices(driver: CrmDriver, providers: Providers, scale: Load, rng: Random): Promise<Map<string, ChaosDevice[]>> {
+  const devices = new Map<string, ChaosDevice[]>();
+  for (let i = 0; i < scale.players; i += 1) {
+    const userId = `p-${i}`;
+    devices.set(userId, rng.pick(DEVICE_LAYOUTS).map((provider, n) => providers.newDevice(provider, userId, BRAND_ID, `${userId}-${n}`)));
+  }
+  const registering = new Pool(16);
+  let failures = 0;
+  for (const device of [...devices.values()].flat()) {
+    await registering.add(async () => {
+      const answer = await driver.call('/v1/devices', device.registration, {}, INTERNAL_KEY);
+      if (answer.status !== 201 && answer.status !== 200) failures += 1;
+    });
+  }
+  await registering.drain();
+  driver.statuses.clear();
+  if (failures) throw new Error(`${failures} devices could not be registered`);
+  return devices;
+}
+
+/** What the CRM will send: messages (2% to players with no device, 1% invalid), as singles and batches, and credits. */
+export async function planWorkload(databaseUrl: string, devices: Map<string, ChaosDevice[]>, scale: Load, rng: Random): Promise<Workload> {
+  const players = [...devices.keys()];
+  const messages: ChaosMessage[] = [];
+  for (let i = 0; i < scale.messages; i += 1) {
+    const activityId = 100000 + i;
+    const roll = rng.next();
+    const expect = roll < 0.02 ? 'no-device' : roll < 0.03 ? 'invalid' : 'accept';
+    const userId = expect === 'no-device' ? `ghost-${i}` : rng.pick(players);
+    const meta = { campaign: 'chaos', message: i, variant: rng.int(1, 4) };
+    const body: Record<string, unknown> = {
+      activity: { id: activityId, brand_id: BRAND_ID, user_id: userId, activity_id: 55, action_group_id: 2, trigger_hash: `th-${i}`, action_id: 3 },
+      title: 'Weekend reload',
+      body: `Your free spins are waiting (${i})`,
+      meta,
+    };
+    if (expect === 'invalid') delete body.title;
+    messages.push({ activityId, userId, expect, body, meta });
+  }
+  // About one message in seven goes alone (single); the rest in batches of 20 to 200.
+  const units: ChaosMessage[][] = [];
+  let batch: ChaosMessage[] = [];
+  let batchSize = rng.int(20, 200);
+  for (const message of messages) {
+    if (rng.chance(0.15)) units.push([message]);
+    else batch.push(message);
+    if (batch.length >= batchSize) {
+      units.push(batch);
+      batch = [];
+      batchSize = rng.int(20, 200);
+    }
+  }
+  if (batch.length) units.push(batch);
+  const bonusAmounts = new Map((await query<{ code: string; amount: string }>(databaseUrl, 'SELECT code, amount_minor::text AS amount FROM bonuses WHERE active')).map((b) => [b.code, Number(b.amount)]));
+  const bonusCodes = [...bonusAmounts.keys()];
+  const creditPlayers = Math.max(1, Math.ceil(scale.credits / 5));
+  const credits: ChaosCredit[] = [];
+  for (let i = 0; i < scale.credits; i += 1) {
+    const userId = `cp-${rng.int(0, creditPlayers - 1)}`;
+    const serviceId = `chaos-credit-${i}`;
+    if (rng.chance(0.5)) {
+      const code = rng.pick(bonusCodes);
+      credits.push({ serviceId, kind: 'bonus', userId, amountMinor: bonusAmounts.get(code)!, body: { user_id: userId, bonus_code: code, validity_amount: 7 } });
+    } else {
+      const amountMinor = rng.int(100, 5000);
+      credits.push({ serviceId, kind: 'funds', userId, amountMinor, body: { user_id: userId, amount: amountMinor / 100, currency: 'EUR', type: 'cashback' } });
+    }
+  }
+  return { devices, messages, units, credits };
+}
+
+/**
+ * The CRM's sending from `t0`, spread evenly over the scale's window, with 5% of acknowledged
+ * messages and 10% of credits sent again later on purpose. Resolves when every request is answered
+ * (or given up at the deadline) and a progress line is logged every 15 s.
+ */
+export async function send(driver: CrmDriver, work: Workload, scale: Load, rng: Random, t0: number, log: (text: string) => void, faultCount: () => number): Promise<void> {
+  const { messages, units, credits } = work;
+  const resends: Promise<void>[] = [];
+  const resendLater = (message: ChaosMessage) => {
+    if (!message.pushId || !rng.chance(0.05)) return;
+    const delay = rng.int(500, 8000);
+    const asBatch = rng.chance(0.5);
+    resends.push(sleep(delay).then(() => driver.resend(message, asBatch)));
+  };
+  const sendMessages = (async () => {
+    const pool = new Pool(48);
+    let sent = 0;
+    for (const unit of units) {
+      const wait = t0 + (sent / messages.length) * scale.sendMs - Date.now();
+      if (wait > 0) await sleep(wait);
+      sent += unit.length;
+      await pool.add(async () => {
+        if (unit.length === 1) await driver.single(unit[0]);
+        else await driver.batch(unit);
+        unit.forEach(resendLater);
+      });
+    }
+    await pool.drain();
+  })();
+  const sendCredits = (async () => {
+    const pool = new Pool(8);
+    for (let i = 0; i < credits.length; i += 1) {
+      const wait = t0 + (i / credits.length) * scale.sendMs - Date.now();
+      if (wait > 0) await sleep(wait);
+      const credit = credits[i];
+      await pool.add(async () => {
+        await driver.credit(credit);
+        if (credit.creditId && rng.chance(0.1)) {
+          await sleep(rng.int(200, 5000));
+          await driver.credit(credit, true);
+        }
+      });
+    }
+    await pool.drain();
+  })();
+  const progress = setInterval(() => {
+    const acked = messages.filter((m) => m.pushId).length;
+    log(`${since(t0, Date.now())} ${acked} messages and ${credits.filter((c) => c.creditId).length} credits acknowledged, ${faultCount()} faults so far`);
+  }, 15000);
+  try {
+    await Promise.all([sendMessages, sendCredits]);
+    await Promise.all(resends);
+  } finally {
+    clearInterval(progress);
+  }
+}
+
+export interface Settling {
+  settled: boolean;
+  settleMs: number;
+  /** What was left at the last look. */
+  last: string;
+}
+
+/**
+ * Waits until every acknowledged message is final, every event dispatched and every credit carried
+ * out, for at most settleMs from `from`; stops early when what is left does not move (each count is
+ * zero or has not changed for stallMs). `databaseUrl` is asked at each look (it moves in a failover).
+ */
+export async function settle(databaseUrl: () => string, scale: Load, from: number, log: (text: string) => void): Promise<Settling> {
+  let last = '';
+  const changed = new Map<string, { value: string; at: number }>();
+  let settled = false;
+  while (Date.now() - from < scale.settleMs) {
+    const [row] = await query<{ messages: string; deliveries: string; events: string; credits: string }>(
+      databaseUrl(),
+      `SELECT (SELECT count(*) FROM messages WHERE status = 'accepted') AS messages,
+              (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')) AS deliveries,
+              (SELECT count(*) FROM events WHERE dispatch_state = 'pending') AS events,
+              (SELECT count(*) FROM credits WHERE status = 'accepted') AS credits`,
+    ).catch(() => [{ messages: '?', deliveries: '?', events: '?', credits: '?' }]);
+    last = `${row.messages} messages and ${row.deliveries} deliveries not final, ${row.events} events not dispatched, ${row.credits} credits not carried out`;
+    const counts = Object.entries(row);
+    if (counts.every(([, value]) => value === '0')) {
+      settled = true;
+      break;
+    }
+    for (const [name, value] of counts) if (changed.get(name)?.value !== value) changed.set(name, { value, at: Date.now() });
+    if (counts.every(([name, value]) => value === '0' || Date.now() - changed.get(name)!.at > scale.stallMs)) {
+      log(`nothing left moved for ${scale.stallMs / 1000} s: ${last}`);
+      break;
+    }
+    await sleep(1000);
+  }
+  const settleMs = Date.now() - from;
+  log(settled ? `settled after ${(settleMs / 1000).toFixed(1)} s` : `not settled after ${(settleMs / 1000).toFixed(1)} s: ${last}`);
+  return { settled, settleMs, last };
+}
+
+/** The credits, their ledger transactions, the balances and the player bonuses, for checkCredits. */
+export async function creditRows(databaseUrl: string): Promise<CreditRows> {
+  return {
+    credits: await query(databaseUrl, `SELECT id, idempotency_key AS "idempotencyKey", kind, user_id AS "userId", amount_minor::text AS "amountMinor", status, error FROM credits`),
+    ledger: await query(
+      databaseUrl,
+      `SELECT e.transaction_id AS "transactionId", count(*)::text AS legs, sum(e.amount_minor)::text AS total,
+              (sum(e.amount_minor) FILTER (WHERE a.owner <> 'house'))::text AS "playerLeg"
+         FROM ledger_entries e JOIN accounts a ON a.id = e.account_id GROUP BY e.transaction_id`,
+    ),
+    accounts: await query(
+      databaseUrl,
+      `SELECT a.owner, a.kind, a.balance_minor::text AS "balanceMinor", coalesce(sum(e.amount_minor), 0)::text AS "entriesMinor"
+         FROM accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id GROUP BY a.id`,
+    ),
+    playerBonuses: await query(databaseUrl, `SELECT id, credit_id AS "creditId" FROM player_bonuses`),
+  };
+}
+
+/** Prints the verdicts and the closing line; answers how many failed. */
+export function printChecks(checks: Check[], suite: string): number {
+  console.log('checks:');
+  checks.forEach((check, i) => {
+    console.log(`${check.ok ? 'ok  ' : 'FAIL'} ${i + 1}. ${check.name}`);
+    for (const line of check.lines) console.log(`       ${line}`);
+  });
+  const failed = checks.filter((c) => !c.ok).length;
+  console.log(`\n${suite}: ${checks.length - failed} passed, ${failed} failed`);
+  return failed;
+}
