@@ -1,0 +1,64 @@
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+// What the PgBouncer and PostgreSQL helpers share: the binaries, and the user they run as. Neither
+// PostgreSQL nor PgBouncer runs as root, so as root (CI's containers) they run as `postgres`.
+
+export const POSTGRES_BIN = process.env.POSTGRES_BIN ?? '/usr/lib/postgresql/15/bin';
+export const PGBOUNCER_BIN = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+let runAs: RunAs | undefined | null;
+
+/** The user the servers run as: `postgres` when this process is root, else this process's own. */
+export function serverUser(): RunAs | undefined {
+  if (runAs !== undefined) return runAs ?? undefined;
+  if (process.getuid?.() !== 0) {
+    runAs = null;
+    return undefined;
+  }
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  runAs = { uid: id('-u'), gid: id('-g') };
+  return runAs;
+}
+
+/** A fresh directory under the system's temp folder, owned by the user the servers run as. */
+export function serverDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const user = serverUser();
+  if (user) chownSync(dir, user.uid, user.gid);
+  chmodSync(dir, 0o700);
+  return dir;
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Runs a program as the server user to its end; rejects with its output when it fails. */
+export function runAsServer(file: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { ...serverUser(), cwd: tmpdir(), encoding: 'utf8', timeout: 60000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${file} ${args.join(' ')} failed: ${stderr || stdout || error.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** Starts a long-running program as the server user; its output is kept for the error of a failed start. */
+export function spawnAsServer(file: string, args: string[]): { child: ChildProcess; output: () => string } {
+  const child = spawn(file, args, { ...serverUser(), cwd: tmpdir(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-8000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  return { child, output: () => output };
+}
