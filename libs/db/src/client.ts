@@ -124,13 +124,18 @@ export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Pro
 
 // What says "the database cannot serve this right now, try again" (rather than "this statement is
 // wrong"): socket errors of the pg driver, Prisma's connection error codes, the driver adapter's
-// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts.
+// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts,
+// a lost connection (class 08) and a server that is read-only (25006: a standby, or a primary in
+// the seconds around a failover). PgBouncer reports its own troubles as 08P01 ("server conn
+// crashed?", "server login has been failing, try again later (server_login_retry)",
+// "query_wait_timeout", "client_login_timeout (server down)"); the messages are matched too, for an
+// error that reaches here without its code.
 const TRANSIENT_CODES = new Set([
   ...['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'],
   ...['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028', 'P2034'],
-  ...['57P01', '57P02', '57P03', '57014', '53300', '53400', '40001', '40P01', '55P03'],
-  ...['08000', '08001', '08003', '08004', '08006'],
+  ...['57P01', '57P02', '57P03', '57014', '53300', '53400', '40001', '40P01', '55P03', '25006'],
 ]);
+const CONNECTION_EXCEPTION = /^08[0-9A-Z]{3}$/;
 const TRANSIENT_KINDS = new Set([
   'DatabaseNotReachable',
   'ConnectionClosed',
@@ -140,8 +145,15 @@ const TRANSIENT_KINDS = new Set([
   'TransactionWriteConflict',
   'TransactionAlreadyClosed',
 ]);
-const TRANSIENT_MESSAGES =
-  /connection terminated|is not queryable|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
+const TRANSIENT_MESSAGES = new RegExp(
+  [
+    ...['connection terminated', 'is not queryable', 'connection timeout', 'timeout exceeded when trying to connect', "Can't reach database server"],
+    ...['ECONNREFUSED', 'ECONNRESET', 'the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)', 'terminating connection'],
+    ...['read-only transaction', 'server conn crashed', 'server login has been failing', 'cannot connect to server', 'query_wait_timeout'],
+    ...['client_login_timeout', 'server closed the connection unexpectedly', 'no more connections allowed'],
+  ].join('|'),
+  'i',
+);
 
 type ErrorLike = { code?: unknown; originalCode?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
 
@@ -164,7 +176,7 @@ export function isDbUnavailable(error: unknown): boolean {
   return someInChain(
     error,
     (item) =>
-      (typeof item.code === 'string' && TRANSIENT_CODES.has(item.code)) ||
+      (typeof item.code === 'string' && (TRANSIENT_CODES.has(item.code) || CONNECTION_EXCEPTION.test(item.code))) ||
       (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) ||
       (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)),
   );
