@@ -18,24 +18,25 @@ export interface DbOptions {
   poolSize?: number;
   /** How long to wait for a connection before failing (and answering 503). */
   connectTimeoutMs?: number;
-  /** Longest a single statement may run. */
-  statementTimeoutMs?: number;
   /** Where a lost connection is reported (once per outage). */
   log?: LogSink;
 }
 
-export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statementTimeoutMs = 10000, log }: DbOptions): Db {
+/**
+ * The pool sends no startup parameter beyond the ones every pooler passes on: PgBouncer in
+ * transaction mode refuses a connection that sends any other (`statement_timeout`, `options`), and
+ * one told to ignore them drops the settings silently. The sessions' limits (10 s statements,
+ * 40 s idle in a transaction, no JIT) are the database's own defaults instead, set by the migration
+ * tool (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs), so every server connection has them
+ * whichever client its transactions come from. Nothing here relies on session state: no named
+ * prepared statements, session advisory locks, LISTEN, temporary tables or SET outside a transaction.
+ */
+export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log }: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
-    statement_timeout: statementTimeoutMs,
-    idle_in_transaction_session_timeout: 4 * statementTimeoutMs,
     idleTimeoutMillis: 30000,
-    // No JIT: every statement here is short, and with lagging statistics (a burst into a fresh
-    // table) an overestimated cost had PostgreSQL spend seconds compiling a plan that runs in a
-    // millisecond. Options given in the URL's `options` parameter take precedence.
-    options: '-c jit=off',
   });
   watchConnections(pool, log);
   const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
