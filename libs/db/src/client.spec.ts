@@ -29,8 +29,9 @@ describe('isDbUnavailable', () => {
     expect(isDbUnavailable(throughPrisma(error))).toBe(true);
   });
 
-  it.each(outages.filter(([, error]) => (error as { code?: string }).code))('is true for %s by its code alone', (_what, error) => {
-    expect(isDbUnavailable({ code: (error as { code: string }).code, message: 'no message this classifier knows' })).toBe(true);
+  const codeOf = (error: Error) => (error as Error & { code?: string }).code;
+  it.each(outages.filter(([, error]) => codeOf(error)))('is true for %s by its code alone', (_what, error) => {
+    expect(isDbUnavailable({ code: codeOf(error), message: 'no message this classifier knows' })).toBe(true);
   });
 
   it.each([

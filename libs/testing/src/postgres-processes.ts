@@ -1,13 +1,21 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // What the PgBouncer and PostgreSQL helpers share: the binaries, and the user they run as. Neither
 // PostgreSQL nor PgBouncer runs as root, so as root (CI's containers) they run as `postgres`.
 
-export const POSTGRES_BIN = process.env.POSTGRES_BIN ?? '/usr/lib/postgresql/15/bin';
+/** POSTGRES_BIN, else the newest PostgreSQL of Debian's layout (/usr/lib/postgresql/<major>/bin). */
+export const POSTGRES_BIN = process.env.POSTGRES_BIN ?? newestPostgresBin();
+/** Where Debian's pgbouncer package puts it (.ci/run installs it). */
 export const PGBOUNCER_BIN = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
+
+function newestPostgresBin(): string {
+  const root = '/usr/lib/postgresql';
+  const majors = existsSync(root) ? readdirSync(root).filter((name) => /^\d+$/.test(name)).map(Number) : [];
+  return join(root, String(majors.length ? Math.max(...majors) : 15), 'bin');
+}
 
 interface RunAs {
   uid: number;
