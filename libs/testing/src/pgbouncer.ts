@@ -1,8 +1,7 @@
 import { chownSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { freePort } from './ports';
-import { PGBOUNCER_BIN, removeDir, serverDir, serverUser, spawnAsServer } from './postgres-processes';
+import { PGBOUNCER_BIN, psql, removeDir, serverDir, serverUser, spawnAsServer } from './postgres-processes';
 import { until } from './until';
 
 export interface PgBouncer {
@@ -61,20 +60,11 @@ export async function startPgBouncer(targetUrl: string, { settings = {} }: PgBou
   const url = new URL(targetUrl);
   url.hostname = '127.0.0.1';
   url.port = String(port);
-  const console = new URL(url);
-  console.pathname = '/pgbouncer';
+  const adminUrl = new URL(url);
+  adminUrl.pathname = '/pgbouncer';
 
-  /** One command on PgBouncer's admin console (simple protocol only, as the console wants). */
-  const admin = async (command: string) => {
-    const client = new pg.Client({ connectionString: console.toString(), connectionTimeoutMillis: 2000 });
-    client.on('error', () => undefined);
-    await client.connect();
-    try {
-      return await client.query(command);
-    } finally {
-      await client.end().catch(() => undefined);
-    }
-  };
+  /** One command on PgBouncer's admin console. */
+  const admin = (command: string) => psql(adminUrl.toString(), command);
 
   try {
     await until(async () => {

@@ -1,8 +1,7 @@
 import { appendFileSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { freePort } from './ports';
-import { POSTGRES_BIN, removeDir, runAsServer, serverDir, serverUser } from './postgres-processes';
+import { POSTGRES_BIN, psql, removeDir, runAsServer, serverDir, serverUser } from './postgres-processes';
 import { until } from './until';
 
 export interface PostgresPair {
@@ -27,17 +26,6 @@ export interface PostgresPairOptions {
 const STANDBY_NAME = 'standby';
 const bin = (name: string) => join(POSTGRES_BIN, name);
 const urlOf = (port: number) => `postgresql://postgres@127.0.0.1:${port}/postgres`;
-
-async function query<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  client.on('error', () => undefined);
-  await client.connect();
-  try {
-    return (await client.query<R>(text)).rows;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
 /**
  * A PostgreSQL primary and a streaming standby of it (initdb, pg_basebackup -R), each on a free
@@ -82,7 +70,7 @@ export async function startPostgresPair({ synchronous = false }: PostgresPairOpt
     configure(standbyDir, [`port = ${standbyPort}`, `cluster_name = '${STANDBY_NAME}'`, "synchronous_standby_names = ''"]);
     await start(standbyDir);
     await until(
-      async () => (await query<{ state: string }>(urlOf(primaryPort), `SELECT state FROM pg_stat_replication WHERE application_name = '${STANDBY_NAME}'`))[0]?.state === 'streaming',
+      async () => (await psql(urlOf(primaryPort), `SELECT state FROM pg_stat_replication WHERE application_name = '${STANDBY_NAME}'`))[0] === 'streaming',
       'the standby to stream from the primary',
       30000,
     );
@@ -98,7 +86,7 @@ export async function startPostgresPair({ synchronous = false }: PostgresPairOpt
     standbyPort,
     async promote() {
       await runAsServer(bin('pg_ctl'), ['-D', standbyDir, '-w', 'promote']);
-      await until(async () => (await query<{ recovering: boolean }>(urlOf(standbyPort), 'SELECT pg_is_in_recovery() AS recovering'))[0]?.recovering === false, 'the standby to leave recovery');
+      await until(async () => (await psql(urlOf(standbyPort), 'SELECT pg_is_in_recovery()'))[0] === 'f', 'the standby to leave recovery');
     },
     stopPrimary(mode = 'fast') {
       return stopServer(primaryDir, mode);

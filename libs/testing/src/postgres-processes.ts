@@ -70,3 +70,21 @@ export function spawnAsServer(file: string, args: string[]): { child: ChildProce
   child.stderr!.on('data', keep);
   return { child, output: () => output };
 }
+
+/**
+ * Runs SQL with psql (simple query protocol, what PgBouncer's admin console takes) on a connection
+ * of its own, and answers the rows, one line each, columns split by `|`. Rejects with psql's error.
+ */
+export function psql(url: string, sql: string): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      join(POSTGRES_BIN, 'psql'),
+      [url, '--no-psqlrc', '--tuples-only', '--no-align', '--set', 'ON_ERROR_STOP=1', '--command', sql],
+      { encoding: 'utf8', timeout: 10000, env: { ...process.env, PGCONNECT_TIMEOUT: '2' } },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`psql: ${stderr.trim() || error.message}`));
+        else resolve(stdout.split('\n').filter(Boolean));
+      },
+    );
+  });
+}
