@@ -44,8 +44,21 @@ describe('docker-compose.yml', () => {
     for (const app of APPS) expect(Object.values(services).filter((service) => (service.command ?? []).includes(`dist/apps/${app}/main.js`))).toHaveLength(1);
   });
 
-  it('migrates once PostgreSQL is ready', () => {
+  it('migrates once PostgreSQL is ready, directly rather than through PgBouncer', () => {
     expect(services.migrate.depends_on.postgres).toEqual({ condition: 'service_healthy' });
+    expect(Object.keys(services.migrate.environment)).toEqual(['MIGRATE_DATABASE_URL']);
+    expect(new URL(services.migrate.environment.MIGRATE_DATABASE_URL).host).toBe('postgres:5432');
+  });
+
+  it.each(APPS)('connects %s to PostgreSQL through PgBouncer in transaction mode', (app) => {
+    expect(new URL(environment(app).DATABASE_URL).host).toBe('pgbouncer:5432');
+    expect(serviceOf(app).depends_on.pgbouncer).toBeDefined();
+    const pooler = services.pgbouncer.environment;
+    expect(pooler.POOL_MODE).toBe('transaction');
+    expect(pooler.DATABASE_URL).toBe(services.migrate.environment.MIGRATE_DATABASE_URL);
+    // The apps log in to PgBouncer with the user and password it logs in to PostgreSQL with.
+    const [apps, server] = [new URL(environment(app).DATABASE_URL), new URL(pooler.DATABASE_URL)];
+    expect([apps.username, apps.password, apps.pathname]).toEqual([server.username, server.password, server.pathname]);
   });
 
   it('builds one image, once, and runs every app and the migration from it without pulling it', () => {

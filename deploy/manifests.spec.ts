@@ -37,9 +37,11 @@ const MODELS: Record<string, { new (data: any): { validate(): void } }> = {
 
 const ofKind = (kind: string) => rendered.filter((manifest) => manifest.kind === kind) as Json[];
 const named = (kind: string, name: string) => ofKind(kind).find((manifest) => manifest.metadata.name === name);
-const deployments = ofKind('Deployment');
-const deploymentOf = (app: string) => deployments.find((deployment) => appOf(deployment) === app)!;
 const mainContainer = (deployment: Json): Json => deployment.spec.template.spec.containers[0];
+/** The apps' Deployments; PgBouncer's is checked on its own. */
+const deployments = ofKind('Deployment').filter((deployment) => appOf(deployment));
+const pgbouncer = named('Deployment', 'pgbouncer')!;
+const deploymentOf = (app: string) => deployments.find((deployment) => appOf(deployment) === app)!;
 
 /** The app a Deployment runs, from its command (dist/apps/<app>/main.js). */
 function appOf(deployment: Json): string | undefined {
@@ -108,8 +110,9 @@ describe('the production overlay', () => {
     expect(() => new Model(manifestJson).validate()).not.toThrow();
   });
 
-  it('has a Deployment for every app, and none for anything else', () => {
+  it('has a Deployment for every app and for PgBouncer, and none for anything else', () => {
     expect(deployments.map(appOf).sort()).toEqual([...APPS].sort());
+    expect(ofKind('Deployment').filter((deployment) => !appOf(deployment)).map((deployment) => deployment.metadata.name)).toEqual(['pgbouncer']);
   });
 
   it.each(APPS)('sets for %s every variable its configuration reads, and no other', (app) => {
@@ -186,14 +189,52 @@ describe('the production overlay', () => {
     if (app.startsWith('push-worker-') && app !== 'push-worker-webpush') expect(files.length).toBeGreaterThan(0);
   });
 
-  it('migrates the database in a Job, and starts no app before the migrations are applied', () => {
+  it('migrates the database in a Job, and starts no app before the migrations are applied, both over the direct connection', () => {
+    const direct = new Map([['MIGRATE_DATABASE_URL', { secretKey: 'MIGRATE_DATABASE_URL' }]]);
     const [job] = ofKind('Job');
-    expect(podSpec(job as Manifest)!.containers).toEqual([expect.objectContaining({ command: ['node', 'tools/db-migrate.mjs'] })]);
+    const containers = podSpec(job as Manifest)!.containers as Json[];
+    expect(containers).toEqual([expect.objectContaining({ command: ['node', 'tools/db-migrate.mjs'] })]);
+    expect(environment(containers[0])).toEqual(direct);
     for (const deployment of deployments) {
       const [wait] = podSpec(deployment as Manifest)!.initContainers as Json[];
       expect(wait.command).toEqual(['node', 'tools/db-migrate.mjs', '--wait']);
-      expect(environment(wait)).toEqual(new Map([['DATABASE_URL', { secretKey: 'DATABASE_URL' }]]));
+      expect(environment(wait)).toEqual(direct);
     }
+  });
+
+  it('runs PgBouncer in transaction mode in front of the direct connection, as a non-root user on a read-only filesystem', () => {
+    const pod = podSpec(pgbouncer as Manifest)! as Json;
+    const [container] = pod.containers as Json[];
+    const env = environment(container);
+    expect(env.get('DATABASE_URL')).toEqual({ secretKey: 'MIGRATE_DATABASE_URL' });
+    expect(env.get('POOL_MODE')).toEqual({ value: 'transaction' });
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(Object.keys(container.resources.limits).sort()).toEqual(['cpu', 'memory']);
+    expect(pgbouncer.spec.replicas).toBeGreaterThanOrEqual(2);
+    const service = named('Service', 'pgbouncer')!;
+    expect(service.spec.ports.map((port: Json) => portNumber(container, port.targetPort))).toEqual([5432]);
+    expect(ofKind('PodDisruptionBudget').filter((pdb) => pdb.spec.selector.matchLabels['app.kubernetes.io/name'] === 'pgbouncer')).toHaveLength(1);
+  });
+
+  it('sizes the pools so they add up: every app connection fits one PgBouncer, and every server connection fits PostgreSQL', () => {
+    const pgbouncerEnv = environment((podSpec(pgbouncer as Manifest)!.containers as Json[])[0]);
+    const maxPods = (deployment: Json) => {
+      const name = deployment.metadata.name;
+      const hpa = ofKind('HorizontalPodAutoscaler').find((candidate) => candidate.spec.scaleTargetRef.name === name);
+      const scaled = ofKind('ScaledObject').find((candidate) => candidate.spec.scaleTargetRef.name === name);
+      return (hpa?.spec.maxReplicas ?? scaled?.spec.maxReplicaCount) as number;
+    };
+    const clients = deployments.reduce((sum, deployment) => sum + maxPods(deployment) * Number(settingOf(appOf(deployment)!, 'DATABASE_POOL_SIZE')), 0);
+    expect(clients).toBe(840);
+    // The Service may send every client to one PgBouncer (the others restarting, say).
+    expect(clients).toBeLessThanOrEqual(Number(pgbouncerEnv.get('MAX_CLIENT_CONN')!.value));
+    // PostgreSQL's default max_connections (100) less its superuser_reserved_connections (3), for
+    // the PgBouncers' server pools and the direct connections: the migration, and a KEDA scaler
+    // per postgresql trigger.
+    const servers = pgbouncer.spec.replicas * Number(pgbouncerEnv.get('DEFAULT_POOL_SIZE')!.value);
+    const direct = 1 + ofKind('ScaledObject').filter((scaled) => scaled.spec.triggers[0].type === 'postgresql').length;
+    expect(servers + direct).toBeLessThanOrEqual(100 - 3);
   });
 
   it('scales each Deployment by one autoscaler, which owns its replicas', () => {
@@ -217,11 +258,12 @@ describe('the production overlay', () => {
     expect(named('TriggerAuthentication', trigger.authenticationRef.name)).toBeDefined();
   });
 
-  it.each(['bonus', 'webhook-dispatcher'])('scales %s on its backlog, read with its own database URL', (app) => {
+  it.each(['bonus', 'webhook-dispatcher'])('scales %s on its backlog, read over the direct connection (KEDA prepares statements, which PgBouncer does not keep)', (app) => {
     const scaled = ofKind('ScaledObject').find((candidate) => candidate.spec.scaleTargetRef.name === deploymentOf(app).metadata.name)!;
     const [trigger] = scaled.spec.triggers;
     expect(trigger.type).toBe('postgresql');
-    expect(environment(mainContainer(deploymentOf(app))).get(trigger.metadata.connectionFromEnv)).toEqual({ secretKey: 'DATABASE_URL' });
+    expect(trigger.metadata.connectionFromEnv).toBeUndefined();
+    expect(named('TriggerAuthentication', trigger.authenticationRef.name)!.spec.secretTargetRef).toEqual([{ parameter: 'connection', name: 'operator-api', key: 'MIGRATE_DATABASE_URL' }]);
     expect(trigger.metadata.query).toMatch(/^SELECT count\(\*\) FROM \(SELECT 1 FROM \w+ WHERE .+ LIMIT \d+\) AS \w+$/);
   });
 
@@ -241,8 +283,8 @@ describe('the production overlay', () => {
     const services = ofKind('Service').filter((service) =>
       Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels[key] === value),
     );
-    expect(services.map((service) => service.metadata.name).sort()).toEqual(deployments.map((deployment) => deployment.metadata.name).sort());
-    for (const service of services) {
+    expect(services.map((service) => service.metadata.name).sort()).toEqual([...deployments.map((deployment) => deployment.metadata.name), 'pgbouncer'].sort());
+    for (const service of services.filter((candidate) => candidate.metadata.name !== 'pgbouncer')) {
       const scraped = monitor.spec.endpoints.filter((endpoint: Json) => service.spec.ports.some((port: Json) => port.name === endpoint.port));
       expect(scraped).toEqual([expect.objectContaining({ path: '/metrics' })]);
     }

@@ -1,44 +1,64 @@
-// Creates the database named by DATABASE_URL if it is missing, then applies the migrations.
-// With --wait it changes nothing: it waits until every migration has been applied (the apps' init
-// containers on Kubernetes, while the migration Job runs).
+// Creates the database named by MIGRATE_DATABASE_URL (by default DATABASE_URL) if it is missing,
+// sets its session defaults (DATABASE_SESSION_SETTINGS), then applies the migrations. With --wait it
+// changes nothing: it waits until every migration has been applied (the apps' init containers on
+// Kubernetes, while the migration Job runs). MIGRATE_DATABASE_URL is a direct connection to the
+// primary, not through a transaction pooler: a migration holds a session advisory lock, and its
+// statements may run longer than the apps' statement_timeout.
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { connectAdmin, DatabaseUnreachable } from './pg-admin.cjs';
+import {
+  applySessionSettings,
+  checkDatabaseUrl,
+  connectAdmin,
+  DatabaseUnreachable,
+  DatabaseUrlRefused,
+  MIGRATION_SESSION_OPTIONS,
+  withSessionOptions,
+} from './pg-admin.cjs';
 
 const require = createRequire(import.meta.url);
-export { connectAdmin, DatabaseUnreachable };
+export { connectAdmin, DatabaseUnreachable, DatabaseUrlRefused };
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/operator_api';
 
-export async function ensureDatabase(url, { recreate = false } = {}) {
+/** The URL migrations use, and the variable it came from: MIGRATE_DATABASE_URL, else DATABASE_URL, else the default. */
+export function migrationTarget(env = process.env) {
+  if (env.MIGRATE_DATABASE_URL) return { url: env.MIGRATE_DATABASE_URL, variable: 'MIGRATE_DATABASE_URL' };
+  return { url: env.DATABASE_URL || DEFAULT_DATABASE_URL, variable: 'DATABASE_URL' };
+}
+
+/** Creates the database when it is missing (anew with `recreate`), and sets its session defaults. */
+export async function ensureDatabase(url, { recreate = false, variable = 'DATABASE_URL' } = {}) {
+  const client = await connectAdmin(url, variable);
   const name = decodeURIComponent(new URL(url).pathname.slice(1));
-  const client = await connectAdmin(url);
   try {
     const quoted = `"${name.replace(/"/g, '""')}"`;
     if (recreate) await client.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (!rowCount) await client.query(`CREATE DATABASE ${quoted}`);
+    await applySessionSettings(client, name);
   } finally {
     await client.end();
   }
 }
 
+/** Applies the migrations, on a session of its own that no statement or idle timeout cuts short. */
 export function migrate(url) {
   const cli = require.resolve('prisma/build/index.js');
   execFileSync(process.execPath, [cli, 'migrate', 'deploy'], {
-    env: { ...process.env, DATABASE_URL: url },
+    env: { ...process.env, DATABASE_URL: withSessionOptions(url, MIGRATION_SESSION_OPTIONS) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
 }
 
-/** ensureDatabase for a command line: an unreachable server ends the process with one line. */
-export async function ensureDatabaseOrExit(url) {
+/** ensureDatabase for a command line: an unreachable server or a refused URL ends the process with one line. */
+export async function ensureDatabaseOrExit(url, variable = 'DATABASE_URL') {
   try {
-    await ensureDatabase(url);
+    await ensureDatabase(url, { variable });
   } catch (error) {
-    if (!(error instanceof DatabaseUnreachable)) throw error;
+    if (!(error instanceof DatabaseUnreachable) && !(error instanceof DatabaseUrlRefused)) throw error;
     console.error(error.message);
     process.exit(1);
   }
@@ -82,12 +102,18 @@ export async function waitForMigrations(url, { intervalMs = 2000 } = {}) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+  const { url, variable } = migrationTarget();
+  try {
+    checkDatabaseUrl(variable, url);
+  } catch (error) {
+    console.error(error.message);
+    process.exit(1);
+  }
   if (process.argv.includes('--wait')) {
     await waitForMigrations(url);
     console.log('database is migrated');
   } else {
-    await ensureDatabaseOrExit(url);
+    await ensureDatabaseOrExit(url, variable);
     migrate(url);
     console.log('database is migrated');
   }

@@ -2,12 +2,12 @@
 // development defaults of each app's configuration. Ctrl-C (or SIGTERM) stops them all gracefully.
 import { spawn, execFileSync } from 'node:child_process';
 import { APPS } from './apps.mjs';
-import { DEFAULT_DATABASE_URL, ensureDatabaseOrExit, migrate } from './db-migrate.mjs';
+import { ensureDatabaseOrExit, migrate, migrationTarget } from './db-migrate.mjs';
 import { DEFAULT_REDIS_URL, ensureRedisOrExit } from './redis-check.mjs';
 import { seed } from './seed.mjs';
 
-const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
-await ensureDatabaseOrExit(url);
+const { url, variable } = migrationTarget();
+await ensureDatabaseOrExit(url, variable);
 await ensureRedisOrExit(process.env.REDIS_URL || DEFAULT_REDIS_URL);
 migrate(url);
 if (process.env.NODE_ENV !== 'production') await seed(url);

@@ -1,14 +1,16 @@
 // The test databases. The schema is built once, by the Prisma CLI, into a template database, and
 // again only when prisma/migrations changes (the template's comment holds their checksum). Each
 // project's database is cloned from it (CREATE DATABASE ... TEMPLATE, a file copy) the first time
-// one of its integration tests starts in a run. An advisory lock makes concurrent runs (Nx runs
-// projects in parallel) build the template once and clone from it one at a time.
+// one of its integration tests starts in a run. A clone does not copy the template's per-database
+// settings, so the session defaults the apps rely on (tools/pg-admin.cjs) are set on each clone.
+// An advisory lock makes concurrent runs (Nx runs projects in parallel) build the template once and
+// clone from it one at a time.
 const { createHash } = require('node:crypto');
 const { execFileSync } = require('node:child_process');
 const { readdirSync, readFileSync } = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
-const { connectAdmin } = require('../pg-admin.cjs');
+const { applySessionSettings, connectAdmin } = require('../pg-admin.cjs');
 const { templateDatabaseUrl } = require('./urls');
 
 const root = path.join(__dirname, '../..');
@@ -62,6 +64,7 @@ async function prepareDatabase(url, run) {
     const marker = `run ${run}`;
     if ((await commentOn(client, name)) === marker) return;
     await recreate(client, name, await ensureTemplate(client));
+    await applySessionSettings(client, name);
     await client.query(`COMMENT ON DATABASE ${quote(name)} IS '${marker}'`);
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lock]).catch(() => {});

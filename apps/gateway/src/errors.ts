@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isUnstorableText } from '@operator/db';
+import { isDbUnavailable, isUnstorableText } from '@operator/db';
 
 /** How long a client is asked to wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 5;
@@ -28,6 +28,11 @@ export function registerErrorHandling(app: FastifyInstance) {
     if (status === 503) {
       request.log.warn({ err: error }, 'answered 503');
       return reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: error.message });
+    }
+    // An outage that reached here unwrapped (a route without orUnavailable) is still one: retry later.
+    if (status >= 500 && isDbUnavailable(error)) {
+      request.log.warn({ err: error }, 'answered 503');
+      return reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'store is unavailable, retry later' });
     }
     if (status >= 400 && status < 500) {
       return reply.code(status).send({ error: error.message });

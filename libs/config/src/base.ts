@@ -18,6 +18,26 @@ export const DatabaseEnv = Type.Object({
   DATABASE_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, description: 'Connections per process' }),
 });
 
+/**
+ * A URL that lists several hosts (libpq's `postgresql://h1,h2/db?target_session_attrs=read-write`,
+ * or `?host=h1,h2`) is refused in one line: node-postgres connects to one host, so such a URL would
+ * fail as "Invalid URL" or as a name that does not resolve, taken for an outage. tools/pg-admin.cjs
+ * says the same of the migration's URL.
+ */
+export function multiHostProblem(name: string, url: string): string | undefined {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(url)?.[1] ?? '';
+  const hosts = authority.slice(authority.lastIndexOf('@') + 1);
+  const query = url.includes('?') ? url.slice(url.indexOf('?') + 1).split('#')[0] : '';
+  const hostParameter = new URLSearchParams(query).get('host') ?? '';
+  if (!hosts.includes(',') && !hostParameter.includes(',')) return undefined;
+  return `${name} lists several hosts, and the PostgreSQL driver connects to one: give one address that always reaches the primary (PgBouncer, HAProxy with Patroni, CloudNativePG's -rw Service, a managed database's writer endpoint)`;
+}
+
+export function databaseProblems(env: { DATABASE_URL: string }): string[] {
+  const problem = multiHostProblem('DATABASE_URL', env.DATABASE_URL);
+  return problem ? [problem] : [];
+}
+
 export const RedisEnv = Type.Object({
   REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
   QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, MetricsEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, RuntimeEnv } from './base';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
 export const BonusEnv = Type.Object({
@@ -48,6 +48,7 @@ export type BonusAppConfig = Static<typeof BonusAppSchema> & { bonus: BonusSetti
 export function loadBonusAppConfig(env: Env = process.env): BonusAppConfig {
   const raw = parseEnv(BonusAppSchema, env);
   const { settings, problems } = bonusSettings(raw);
+  problems.unshift(...databaseProblems(raw));
   if (problems.length) throw new ConfigError(problems);
   return { ...raw, bonus: settings };
 }

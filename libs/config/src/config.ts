@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
@@ -73,7 +73,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   }
   const bonus = raw ? bonusSettings(raw) : undefined;
   const crmAuth = raw ? crmAuthSettings(raw) : undefined;
-  if (raw) problems.push(...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
+  if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, ...rest } = raw;
   return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings, crmAuth: crmAuth!.settings };

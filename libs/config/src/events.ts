@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, MetricsEnv, RuntimeEnv, RetentionEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, RuntimeEnv, RetentionEnv } from './base';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
 export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
@@ -77,7 +77,7 @@ function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
 
 export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   const raw = parseEnv(DispatcherConfigSchema, env);
-  const problems: string[] = [];
+  const problems: string[] = databaseProblems(raw);
   checkUrl('CRM_STATUS_WEBHOOK_URL', raw.CRM_STATUS_WEBHOOK_URL, problems);
   checkUrl('CRM_EVENTS_BASE_URL', raw.CRM_EVENTS_BASE_URL, problems);
   if (Boolean(raw.CRM_WEBHOOK_USERNAME) !== Boolean(raw.CRM_WEBHOOK_PASSWORD)) {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
 import { TrackingEnv, trackingProblems } from './events';
 import { PushProviderTuningEnv, refusedTuning, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
 
@@ -204,7 +204,7 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   const refused = refusedTuning(provider, env);
   const raw = parseEnv(WorkerConfigSchema, env, refused);
   const tuning = tuningOf(provider, raw);
-  const problems: Problems = [...refused, ...trackingProblems(raw)];
+  const problems: Problems = [...refused, ...databaseProblems(raw), ...trackingProblems(raw)];
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {

@@ -18,24 +18,25 @@ export interface DbOptions {
   poolSize?: number;
   /** How long to wait for a connection before failing (and answering 503). */
   connectTimeoutMs?: number;
-  /** Longest a single statement may run. */
-  statementTimeoutMs?: number;
   /** Where a lost connection is reported (once per outage). */
   log?: LogSink;
 }
 
-export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, statementTimeoutMs = 10000, log }: DbOptions): Db {
+/**
+ * The pool sends no startup parameter beyond the ones every pooler passes on: PgBouncer in
+ * transaction mode refuses a connection that sends any other (`statement_timeout`, `options`), and
+ * one told to ignore them drops the settings silently. The sessions' limits (10 s statements,
+ * 40 s idle in a transaction, no JIT) are the database's own defaults instead, set by the migration
+ * tool (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs), so every server connection has them
+ * whichever client its transactions come from. Nothing here relies on session state: no named
+ * prepared statements, session advisory locks, LISTEN, temporary tables or SET outside a transaction.
+ */
+export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log }: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
-    statement_timeout: statementTimeoutMs,
-    idle_in_transaction_session_timeout: 4 * statementTimeoutMs,
     idleTimeoutMillis: 30000,
-    // No JIT: every statement here is short, and with lagging statistics (a burst into a fresh
-    // table) an overestimated cost had PostgreSQL spend seconds compiling a plan that runs in a
-    // millisecond. Options given in the URL's `options` parameter take precedence.
-    options: '-c jit=off',
   });
   watchConnections(pool, log);
   const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
@@ -124,13 +125,18 @@ export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Pro
 
 // What says "the database cannot serve this right now, try again" (rather than "this statement is
 // wrong"): socket errors of the pg driver, Prisma's connection error codes, the driver adapter's
-// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts.
+// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts,
+// a lost connection (class 08) and a server that is read-only (25006: a standby, or a primary in
+// the seconds around a failover). PgBouncer reports its own troubles as 08P01 ("server conn
+// crashed?", "server login has been failing, try again later (server_login_retry)",
+// "query_wait_timeout", "client_login_timeout (server down)"); the messages are matched too, for an
+// error that reaches here without its code.
 const TRANSIENT_CODES = new Set([
   ...['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'],
   ...['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028', 'P2034'],
-  ...['57P01', '57P02', '57P03', '57014', '53300', '53400', '40001', '40P01', '55P03'],
-  ...['08000', '08001', '08003', '08004', '08006'],
+  ...['57P01', '57P02', '57P03', '57014', '53300', '53400', '40001', '40P01', '55P03', '25006'],
 ]);
+const CONNECTION_EXCEPTION = /^08[0-9A-Z]{3}$/;
 const TRANSIENT_KINDS = new Set([
   'DatabaseNotReachable',
   'ConnectionClosed',
@@ -140,8 +146,15 @@ const TRANSIENT_KINDS = new Set([
   'TransactionWriteConflict',
   'TransactionAlreadyClosed',
 ]);
-const TRANSIENT_MESSAGES =
-  /connection terminated|is not queryable|connection timeout|timeout exceeded when trying to connect|Can't reach database server|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)|terminating connection/i;
+const TRANSIENT_MESSAGES = new RegExp(
+  [
+    ...['connection terminated', 'is not queryable', 'connection timeout', 'timeout exceeded when trying to connect', "Can't reach database server"],
+    ...['ECONNREFUSED', 'ECONNRESET', 'the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)', 'terminating connection'],
+    ...['read-only transaction', 'server conn crashed', 'server login has been failing', 'cannot connect to server', 'query_wait_timeout'],
+    ...['client_login_timeout', 'server closed the connection unexpectedly', 'no more connections allowed'],
+  ].join('|'),
+  'i',
+);
 
 type ErrorLike = { code?: unknown; originalCode?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
 
@@ -164,7 +177,7 @@ export function isDbUnavailable(error: unknown): boolean {
   return someInChain(
     error,
     (item) =>
-      (typeof item.code === 'string' && TRANSIENT_CODES.has(item.code)) ||
+      (typeof item.code === 'string' && (TRANSIENT_CODES.has(item.code) || CONNECTION_EXCEPTION.test(item.code))) ||
       (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) ||
       (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)),
   );

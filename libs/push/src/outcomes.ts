@@ -102,7 +102,13 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
     },
     record(outcomes) {
       for (const { outcome } of outcomes) unanswered.delete(outcome.deliveryId);
-      return writer.add(outcomes);
+      return writer.add(outcomes).catch((error: unknown) => {
+        // Given up (a write that keeps failing, not an outage): no longer held, so the claims lapse
+        // and the reconciler takes these deliveries again, rather than this worker renewing claims
+        // on sends it will never record.
+        for (const { outcome } of outcomes) held.delete(outcome.deliveryId);
+        throw error;
+      });
     },
     get held() {
       return held.size;

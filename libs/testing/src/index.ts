@@ -10,3 +10,5 @@ export * from './until';
 export * from './fake-crm';
 export * from './random';
 export * from './ports';
+export * from './pgbouncer';
+export * from './postgres-pair';
