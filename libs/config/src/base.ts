@@ -18,11 +18,6 @@ export const DatabaseEnv = Type.Object({
   DATABASE_POOL_SIZE: Type.Integer({ default: 10, minimum: 1, description: 'Connections per process' }),
 });
 
-export const RedisEnv = Type.Object({
-  REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
-  QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
-});
-
 /** The operations port of the apps that serve no HTTP of their own (the gateway serves these on PORT). */
 export const MetricsEnv = Type.Object({
   METRICS_PORT: Type.Integer({

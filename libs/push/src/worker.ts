@@ -43,10 +43,10 @@ export async function startPushWorker<P extends ProviderName>(
   // Every knob comes from this provider's row of the tuning table (libs/config/src/push-tuning.ts).
   const { tuning } = config;
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
-  const redis = createWorkerRedis(config.REDIS_URL, {}, log);
+  const redis = createWorkerRedis(config.redis, {}, log);
   const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
-  const producer = createProducerRedis(config.REDIS_URL, {}, log);
+  const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,

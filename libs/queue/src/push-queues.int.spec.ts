@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { redisUrlConnection } from '@operator/config';
 import { createProducerRedis } from './redis';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
 import { PUSH_QUEUES, sendPushJobId } from './jobs';
 
 describe('push queues (Redis)', () => {
-  const redis = createProducerRedis(process.env.REDIS_URL!);
+  const redis = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
   const prefix = `test-queue-${randomUUID()}`;
   let queues: PushQueues;
 

@@ -1,9 +1,9 @@
 import { compileChecker, type ProviderName } from '@operator/contract';
 import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { backoffMs, type LogSink } from '@operator/config';
-import type { Redis } from 'ioredis';
 import { PUSH_QUEUES, SendPushJobSchema, type SendPushJob } from './jobs';
 import { SEND_BACKOFF_TYPE } from './push-queues';
+import type { RedisClient } from './redis';
 
 /** The queue's view of what a send job asks for next (see SendJobOutcome in @operator/push). */
 export type SendJobVerdict =
@@ -20,7 +20,7 @@ export interface SendJobRun {
 }
 
 export interface SendWorkerOptions {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   concurrency: number;
   /** Base of the exponential backoff between attempts. */

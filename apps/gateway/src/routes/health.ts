@@ -2,11 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
 import { pingDb, type Db } from '@operator/db';
 import { probe } from '@operator/metrics';
-import type { Redis } from '@operator/queue';
+import type { RedisClient } from '@operator/queue';
 
 const TAGS = ['Health'];
 
-export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: Redis }> = async (app, { db, redis }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: RedisClient }> = async (app, { db, redis }) => {
   app.get(
     '/health/live',
     { schema: { tags: TAGS, summary: 'The process runs', response: { 200: LiveSchema, 503: Unavailable } } },
