@@ -2,8 +2,8 @@ import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { startMetricsServer, watchStores } from '@operator/metrics';
-import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener } from '@operator/queue';
+import { startMetricsServer, StoreServer, watchStores } from '@operator/metrics';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisServer } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
@@ -51,7 +51,13 @@ export async function startPushWorker<P extends ProviderName>(
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
     // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
-    checks: { postgres: () => pingDb(db), redis: () => producer.ping() },
+    checks: {
+      postgres: () => pingDb(db),
+      redis: async () => {
+        const server = await redisServer(producer);
+        return new StoreServer(server.role === 'master', server);
+      },
+    },
     stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
   });
   const reconciler = startReconciler({

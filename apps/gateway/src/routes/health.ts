@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Static } from '@sinclair/typebox';
 import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
 import { pingDb, type Db } from '@operator/db';
-import { probe } from '@operator/metrics';
-import type { RedisClient } from '@operator/queue';
+import { readiness, StoreServer } from '@operator/metrics';
+import { redisServer, type RedisClient } from '@operator/queue';
 
 const TAGS = ['Health'];
 
@@ -15,12 +16,17 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: RedisClien
 
   app.get(
     '/health/ready',
-    { schema: { tags: TAGS, summary: 'PostgreSQL and Redis answer', response: { 200: ReadySchema, 503: NotReadySchema } } },
+    { schema: { tags: TAGS, summary: 'PostgreSQL and the Redis master answer', response: { 200: ReadySchema, 503: NotReadySchema } } },
     async (_request, reply) => {
-      const [postgres, redisState] = await Promise.all([probe(() => pingDb(db)), probe(() => redis.ping())]);
-      const ready = postgres === 'up' && redisState === 'up';
-      if (ready) return { status: 'ready' as const, postgres, redis: redisState };
-      return reply.code(503).send({ error: 'not ready', postgres, redis: redisState });
+      const { ready, report } = await readiness({
+        postgres: () => pingDb(db),
+        redis: async () => {
+          const server = await redisServer(redis);
+          return new StoreServer(server.role === 'master', server);
+        },
+      });
+      if (ready) return { status: 'ready' as const, ...(report as Omit<Static<typeof ReadySchema>, 'status'>) };
+      return reply.code(503).send({ error: 'not ready', ...report });
     },
   );
 };
