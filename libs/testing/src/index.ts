@@ -10,3 +10,4 @@ export * from './until';
 export * from './fake-crm';
 export * from './random';
 export * from './ports';
+export * from './redis-topology';
