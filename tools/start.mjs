@@ -3,12 +3,12 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { APPS } from './apps.mjs';
 import { DEFAULT_DATABASE_URL, ensureDatabaseOrExit, migrate } from './db-migrate.mjs';
-import { DEFAULT_REDIS_URL, ensureRedisOrExit } from './redis-check.mjs';
+import { ensureRedisOrExit } from './redis-check.mjs';
 import { seed } from './seed.mjs';
 
 const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
 await ensureDatabaseOrExit(url);
-await ensureRedisOrExit(process.env.REDIS_URL || DEFAULT_REDIS_URL);
+await ensureRedisOrExit(process.env);
 migrate(url);
 if (process.env.NODE_ENV !== 'production') await seed(url);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
