@@ -12,7 +12,7 @@ const HOW: Record<string, string> = {
 
 function connected(redis: RedisClient, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(Object.assign(new Error('no answer'), { code: 'ETIMEDOUT' })), timeoutMs);
+    const timer = setTimeout(() => reject(Object.assign(new Error('no answer'), { code: 'ETIMEDOUT' })), timeoutMs + 1000);
     redis.once('ready', () => {
       clearTimeout(timer);
       resolve();
@@ -38,7 +38,9 @@ export async function redisProblem(env: Env, timeoutMs = 3000): Promise<string |
   const { connection, problems } = redisConnectionOf(env);
   if (problems.length) return `Redis is not configured right: ${problems.join('; ')}`;
   const where = connection.mode === 'standalone' ? `at ${describeRedis(connection)}` : connection.mode === 'sentinel' ? `as the ${describeRedis(connection)}` : `as ${describeRedis(connection)}`;
-  const redis = createProducerRedis(connection, { connectTimeout: timeoutMs, retryStrategy: () => null, sentinelRetryStrategy: () => null });
+  // A few quick attempts, so that one lost on a busy machine (a slot map read late) is no verdict.
+  const attempts = (attempt: number) => (attempt <= 3 ? 200 : null);
+  const redis = createProducerRedis(connection, { connectTimeout: timeoutMs, retryStrategy: attempts, sentinelRetryStrategy: attempts });
   let cause: Error | undefined;
   // Reported below, in one line: the first error says more than the closed connection's.
   redis.on('error', (error: Error) => void (cause ??= error));
