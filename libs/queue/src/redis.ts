@@ -12,42 +12,32 @@ export type RedisClient = Redis | Cluster;
  * failing over (the gateway answers 503 and the CRM retries) instead of piling up in memory.
  */
 export function createProducerRedis(connection: RedisConnection, options: RedisOptions = {}, log?: LogSink): RedisClient {
-  return watched(
-    createClient(
-      connection,
-      {
-        enableOfflineQueue: false,
-        maxRetriesPerRequest: 1,
-        commandTimeout: 5000,
-        connectTimeout: 3000,
-        retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-        lazyConnect: false,
-        // Refused, and the connection made again: the CRM retries the request. Sending the command
-        // again by itself could take it out of the MULTI it belongs to (enqueueSendJobs' addBulk).
-        reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
-        ...options,
-      },
-    ),
-    log,
-  );
+  const client = createClient(connection, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 5000,
+    connectTimeout: 3000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    lazyConnect: false,
+    // Refused, and the connection made again: the CRM retries the request. Sending the command
+    // again by itself could take it out of the MULTI it belongs to (enqueueSendJobs' addBulk).
+    reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
+    ...options,
+  });
+  return watched(client, log);
 }
 
 /** A connection for workers: they wait for Redis to come back rather than fail. */
 export function createWorkerRedis(connection: RedisConnection, options: RedisOptions = {}, log?: LogSink): RedisClient {
-  return watched(
-    createClient(
-      connection,
-      {
-        maxRetriesPerRequest: null,
-        retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-        // Sent again once connected to the master: a worker's commands are single scripts and
-        // blocking pops, never part of a MULTI, and the worker does not see the failover.
-        reconnectOnError: (error) => (holdsReplica(error) ? 2 : false),
-        ...options,
-      },
-    ),
-    log,
-  );
+  const client = createClient(connection, {
+    maxRetriesPerRequest: null,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    // Sent again once connected to the master: a worker's commands are single scripts and
+    // blocking pops, never part of a MULTI, and the worker does not see the failover.
+    reconnectOnError: (error) => (holdsReplica(error) ? 2 : false),
+    ...options,
+  });
+  return watched(client, log);
 }
 
 /**
@@ -86,7 +76,7 @@ function createClient(connection: RedisConnection, options: RedisOptions): Redis
       const clusterOptions: ClusterOptions = {
         ...(enableOfflineQueue !== undefined && { enableOfflineQueue }),
         ...(retryStrategy && { clusterRetryStrategy: (attempt) => retryStrategy(attempt) ?? null }),
-        // A slot that moved is followed through MOVED; several at once (a resharding) refresh the map.
+        // A busy node gets 2 s (ioredis: 1 s) to give the slot map before the next one is asked.
         slotsRefreshTimeout: 2000,
         redisOptions: { ...access, ...nodeOptions },
         // Managed clusters announce names their certificates are made out to: TLS checks the name, not an address.
@@ -101,7 +91,7 @@ export function redisReady(redis: RedisClient): boolean {
   return redis.status === 'ready';
 }
 
-export function modeOf(redis: RedisClient): RedisMode {
+function modeOf(redis: RedisClient): RedisMode {
   if (redis instanceof Cluster) return 'cluster';
   return redis.options.sentinels ? 'sentinel' : 'standalone';
 }
@@ -135,7 +125,7 @@ export async function redisServer(redis: RedisClient): Promise<RedisServer> {
 
 // What a connection reports while Redis is away, failing over, or answering from a replica: the
 // outage is logged once, however many attempts fail, and its end once.
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'CLUSTERDOWN', 'TRYAGAIN']);
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const CONNECTION_MESSAGES =
   /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Cluster is disconnected|Too many Cluster redirections|^CLUSTERDOWN|^TRYAGAIN|\bREADONLY\b|^UNBLOCKED/i;
 
