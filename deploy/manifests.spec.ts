@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { TSchema } from '@sinclair/typebox';
 import { APP_CONFIG_SCHEMAS } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
-import { PUSH_QUEUES } from '@operator/queue';
+import { PUSH_QUEUES, queueKey, type PushQueueName } from '@operator/queue';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
 import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -249,12 +249,12 @@ describe('the production overlay', () => {
     for (const scaled of ofKind('ScaledObject')) expect(scaled.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
   });
 
-  it.each(Object.entries(PUSH_QUEUES) as [ProviderName, string][])('scales the %s worker on its own queue waiting list', (provider, queue) => {
+  it.each(Object.entries(PUSH_QUEUES) as [ProviderName, PushQueueName][])('scales the %s worker on its own queue waiting list', (provider, queue) => {
     const app = `push-worker-${provider}`;
     const scaled = ofKind('ScaledObject').find((candidate) => candidate.spec.scaleTargetRef.name === deploymentOf(app).metadata.name)!;
     const [trigger] = scaled.spec.triggers;
     expect(trigger.type).toBe('redis');
-    expect(trigger.metadata.listName).toBe(`${settingOf(app, 'QUEUE_PREFIX')}:${queue}:wait`);
+    expect(trigger.metadata.listName).toBe(queueKey(settingOf(app, 'QUEUE_PREFIX')!, queue, 'wait'));
     expect(named('TriggerAuthentication', trigger.authenticationRef.name)).toBeDefined();
   });
 

@@ -3,12 +3,12 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { APPS } from './apps.mjs';
 import { ensureDatabaseOrExit, migrate, migrationTarget } from './db-migrate.mjs';
-import { DEFAULT_REDIS_URL, ensureRedisOrExit } from './redis-check.mjs';
+import { ensureRedisOrExit } from './redis-check.mjs';
 import { seed } from './seed.mjs';
 
 const { url, variable } = migrationTarget();
 await ensureDatabaseOrExit(url, variable);
-await ensureRedisOrExit(process.env.REDIS_URL || DEFAULT_REDIS_URL);
+await ensureRedisOrExit(process.env);
 migrate(url);
 if (process.env.NODE_ENV !== 'production') await seed(url);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });

@@ -4,7 +4,7 @@ import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@o
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
-import type { PushQueues, Redis } from '@operator/queue';
+import type { PushQueues, RedisClient } from '@operator/queue';
 import { requireApiKey } from './auth';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
@@ -32,7 +32,7 @@ declare module 'fastify' {
 export interface GatewayDeps {
   config: GatewayConfig;
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: PushQueues;
 }
 

@@ -153,7 +153,7 @@ describe('API keys', () => {
     it('answers /health/ready with 200 and postgres and redis up', async () => {
       const response = await send('GET', '/health/ready', {});
       expect(response.statusCode).toBe(200);
-      expect(response.json()).toEqual({ status: 'ready', postgres: 'up', redis: 'up' });
+      expect(response.json()).toEqual({ status: 'ready', postgres: 'up', redis: 'up', redis_server: { mode: 'standalone', role: 'master', address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) } });
     });
 
     it('still answers them when a wrong key is sent', async () => {

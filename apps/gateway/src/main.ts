@@ -8,7 +8,7 @@ async function main() {
   const log = createLogger('gateway', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   // A Redis outage is answered with 503 per request; it does not stop the process.
-  const redis = createProducerRedis(config.REDIS_URL, {}, log);
+  const redis = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
   const app = buildApp({ config, db, redis, queues }, true);
 

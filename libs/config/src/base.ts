@@ -38,11 +38,6 @@ export function databaseProblems(env: { DATABASE_URL: string }): string[] {
   return problem ? [problem] : [];
 }
 
-export const RedisEnv = Type.Object({
-  REDIS_URL: Type.String({ default: 'redis://127.0.0.1:6379', description: 'Redis URL (noeviction, append-only in production)' }),
-  QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
-});
-
 /** The operations port of the apps that serve no HTTP of their own (the gateway serves these on PORT). */
 export const MetricsEnv = Type.Object({
   METRICS_PORT: Type.Integer({

@@ -19,7 +19,7 @@ describe('loadGatewayConfig: defaults', () => {
       ADMIN_UI: true,
       DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
       DATABASE_POOL_SIZE: 10,
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      redis: { mode: 'standalone', address: { host: '127.0.0.1', port: 6379 }, db: 0, tls: false },
       QUEUE_PREFIX: 'operator',
       HOST: '0.0.0.0',
       PORT: 3000,
@@ -102,7 +102,7 @@ describe('loadGatewayConfig: values from the environment', () => {
   it('keeps strings as given', () => {
     const config = loadGatewayConfig({ HOST: '127.0.0.1', REDIS_URL: 'redis://cache:6380', QUEUE_PREFIX: 'op-test', CRM_HEADER_WORD: 'Acme', LOG_LEVEL: 'debug' });
     expect(config.HOST).toBe('127.0.0.1');
-    expect(config.REDIS_URL).toBe('redis://cache:6380');
+    expect(config.redis).toEqual({ mode: 'standalone', address: { host: 'cache', port: 6380 }, db: 0, tls: false });
     expect(config.QUEUE_PREFIX).toBe('op-test');
     expect(config.CRM_HEADER_WORD).toBe('Acme');
     expect(config.LOG_LEVEL).toBe('debug');

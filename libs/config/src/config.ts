@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, databaseProblems, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, PushSendEnv, RuntimeEnv } from './base';
+import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
@@ -37,7 +38,8 @@ type GatewayRaw = Static<typeof GatewayConfigSchema>;
 /** The CRM's credentials are read into `crmAuth` only. */
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
 
-export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable> & {
+export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable | RedisVariable> & {
+  redis: RedisConnection;
   operatorApiKeys: string[];
   internalApiKeys: string[];
   webhookMaxAgeMs: number;
@@ -63,7 +65,8 @@ function keyProblems(env: Env, operatorApiKeys: string[], internalApiKeys: strin
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const operatorApiKeys = splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY);
   const internalApiKeys = splitList(env.INTERNAL_API_KEYS || DEV_INTERNAL_KEY);
-  const problems = keyProblems(env, operatorApiKeys, internalApiKeys);
+  const redis = redisConnectionOf(env);
+  const problems = [...redis.problems, ...keyProblems(env, operatorApiKeys, internalApiKeys)];
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);
@@ -76,5 +79,5 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, ...rest } = raw;
-  return { ...rest, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings, crmAuth: crmAuth!.settings };
+  return { ...withoutRedisVariables(rest), redis: redis.connection, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings, crmAuth: crmAuth!.settings };
 }

@@ -1,5 +1,6 @@
 export * from './env';
 export * from './base';
+export * from './redis';
 export * from './config';
 export * from './push';
 export * from './logger';

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RedisEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RuntimeEnv } from './base';
+import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { TrackingEnv, trackingProblems } from './events';
 import { PushProviderTuningEnv, refusedTuning, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
 
@@ -73,8 +74,9 @@ export interface ProviderCredentials<P extends ProviderName> {
 }
 
 export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
-export type PushWorkerConfig<P extends ProviderName> = Static<typeof WorkerConfigSchema> & {
+export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof WorkerConfigSchema>, RedisVariable> & {
   provider: P;
+  redis: RedisConnection;
   credentials: ProviderCredentials<P>;
   /** No credentials at all: sends are accepted locally (development only). */
   sandbox: boolean;
@@ -202,9 +204,10 @@ function fcmEndpointProblem(value: string): string | undefined {
  */
 export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
   const refused = refusedTuning(provider, env);
-  const raw = parseEnv(WorkerConfigSchema, env, refused);
+  const redis = redisConnectionOf(env);
+  const raw = parseEnv(WorkerConfigSchema, env, [...refused, ...redis.problems]);
   const tuning = tuningOf(provider, raw);
-  const problems: Problems = [...refused, ...databaseProblems(raw), ...trackingProblems(raw)];
+  const problems: Problems = [...refused, ...databaseProblems(raw), ...redis.problems, ...trackingProblems(raw)];
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
@@ -242,5 +245,5 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
     problems.push(`no ${provider} credentials: set ${DEFAULT_VARIABLES[provider].join(', ')} or PUSH_CREDENTIALS_FILE (the sandbox is refused in production)`);
   }
   if (problems.length) throw new ConfigError(problems);
-  return { ...raw, provider, credentials, sandbox, tuning };
+  return { ...withoutRedisVariables(raw), redis: redis.connection, provider, credentials, sandbox, tuning };
 }

@@ -7,10 +7,20 @@ const Probe = Type.Union([Type.Literal('up'), Type.Literal('down')]);
 
 export const LiveSchema = Type.Object({ status: Type.Literal('ok') });
 
-export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, redis: Probe });
+/** The Redis server a process is connected to: `redis` is down while it is a replica (it refuses writes). */
+export const RedisServerSchema = Type.Object(
+  {
+    mode: Type.Union([Type.Literal('standalone'), Type.Literal('sentinel'), Type.Literal('cluster')]),
+    role: Type.Union([Type.Literal('master'), Type.Literal('replica')]),
+    address: Type.String({ description: "host:port of the server (a Cluster's masters, comma-separated)" }),
+  },
+  { description: 'Which Redis answered, and its role' },
+);
+
+export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, redis: Probe, redis_server: Type.Optional(RedisServerSchema) });
 
 export const NotReadySchema = Type.Object(
-  { error: Type.String(), postgres: Type.Optional(Probe), redis: Type.Optional(Probe) },
+  { error: Type.String(), postgres: Type.Optional(Probe), redis: Type.Optional(Probe), redis_server: Type.Optional(RedisServerSchema) },
   { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
 );
 

@@ -1,8 +1,9 @@
 import { METRICS_CONTENT_TYPE } from './catalog';
-import { MetricsPortError, startMetricsServer, type MetricsServer } from './server';
+import { MetricsPortError, startMetricsServer, StoreServer, type MetricsServer } from './server';
 
 describe('metrics server', () => {
   let postgres: 'up' | 'down' | 'silent';
+  let redisRole: 'master' | 'replica';
   let server: MetricsServer;
   const get = async (path: string, method = 'GET') => {
     const response = await fetch(`http://127.0.0.1:${server.port}${path}`, { method });
@@ -11,11 +12,12 @@ describe('metrics server', () => {
 
   beforeEach(async () => {
     postgres = 'up';
+    redisRole = 'master';
     server = await startMetricsServer({
       port: 0,
       checks: {
         postgres: () => (postgres === 'up' ? Promise.resolve() : postgres === 'down' ? Promise.reject(new Error('down')) : new Promise(() => undefined)),
-        redis: () => Promise.resolve(),
+        redis: async () => new StoreServer(redisRole === 'master', { mode: 'sentinel', role: redisRole, address: '10.0.0.7:6379' }),
       },
     });
   });
@@ -32,20 +34,27 @@ describe('metrics server', () => {
     expect(await get('/health/live')).toMatchObject({ status: 200, text: '{"status":"ok"}' });
     const ready = await get('/health/ready');
     expect(ready.status).toBe(200);
-    expect(JSON.parse(ready.text)).toEqual({ status: 'ready', postgres: 'up', redis: 'up' });
+    expect(JSON.parse(ready.text)).toEqual({ status: 'ready', postgres: 'up', redis: 'up', redis_server: { mode: 'sentinel', role: 'master', address: '10.0.0.7:6379' } });
   });
 
   it('is not ready while a store refuses, or does not answer within the check timeout', async () => {
     postgres = 'down';
     const refused = await get('/health/ready');
     expect(refused.status).toBe(503);
-    expect(JSON.parse(refused.text)).toEqual({ error: 'not ready', postgres: 'down', redis: 'up' });
+    expect(JSON.parse(refused.text)).toMatchObject({ error: 'not ready', postgres: 'down', redis: 'up' });
 
     postgres = 'silent';
     const started = Date.now();
     const silent = await get('/health/ready');
     expect(silent.status).toBe(503);
     expect(Date.now() - started).toBeLessThan(3000);
+  });
+
+  it('is not ready while a store answers from a server it cannot use, and names that server', async () => {
+    redisRole = 'replica';
+    const replica = await get('/health/ready');
+    expect(replica.status).toBe(503);
+    expect(JSON.parse(replica.text)).toEqual({ error: 'not ready', postgres: 'up', redis: 'down', redis_server: { mode: 'sentinel', role: 'replica', address: '10.0.0.7:6379' } });
   });
 
   it('is not ready once the app shuts down, and still live', async () => {

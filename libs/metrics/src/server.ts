@@ -9,7 +9,7 @@ export const CHECK_TIMEOUT_MS = 2000;
 export interface MetricsServerOptions {
   /** METRICS_PORT; 0 takes any free port. */
   port: number;
-  /** What must answer for the app to be ready, by store (`postgres`, `redis`). */
+  /** What must answer for the app to be ready, by store (`postgres`, `redis`); a check may answer a StoreServer. */
   checks: Record<string, () => Promise<unknown>>;
   /** The store gauges this app reports, read when scraped. */
   stores?: StoreGauges;
@@ -28,20 +28,53 @@ export class MetricsPortError extends Error {}
 
 export type StoreState = 'up' | 'down';
 
-/** Whether `check` answers within CHECK_TIMEOUT_MS. */
-export async function probe(check: () => Promise<unknown>): Promise<StoreState> {
+/**
+ * What a check may answer beyond "the store answers": the server it reached, reported beside the
+ * state as `<store>_server`, and whether the app can work with it (a replica answers, but refuses
+ * writes: the store is down for the app).
+ */
+export class StoreServer {
+  constructor(
+    readonly usable: boolean,
+    readonly server: object,
+  ) {}
+}
+
+/** How one store fared: `up` when `check` answers within CHECK_TIMEOUT_MS (with a usable server). */
+export async function probeStore(check: () => Promise<unknown>): Promise<{ state: StoreState; server?: object }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
   });
   try {
-    await Promise.race([check(), timeout]);
-    return 'up';
+    const answer = await Promise.race([check(), timeout]);
+    if (answer instanceof StoreServer) return { state: answer.usable ? 'up' : 'down', server: answer.server };
+    return { state: 'up' };
   } catch {
-    return 'down';
+    return { state: 'down' };
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Whether `check` answers within CHECK_TIMEOUT_MS. */
+export async function probe(check: () => Promise<unknown>): Promise<StoreState> {
+  return (await probeStore(check)).state;
+}
+
+/**
+ * Readiness as every app reports it: each store's state (`postgres: "up"`), the server of those
+ * that name one (`redis_server: {...}`), and ready only when every store is up.
+ */
+export async function readiness(checks: Record<string, () => Promise<unknown>>): Promise<{ ready: boolean; report: Record<string, unknown> }> {
+  const names = Object.keys(checks);
+  const results = await Promise.all(names.map((name) => probeStore(checks[name])));
+  const report: Record<string, unknown> = {};
+  names.forEach((name, i) => {
+    report[name] = results[i].state;
+    if (results[i].server) report[`${name}_server`] = results[i].server;
+  });
+  return { ready: results.every((result) => result.state === 'up'), report };
 }
 
 function json(response: http.ServerResponse, status: number, body: object) {
@@ -58,10 +91,8 @@ export async function startMetricsServer({ port, checks, stores }: MetricsServer
 
   async function ready(response: http.ServerResponse) {
     if (stopping) return json(response, 503, { error: 'not ready', reason: 'shutting down' });
-    const names = Object.keys(checks);
-    const states = await Promise.all(names.map((name) => probe(checks[name])));
-    const report = Object.fromEntries(names.map((name, i) => [name, states[i]]));
-    if (states.every((state) => state === 'up')) return json(response, 200, { status: 'ready', ...report });
+    const { ready, report } = await readiness(checks);
+    if (ready) return json(response, 200, { status: 'ready', ...report });
     return json(response, 503, { error: 'not ready', ...report });
   }
 

@@ -2,12 +2,12 @@ import { v7 as uuidv7 } from 'uuid';
 import type { CrmHeaders, ProviderName, PushRequest } from '@operator/contract';
 import { findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
 import { acceptedMessages, type AcceptMode } from '@operator/metrics';
-import { enqueueSendJobs, redisReady, type PushQueues, type Redis, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
+import { enqueueSendJobs, redisReady, type PushQueues, type RedisClient, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
 
 export interface AcceptDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: PushQueues;
   /** Messages per send job; a batch becomes a few jobs per provider, not one per message. */
   jobMaxMessages: number;

@@ -1,8 +1,9 @@
 import { v7 as uuidv7 } from 'uuid';
 import { createSandboxProvider } from '@operator/providers';
 import { metricsText } from '@operator/metrics';
-import { createSendWorker, createWorkerRedis, type Redis } from '@operator/queue';
+import { createSendWorker, createWorkerRedis, type RedisClient } from '@operator/queue';
 import { until } from '@operator/testing';
+import { redisUrlConnection } from '@operator/config';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
 import { silent, WebPushFixture } from './test/web-push-fixture';
@@ -175,9 +176,9 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   });
 
   describe('through the BullMQ worker', () => {
-    let connection: Redis;
+    let connection: RedisClient;
     beforeEach(() => {
-      connection = createWorkerRedis(process.env.REDIS_URL!);
+      connection = createWorkerRedis(redisUrlConnection(process.env.REDIS_URL!));
     });
     afterEach(() => connection.disconnect());
 

@@ -2,8 +2,8 @@ import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { startMetricsServer, watchStores } from '@operator/metrics';
-import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener } from '@operator/queue';
+import { startMetricsServer, StoreServer, watchStores } from '@operator/metrics';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisServer } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
@@ -43,15 +43,21 @@ export async function startPushWorker<P extends ProviderName>(
   // Every knob comes from this provider's row of the tuning table (libs/config/src/push-tuning.ts).
   const { tuning } = config;
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
-  const redis = createWorkerRedis(config.REDIS_URL, {}, log);
+  const redis = createWorkerRedis(config.redis, {}, log);
   const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
-  const producer = createProducerRedis(config.REDIS_URL, {}, log);
+  const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
     // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
-    checks: { postgres: () => pingDb(db), redis: () => producer.ping() },
+    checks: {
+      postgres: () => pingDb(db),
+      redis: async () => {
+        const server = await redisServer(producer);
+        return new StoreServer(server.role === 'master', server);
+      },
+    },
     stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
   });
   const reconciler = startReconciler({

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { TcpProxy, uniqueName, until } from '@operator/testing';
+import { redisUrlConnection } from '@operator/config';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
-import { createProducerRedis, createWorkerRedis, redisErrorListener, type Redis } from './redis';
+import { createProducerRedis, createWorkerRedis, redisErrorListener, type RedisClient } from './redis';
 import { createSendWorker } from './send-worker';
 
 // Redis goes away (every connection cut, reconnections refused) under a producer with its queues
@@ -25,8 +26,8 @@ describe('a Redis connection that drops', () => {
   };
   const processed: string[] = [];
   let proxy: TcpProxy;
-  let producer: Redis;
-  let workerRedis: Redis;
+  let producer: RedisClient;
+  let workerRedis: RedisClient;
   let queues: PushQueues;
   let worker: ReturnType<typeof createSendWorker>;
   let consoleError: jest.SpyInstance;
@@ -34,8 +35,8 @@ describe('a Redis connection that drops', () => {
   beforeAll(async () => {
     consoleError = jest.spyOn(console, 'error');
     proxy = await TcpProxy.forUrl(redisUrl).start();
-    producer = createProducerRedis(proxy.urlFor(redisUrl), {}, sink('producer'));
-    workerRedis = createWorkerRedis(proxy.urlFor(redisUrl), {}, sink('worker'));
+    producer = createProducerRedis(redisUrlConnection(proxy.urlFor(redisUrl)), {}, sink('producer'));
+    workerRedis = createWorkerRedis(redisUrlConnection(proxy.urlFor(redisUrl)), {}, sink('worker'));
     queues = createPushQueues(producer, prefix);
     worker = createSendWorker(
       'fcm',

@@ -14,6 +14,21 @@ export type PushQueueName = (typeof PUSH_QUEUES)[ProviderName];
 export const SEND_PUSH_JOB = 'send';
 
 /**
+ * The BullMQ prefix of one queue's keys: `{<QUEUE_PREFIX>:<queue>}`. The braces are a Redis Cluster
+ * hash tag, so every key of a queue (which its scripts and MULTIs touch together) is in one slot,
+ * and each queue has its own, so queues spread over the shards. One key layout in every mode:
+ * `{operator:push-fcm}:push-fcm:wait` is the FCM queue's waiting list.
+ */
+export function queueKeyPrefix(prefix: string, queue: PushQueueName): string {
+  return `{${prefix}:${queue}}`;
+}
+
+/** A key of a queue, as BullMQ names it (`wait`, `active`, `meta`, ...). */
+export function queueKey(prefix: string, queue: PushQueueName, key: string): string {
+  return `${queueKeyPrefix(prefix, queue)}:${queue}:${key}`;
+}
+
+/**
  * Send the given pushes to the provider's devices that have a pending delivery. The job is added
  * inside the gateway's database transaction, just before commit: a worker that does not see the
  * messages yet must retry, and one that never sees them (the transaction rolled back) drops the job.

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { redisUrlConnection } from '@operator/config';
 import { createProducerRedis } from './redis';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
-import { PUSH_QUEUES, sendPushJobId } from './jobs';
+import { PUSH_QUEUES, queueKey, sendPushJobId } from './jobs';
 
 describe('push queues (Redis)', () => {
-  const redis = createProducerRedis(process.env.REDIS_URL!);
+  const redis = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
   const prefix = `test-queue-${randomUUID()}`;
   let queues: PushQueues;
 
@@ -44,5 +45,16 @@ describe('push queues (Redis)', () => {
     await enqueueSendJobs(queues, [{ provider: 'webpush', pushIds }]);
     expect((await queues.webpush.getJob(sendPushJobId(pushIds)))?.data).toEqual({ pushIds });
     expect(await queues.fcm.getJob(sendPushJobId(pushIds))).toBeUndefined();
+  });
+
+  it("keeps each queue's keys under a hash tag of its own, and its waiting list where KEDA reads it", async () => {
+    const pushIds = [randomUUID()];
+    await enqueueSendJobs(queues, [{ provider: 'fcm', pushIds }, { provider: 'apns', pushIds }, { provider: 'webpush', pushIds }]);
+    for (const queue of Object.values(PUSH_QUEUES)) {
+      const keys = await redis.keys(`*${prefix}*${queue}*`);
+      expect(keys.length).toBeGreaterThan(0);
+      for (const key of keys) expect(key.startsWith(`{${prefix}:${queue}}:${queue}:`)).toBe(true);
+    }
+    expect(await redis.lrange(queueKey(prefix, 'push-fcm', 'wait'), 0, -1)).toContain(sendPushJobId(pushIds));
   });
 });

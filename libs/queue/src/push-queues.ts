@@ -1,8 +1,7 @@
 import type { ProviderName } from '@operator/contract';
 import { Queue, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { PUSH_QUEUES, SEND_PUSH_JOB, sendPushJobId, type SendPushJob } from './jobs';
-import { redisErrorListener } from './redis';
+import { PUSH_QUEUES, queueKeyPrefix, SEND_PUSH_JOB, sendPushJobId, type SendPushJob } from './jobs';
+import { redisErrorListener, type RedisClient } from './redis';
 
 export type PushQueues = Record<ProviderName, Queue<SendPushJob>>;
 
@@ -17,9 +16,10 @@ export const DEFAULT_SEND_JOB_POLICY: SendJobPolicy = { attempts: 8, backoffMs: 
 export const SEND_BACKOFF_TYPE = 'provider';
 
 /** The producer's queues on one connection; their errors are reported with the connection's (see redisErrorListener). */
-export function createPushQueues(connection: Redis, prefix: string): PushQueues {
+export function createPushQueues(connection: RedisClient, prefix: string): PushQueues {
   const onError = redisErrorListener(connection);
-  const make = (provider: ProviderName) => new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix }).on('error', onError);
+  const make = (provider: ProviderName) =>
+    new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix: queueKeyPrefix(prefix, PUSH_QUEUES[provider]) }).on('error', onError);
   return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
 }
 

@@ -1,59 +1,146 @@
-import type { LogSink } from '@operator/config';
-import { Redis, type RedisOptions } from 'ioredis';
+import { formatAddress, type LogSink, type RedisConnection, type RedisMode } from '@operator/config';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
-export { Redis };
+export { Cluster, Redis };
 export type { RedisOptions };
 
+/** A connection to Redis, whichever way it is reached: one server, a master named by Sentinel, or a Cluster. */
+export type RedisClient = Redis | Cluster;
+
 /**
- * A connection for code that answers requests: commands fail at once while Redis is down (the
- * gateway answers 503 and the CRM retries) instead of piling up in memory.
+ * A connection for code that answers requests: commands fail at once while Redis is down or
+ * failing over (the gateway answers 503 and the CRM retries) instead of piling up in memory.
  */
-export function createProducerRedis(url: string, options: RedisOptions = {}, log?: LogSink): Redis {
-  return watched(
-    new Redis(url, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: 5000,
-      connectTimeout: 3000,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-      lazyConnect: false,
-      ...options,
-    }),
-    log,
-  );
+export function createProducerRedis(connection: RedisConnection, options: RedisOptions = {}, log?: LogSink): RedisClient {
+  const client = createClient(connection, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 5000,
+    connectTimeout: 3000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    lazyConnect: false,
+    // Refused, and the connection made again: the CRM retries the request. Sending the command
+    // again by itself could take it out of the MULTI it belongs to (enqueueSendJobs' addBulk).
+    reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
+    ...options,
+  });
+  return watched(client, log);
 }
 
 /** A connection for workers: they wait for Redis to come back rather than fail. */
-export function createWorkerRedis(url: string, options: RedisOptions = {}, log?: LogSink): Redis {
-  return watched(
-    new Redis(url, {
-      maxRetriesPerRequest: null,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-      ...options,
-    }),
-    log,
-  );
+export function createWorkerRedis(connection: RedisConnection, options: RedisOptions = {}, log?: LogSink): RedisClient {
+  const client = createClient(connection, {
+    maxRetriesPerRequest: null,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    // Sent again once connected to the master: a worker's commands are single scripts and
+    // blocking pops, never part of a MULTI, and the worker does not see the failover.
+    reconnectOnError: (error) => (holdsReplica(error) ? 2 : false),
+    ...options,
+  });
+  return watched(client, log);
 }
 
-export function redisReady(redis: Redis): boolean {
+/**
+ * The server answers as a replica: a failover made it one (or it came back as one) while this
+ * connection stayed. Connecting again asks the Sentinels for the master, or resolves a managed
+ * Redis's name again, which follows its failover.
+ */
+function holdsReplica(error: Error): boolean {
+  return /\bREADONLY\b/.test(error.message) || /^UNBLOCKED\b.*(master|replica|slave)/i.test(error.message);
+}
+
+function createClient(connection: RedisConnection, options: RedisOptions): RedisClient {
+  const access: RedisOptions = {
+    ...(connection.username && { username: connection.username }),
+    ...(connection.password && { password: connection.password }),
+    ...(connection.tls && { tls: {} }),
+  };
+  switch (connection.mode) {
+    case 'standalone':
+      return new Redis({ ...connection.address, db: connection.db, ...access, ...options });
+    case 'sentinel':
+      return new Redis({
+        sentinels: connection.sentinels,
+        name: connection.name,
+        ...(connection.sentinelPassword && { sentinelPassword: connection.sentinelPassword }),
+        // Subscribed to the Sentinels' +switch-master: a failover is followed at once, not at the next error.
+        failoverDetector: true,
+        sentinelRetryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+        db: connection.db,
+        ...access,
+        ...options,
+      });
+    case 'cluster': {
+      // A node answers MOVED, not READONLY, for the slots its master took over: the Cluster client follows that.
+      const { enableOfflineQueue, retryStrategy, reconnectOnError: _notForNodes, ...nodeOptions } = options;
+      const clusterOptions: ClusterOptions = {
+        ...(enableOfflineQueue !== undefined && { enableOfflineQueue }),
+        ...(retryStrategy && { clusterRetryStrategy: (attempt) => retryStrategy(attempt) ?? null }),
+        // A busy node gets 2 s (ioredis: 1 s) to give the slot map before the next one is asked.
+        slotsRefreshTimeout: 2000,
+        redisOptions: { ...access, ...nodeOptions },
+        // Managed clusters announce names their certificates are made out to: TLS checks the name, not an address.
+        ...(connection.tls && { dnsLookup: (address, callback) => callback(null, address) }),
+      };
+      return new Cluster(connection.nodes, clusterOptions);
+    }
+  }
+}
+
+export function redisReady(redis: RedisClient): boolean {
   return redis.status === 'ready';
 }
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
-const CONNECTION_MESSAGES = /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE/i;
+function modeOf(redis: RedisClient): RedisMode {
+  if (redis instanceof Cluster) return 'cluster';
+  return redis.options.sentinels ? 'sentinel' : 'standalone';
+}
 
-function isConnectionLoss(error: Error & { code?: unknown }): boolean {
+/** Which Redis a connection reaches and whether it can write there (readiness reports it). */
+export interface RedisServer {
+  mode: RedisMode;
+  /** `replica`: the server answers but refuses writes (a failover not followed yet). */
+  role: 'master' | 'replica';
+  /** host:port of the server; the masters' in a Cluster. */
+  address: string;
+}
+
+/**
+ * Asks the server the connection is on for its role (ROLE), or a Cluster for its state (CLUSTER
+ * INFO: `ok` when every slot has a master). Rejects when Redis does not answer.
+ */
+export async function redisServer(redis: RedisClient): Promise<RedisServer> {
+  if (redis instanceof Cluster) {
+    const info = String(await redis.cluster('INFO'));
+    const state = /cluster_state:(\w+)/.exec(info)?.[1];
+    if (state !== 'ok') throw new Error(`the Redis Cluster is in state ${state ?? 'unknown'}`);
+    const masters = redis.nodes('master').map((node) => formatAddress({ host: String(node.options.host), port: Number(node.options.port) }));
+    return { mode: 'cluster', role: 'master', address: masters.sort().join(',') };
+  }
+  const [role] = (await redis.call('ROLE')) as [string];
+  const socket = redis.stream;
+  const address = socket?.remoteAddress ? formatAddress({ host: socket.remoteAddress, port: socket.remotePort ?? 0 }) : 'unknown';
+  return { mode: modeOf(redis), role: role === 'master' ? 'master' : 'replica', address };
+}
+
+// What a connection reports while Redis is away, failing over, or answering from a replica: the
+// outage is logged once, however many attempts fail, and its end once.
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const CONNECTION_MESSAGES =
+  /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Cluster is disconnected|Too many Cluster redirections|^CLUSTERDOWN|^TRYAGAIN|\bREADONLY\b|^UNBLOCKED/i;
+
+export function isConnectionLoss(error: Error & { code?: unknown }): boolean {
   return (typeof error.code === 'string' && CONNECTION_CODES.has(error.code)) || CONNECTION_MESSAGES.test(error.message);
 }
 
-const listeners = new WeakMap<Redis, (error: Error) => void>();
+const listeners = new WeakMap<RedisClient, (error: Error) => void>();
 
 /**
  * Gives the connection its error listener (without one, a dropped connection is an unhandled
  * 'error'). ioredis reconnects by itself and reports every failed attempt; the loss is logged once,
  * and its end once, per outage.
  */
-function watched(redis: Redis, log: LogSink | undefined): Redis {
+function watched(redis: RedisClient, log: LogSink | undefined): RedisClient {
   let reported = false;
   const listener = (error: Error & { code?: unknown }) => {
     if (!isConnectionLoss(error)) {
@@ -77,6 +164,6 @@ function watched(redis: Redis, log: LogSink | undefined): Redis {
  * connections (and of the connections they open from it) too, and those join the connection's
  * own report, so that an outage is logged once.
  */
-export function redisErrorListener(redis: Redis): (error: Error) => void {
+export function redisErrorListener(redis: RedisClient): (error: Error) => void {
   return listeners.get(redis) ?? listeners.get(watched(redis, undefined))!;
 }

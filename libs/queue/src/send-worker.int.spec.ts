@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { uniqueName, until } from '@operator/testing';
+import { redisUrlConnection } from '@operator/config';
 import { SEND_PUSH_JOB, type SendPushJob } from './jobs';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
-import { createProducerRedis, createWorkerRedis, type Redis } from './redis';
+import { createProducerRedis, createWorkerRedis, type RedisClient } from './redis';
 import { createSendWorker } from './send-worker';
 
 // A send job's payload is checked where the worker takes it: one that does not match
@@ -13,14 +14,14 @@ describe('a send worker given a malformed job (Redis)', () => {
   const errors: { details: Record<string, unknown>; message: string }[] = [];
   const log = { info: () => undefined, warn: () => undefined, error: (details: object, message: string) => void errors.push({ details: details as Record<string, unknown>, message }) };
   const handled: string[][] = [];
-  let producer: Redis;
-  let connection: Redis;
+  let producer: RedisClient;
+  let connection: RedisClient;
   let queues: PushQueues;
   let worker: ReturnType<typeof createSendWorker>;
 
   beforeAll(async () => {
-    producer = createProducerRedis(process.env.REDIS_URL!);
-    connection = createWorkerRedis(process.env.REDIS_URL!);
+    producer = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
+    connection = createWorkerRedis(redisUrlConnection(process.env.REDIS_URL!));
     await new Promise((resolve) => producer.once('ready', resolve));
     queues = createPushQueues(producer, prefix);
     worker = createSendWorker(

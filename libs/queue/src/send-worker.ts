@@ -1,9 +1,9 @@
 import { compileChecker, type ProviderName } from '@operator/contract';
 import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { backoffMs, type LogSink } from '@operator/config';
-import type { Redis } from 'ioredis';
-import { PUSH_QUEUES, SendPushJobSchema, type SendPushJob } from './jobs';
+import { PUSH_QUEUES, queueKeyPrefix, SendPushJobSchema, type SendPushJob } from './jobs';
 import { SEND_BACKOFF_TYPE } from './push-queues';
+import type { RedisClient } from './redis';
 
 /** The queue's view of what a send job asks for next (see SendJobOutcome in @operator/push). */
 export type SendJobVerdict =
@@ -20,7 +20,8 @@ export interface SendJobRun {
 }
 
 export interface SendWorkerOptions {
-  connection: Redis;
+  connection: RedisClient;
+  /** QUEUE_PREFIX: the queue's keys are under queueKeyPrefix(prefix, queue). */
   prefix: string;
   concurrency: number;
   /** Base of the exponential backoff between attempts. */
@@ -82,7 +83,7 @@ export function createSendWorker(provider: ProviderName, handle: (run: SendJobRu
     },
     {
       connection: options.connection,
-      prefix: options.prefix,
+      prefix: queueKeyPrefix(options.prefix, PUSH_QUEUES[provider]),
       concurrency: options.concurrency,
       lockDuration: options.lockDurationMs ?? 30000,
       // BullMQ's fetch honours a rate limit set by worker.rateLimit() (a provider's 429) only when

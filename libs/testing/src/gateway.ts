@@ -1,6 +1,6 @@
 import { loadGatewayConfig, type GatewayConfig } from '@operator/config';
 import { closeDb, createDb, type Db } from '@operator/db';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis, type RedisOptions } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient, type RedisOptions } from '@operator/queue';
 import { uniqueName } from './ids';
 
 export const OPERATOR_KEY = 'test-operator-key';
@@ -10,7 +10,7 @@ export const INTERNAL_KEY = 'test-internal-key';
 export interface TestStores {
   config: GatewayConfig;
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: PushQueues;
   close(): Promise<void>;
 }
@@ -26,7 +26,7 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
     ...env,
   });
   const db = createDb({ url: config.DATABASE_URL, poolSize: 5 });
-  const redis = createProducerRedis(config.REDIS_URL, redisOptions);
+  const redis = createProducerRedis(config.redis, redisOptions);
   redis.on('error', () => undefined);
   await new Promise<void>((resolve) => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve())));
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);

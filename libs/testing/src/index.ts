@@ -12,3 +12,4 @@ export * from './random';
 export * from './ports';
 export * from './pgbouncer';
 export * from './postgres-pair';
+export * from './redis-topology';

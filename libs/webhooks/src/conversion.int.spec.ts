@@ -10,8 +10,9 @@ import {
 } from '@operator/db';
 import { createSandboxProvider, type PushProvider } from '@operator/providers';
 import { acceptMessages, createSendRecorder, processSendJob, recordEngagement, type EngagementType, type SendRecorder } from '@operator/push';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient } from '@operator/queue';
 import { FakeCrm, pushRequest, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
+import { redisUrlConnection } from '@operator/config';
 import { createDispatcher, type Dispatcher } from './dispatcher';
 import type { ConversionDeliveredOn } from './conversion';
 
@@ -44,7 +45,7 @@ interface EventRow {
 
 describe('status webhook in the conversion format (PostgreSQL, a CRM receiver over HTTP)', () => {
   let db: Db;
-  let producer: Redis;
+  let producer: RedisClient;
   let queues: PushQueues;
   let crm: FakeCrm;
   let recorder: SendRecorder;
@@ -58,7 +59,7 @@ describe('status webhook in the conversion format (PostgreSQL, a CRM receiver ov
   beforeAll(async () => {
     db = createDb({ url: process.env.DATABASE_URL!, poolSize: 8 });
     recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
-    producer = createProducerRedis(process.env.REDIS_URL!);
+    producer = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
     await new Promise((resolve) => producer.once('ready', resolve));
     crm = await FakeCrm.start();
   });

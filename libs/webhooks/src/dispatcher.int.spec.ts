@@ -19,8 +19,9 @@ import {
   type EngagementType,
   type SendRecorder,
 } from '@operator/push';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient } from '@operator/queue';
 import { FakeCrm, pushRequest, TcpProxy, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
+import { redisUrlConnection } from '@operator/config';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher';
 import { verifySignature } from './signature';
 
@@ -58,7 +59,7 @@ const pushIdOf = (request: CrmRequest): string | undefined => request.json?.push
 
 describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
   let db: Db;
-  let producer: Redis;
+  let producer: RedisClient;
   let queues: PushQueues;
   let crm: FakeCrm;
   const sandbox = createSandboxProvider('webpush');
@@ -72,7 +73,7 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
   beforeAll(async () => {
     db = createDb({ url: process.env.DATABASE_URL!, poolSize: 8 });
     recorder = createSendRecorder({ db, log: silent, leaseMs: 60000 });
-    producer = createProducerRedis(process.env.REDIS_URL!);
+    producer = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
     await new Promise((resolve) => producer.once('ready', resolve));
     crm = await FakeCrm.start();
   });

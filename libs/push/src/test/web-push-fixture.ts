@@ -3,9 +3,10 @@ import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
 import { createWebPushProvider } from '@operator/provider-webpush';
-import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type Redis, type SendJobPolicy } from '@operator/queue';
+import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient, type SendJobPolicy } from '@operator/queue';
 import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import type { PushRequest } from '@operator/contract';
+import { redisUrlConnection } from '@operator/config';
 import { acceptMessages } from '../accept';
 
 export const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -17,7 +18,7 @@ export const silent = { info: () => undefined, warn: () => undefined, error: () 
  */
 export class WebPushFixture {
   db!: Db;
-  producer!: Redis;
+  producer!: RedisClient;
   fake!: FakePushService;
   provider!: PushProvider;
   queues!: PushQueues;
@@ -30,7 +31,7 @@ export class WebPushFixture {
 
   async open() {
     this.db = createDb({ url: process.env.DATABASE_URL!, poolSize: 6 });
-    this.producer = createProducerRedis(process.env.REDIS_URL!);
+    this.producer = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
     await new Promise((resolve) => this.producer.once('ready', resolve));
     this.fake = await FakePushService.start();
     this.provider = createWebPushProvider({ vapid: this.vapid, agent: new https.Agent({ ca: testTls().ca, keepAlive: true }), timeoutMs: 3000 });

@@ -1,0 +1,270 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, closeSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from './ports';
+import { until } from './until';
+
+// Real Redis topologies for the tests that fail over: a master, a replica and three Sentinels, or a
+// Redis Cluster, each server a redis-server of its own on a free port under `dir`. They speak to
+// the servers through redis-cli, as libs/queue is the only importer of a Redis client.
+
+export interface RedisServerAddress {
+  host: string;
+  port: number;
+}
+
+const HOST = '127.0.0.1';
+/** As production runs them (append-only, noeviction), and quick to start: no RDB, no sync delay. */
+const SERVER_ARGS = ['--bind', HOST, '--protected-mode', 'no', '--save', '', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction', '--repl-diskless-sync-delay', '0'];
+
+/** One redis-cli command; its reply as text (redis-cli's raw output, one line per element). */
+export function redisCli(port: number, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('redis-cli', ['-h', HOST, '-p', String(port), ...args], { timeout: 5000 }, (error, stdout) => {
+      if (error) reject(error);
+      else resolve(stdout.trim());
+    });
+  });
+}
+
+/** The values of `field` in redis-cli's output of a list of maps (field and value on lines of their own). */
+function fieldValues(output: string, field: string): string[] {
+  const lines = output.split('\n');
+  return lines.flatMap((line, i) => (i % 2 === 0 && line === field ? [lines[i + 1]] : []));
+}
+
+async function answers(port: number): Promise<boolean> {
+  return (await redisCli(port, 'PING').catch(() => '')) === 'PONG';
+}
+
+/** redis-server processes started here, each killed (SIGKILL) by stop() whatever happened before. */
+class Processes {
+  private readonly children = new Map<number, ChildProcess>();
+
+  start(port: number, dir: string, args: string[]): ChildProcess {
+    mkdirSync(dir, { recursive: true });
+    const log = openSync(join(dir, 'redis.log'), 'a');
+    const child = spawn('redis-server', args, { cwd: dir, stdio: ['ignore', log, log] });
+    closeSync(log);
+    child.on('error', () => undefined);
+    this.children.set(port, child);
+    return child;
+  }
+
+  async kill(port: number): Promise<void> {
+    const child = this.children.get(port);
+    this.children.delete(port);
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.children.keys()].map((port) => this.kill(port)));
+  }
+}
+
+async function startServer(processes: Processes, port: number, dir: string, extra: string[] = []): Promise<void> {
+  processes.start(port, dir, ['--port', String(port), '--dir', dir, ...SERVER_ARGS, ...extra]);
+  await until(() => answers(port), `redis-server on ${port} (see ${join(dir, 'redis.log')})`, 15000);
+}
+
+export interface SentinelTopology {
+  /** The master group name (REDIS_SENTINEL_NAME). */
+  readonly masterName: string;
+  readonly sentinels: RedisServerAddress[];
+  /** REDIS_SENTINELS: the Sentinels as host:port, comma-separated. */
+  readonly sentinelList: string;
+  /** The servers' ports, the first master at the start; then the Sentinels'. */
+  readonly ports: { servers: number[]; sentinels: number[] };
+  /** What the Sentinels name as master now. */
+  currentMaster(): Promise<RedisServerAddress>;
+  /** SENTINEL FAILOVER; resolves with the new master once every Sentinel names it and it answers as master. */
+  failover(): Promise<RedisServerAddress>;
+  /** kill -9 of the current master; resolves with the new master once the Sentinels have failed over. */
+  killMaster(): Promise<RedisServerAddress>;
+  /**
+   * Makes the replica master and the master its replica by hand (REPLICAOF), and has the Sentinels
+   * monitor the new master, without a failover: no client is disconnected, so one left on the old
+   * master finds a replica there (READONLY). Resolves with the new master.
+   */
+  swapRolesWithoutFailover(): Promise<RedisServerAddress>;
+  /** Kills every process (SIGKILL). */
+  stop(): Promise<void>;
+}
+
+export interface SentinelTopologyOptions {
+  /** Where each server keeps its files and log (a temporary directory of the test). */
+  dir: string;
+  /** Replicas besides the master (1 by default). */
+  replicas?: number;
+  /** Sentinels (3 by default, quorum 2). */
+  sentinels?: number;
+  masterName?: string;
+  /** How long a server may not answer before a Sentinel takes it for down (1000 ms). */
+  downAfterMs?: number;
+}
+
+const address = (port: number): RedisServerAddress => ({ host: HOST, port });
+const FAILOVER_TIMEOUT_MS = 6000;
+
+/** A master, its replicas and Sentinels monitoring them, on free ports under `dir`, ready to fail over. */
+export async function startSentinelTopology(options: SentinelTopologyOptions): Promise<SentinelTopology> {
+  const { dir, replicas = 1, sentinels: sentinelCount = 3, masterName = 'operator-test', downAfterMs = 1000 } = options;
+  const quorum = Math.floor(sentinelCount / 2) + 1;
+  const processes = new Processes();
+  const servers: number[] = [];
+  const sentinelPorts: number[] = [];
+  try {
+    for (let i = 0; i <= replicas; i++) servers.push(await freePort());
+    for (let i = 0; i < sentinelCount; i++) sentinelPorts.push(await freePort());
+    await startServer(processes, servers[0], join(dir, `server-${servers[0]}`));
+    await Promise.all(servers.slice(1).map((port) => startServer(processes, port, join(dir, `server-${port}`), ['--replicaof', HOST, String(servers[0])])));
+    await until(async () => (await redisCli(servers[0], 'INFO', 'replication')).includes(`connected_slaves:${replicas}`), 'the replicas to attach', 15000);
+
+    await Promise.all(
+      sentinelPorts.map(async (port) => {
+        const home = join(dir, `sentinel-${port}`);
+        mkdirSync(home, { recursive: true });
+        const config = join(home, 'sentinel.conf');
+        writeFileSync(
+          config,
+          [
+            `port ${port}`,
+            `bind ${HOST}`,
+            'protected-mode no',
+            `dir ${home}`,
+            `sentinel monitor ${masterName} ${HOST} ${servers[0]} ${quorum}`,
+            `sentinel down-after-milliseconds ${masterName} ${downAfterMs}`,
+            `sentinel failover-timeout ${masterName} ${FAILOVER_TIMEOUT_MS}`,
+            `sentinel parallel-syncs ${masterName} 1`,
+            '',
+          ].join('\n'),
+        );
+        processes.start(port, home, [config, '--sentinel']);
+        await until(() => answers(port), `sentinel on ${port}`, 15000);
+      }),
+    );
+    // Ready to fail over once every Sentinel knows the replicas and the other Sentinels (found
+    // through the master's INFO, every 10 s at first, and its hello channel, every 2 s).
+    await until(
+      async () => {
+        const views = await Promise.all(
+          sentinelPorts.map(async (port) => ({
+            replicas: fieldValues(await redisCli(port, 'SENTINEL', 'REPLICAS', masterName), 'flags').filter((flags) => flags === 'slave').length,
+            sentinels: fieldValues(await redisCli(port, 'SENTINEL', 'SENTINELS', masterName), 'runid').length,
+          })),
+        );
+        return views.every((view) => view.replicas === replicas && view.sentinels === sentinelCount - 1);
+      },
+      'the Sentinels to know the replicas and each other',
+      30000,
+    );
+  } catch (error) {
+    await processes.stopAll();
+    throw error;
+  }
+
+  const masterOf = async (port: number): Promise<RedisServerAddress | undefined> => {
+    const [host, masterPort] = (await redisCli(port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName).catch(() => '')).split('\n');
+    return masterPort ? { host, port: Number(masterPort) } : undefined;
+  };
+  const currentMaster = async () => (await masterOf(sentinelPorts[0]))!;
+  const role = async (port: number) => (await redisCli(port, 'ROLE').catch(() => '')).split('\n')[0];
+
+  /** Every live Sentinel names a master other than `old`, and that server answers as master. */
+  const followed = (old: RedisServerAddress, live: number[] = sentinelPorts) =>
+    until(
+      async () => {
+        const named = await Promise.all(live.map(masterOf));
+        const port = named[0]?.port;
+        if (!port || port === old.port || named.some((master) => master?.port !== port)) return undefined;
+        return (await role(port)) === 'master' ? address(port) : undefined;
+      },
+      'the Sentinels to name a new master',
+      30000,
+    );
+
+  return {
+    masterName,
+    sentinels: sentinelPorts.map(address),
+    sentinelList: sentinelPorts.map((port) => `${HOST}:${port}`).join(','),
+    ports: { servers, sentinels: sentinelPorts },
+    currentMaster,
+    async failover() {
+      const old = await currentMaster();
+      await redisCli(sentinelPorts[0], 'SENTINEL', 'FAILOVER', masterName);
+      return followed(old);
+    },
+    async killMaster() {
+      const old = await currentMaster();
+      await processes.kill(old.port);
+      return followed(old);
+    },
+    async swapRolesWithoutFailover() {
+      const old = await currentMaster();
+      const next = servers.find((port) => port !== old.port)!;
+      await redisCli(next, 'REPLICAOF', 'NO', 'ONE');
+      await redisCli(old.port, 'REPLICAOF', HOST, String(next));
+      // Every Sentinel forgets the master before any monitors the new one: one still monitoring the
+      // old would announce it (hello messages, with a newer epoch) and the others would take it back.
+      for (const port of sentinelPorts) await redisCli(port, 'SENTINEL', 'REMOVE', masterName);
+      for (const port of sentinelPorts) {
+        await redisCli(port, 'SENTINEL', 'MONITOR', masterName, HOST, String(next), String(quorum));
+        await redisCli(port, 'SENTINEL', 'SET', masterName, 'down-after-milliseconds', String(downAfterMs), 'failover-timeout', String(FAILOVER_TIMEOUT_MS));
+      }
+      return followed(old);
+    },
+    stop: () => processes.stopAll(),
+  };
+}
+
+export interface RedisClusterTopology {
+  /** Every node, masters only. */
+  readonly nodes: RedisServerAddress[];
+  /** REDIS_CLUSTER_NODES: the nodes as host:port, comma-separated. */
+  readonly nodeList: string;
+  /** The slot a key hashes to (CLUSTER KEYSLOT). */
+  keySlot(key: string): Promise<number>;
+  /** Kills every node (SIGKILL). */
+  stop(): Promise<void>;
+}
+
+/** A Redis Cluster of `masters` nodes (3 by default), no replicas, on free ports under `dir`, every slot served. */
+export async function startCluster(options: { dir: string; masters?: number }): Promise<RedisClusterTopology> {
+  const { dir, masters = 3 } = options;
+  const processes = new Processes();
+  const ports: number[] = [];
+  try {
+    for (let i = 0; i < masters; i++) ports.push(await freePort());
+    await Promise.all(
+      ports.map((port) => {
+        const home = join(dir, `node-${port}`);
+        return startServer(processes, port, home, ['--cluster-enabled', 'yes', '--cluster-config-file', join(home, 'nodes.conf'), '--cluster-node-timeout', '2000']);
+      }),
+    );
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        'redis-cli',
+        ['--cluster', 'create', ...ports.map((port) => `${HOST}:${port}`), '--cluster-replicas', '0', '--cluster-yes'],
+        { timeout: 30000 },
+        (error, _stdout, stderr) => (error ? reject(new Error(`redis-cli --cluster create failed: ${stderr || error.message}`)) : resolve()),
+      );
+    });
+    await until(
+      async () => (await Promise.all(ports.map((port) => redisCli(port, 'CLUSTER', 'INFO')))).every((info) => info.includes('cluster_state:ok')),
+      'every node to see the cluster ok',
+      30000,
+    );
+  } catch (error) {
+    await processes.stopAll();
+    throw error;
+  }
+  return {
+    nodes: ports.map(address),
+    nodeList: ports.map((port) => `${HOST}:${port}`).join(','),
+    keySlot: async (key) => Number(await redisCli(ports[0], 'CLUSTER', 'KEYSLOT', key)),
+    stop: () => processes.stopAll(),
+  };
+}
