@@ -1,0 +1,281 @@
+// `npm run chaos -- --ha`: the service on highly available stores, as operators run it. Redis is a
+// master, a replica and three Sentinels (or, with --cluster, a Redis Cluster of three masters);
+// PostgreSQL is a primary with a synchronous streaming standby, behind PgBouncer in transaction
+// mode with its defaults. Every app runs twice. While the CRM sends pushes and credits, alternating
+// between the two gateways, the suite fails the stores over: a Sentinel failover, a kill -9 of the
+// Redis master, then PostgreSQL (the primary stopped, the standby promoted, PgBouncer switched to
+// it). Then the verdicts: nothing lost, duplicates only from sends in flight at a failover, credits
+// exactly once, no 5xx but 503, each gateway answering 2xx again soon after each failover,
+// everything settled soon after the last fault, no app ending on its own, every app stopping on
+// SIGTERM.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PROVIDERS } from '@operator/contract';
+import {
+  FakeCrm,
+  freePort,
+  seededRandom,
+  startCluster,
+  startPgBouncer,
+  startPostgresPair,
+  startSentinelTopology,
+  type PgBouncer,
+  type PostgresPair,
+  type RedisClusterTopology,
+  type RedisServerAddress,
+  type SentinelTopology,
+} from '@operator/testing';
+import { App, type Exit } from './apps';
+import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkRecovery, checkStatuses, type Check, type RunRecord } from './checks';
+import { CrmDriver } from './crm';
+import type { Fault } from './faults';
+import { Providers } from './providers';
+import { parseHaOptions } from './scale';
+import { freshDatabase } from './stores';
+import { since, sleep } from './util';
+import { creditRows, planWorkload, printChecks, registerDevices, send, settle } from './workload';
+
+const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
+const REPLICAS = 2;
+const WORKER_CONCURRENCY = 10;
+const WORKER_PARALLEL_MESSAGES = 16;
+
+const options = parseHaOptions(process.argv.slice(2));
+const { scale } = options;
+const rng = seededRandom(options.seed);
+const dir = mkdtempSync(join(tmpdir(), 'operator-ha-'));
+const apps: App[] = [];
+const faults: Fault[] = [];
+const stores: { stop(): Promise<void> }[] = [];
+let stopping = false;
+
+/** Kills the apps and the stores (each store's stop kills its processes), then exits. */
+async function exit(code: number): Promise<never> {
+  stopping = true;
+  for (const app of apps) app.killNow();
+  await Promise.allSettled(stores.reverse().map((store) => store.stop()));
+  if (!options.keep) rmSync(dir, { recursive: true, force: true });
+  process.exit(code);
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    console.error(`chaos: ${signal}, stopping`);
+    void exit(130);
+  });
+}
+const hardTimeout = setTimeout(() => {
+  console.error(`chaos: hard timeout after ${scale.hardTimeoutMs / 1000} s`);
+  console.log('\nchaos: 0 passed, 1 failed');
+  void exit(1);
+}, scale.hardTimeoutMs);
+hardTimeout.unref();
+
+const log = (text: string) => console.log(`chaos: ${text}`);
+
+async function until(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return true;
+    await sleep(200);
+  }
+  return false;
+}
+
+/** Records a fault while `work` carries it out; it is over when `work` resolves. */
+async function fault(kind: Fault['kind'], work: () => Promise<string | void>): Promise<void> {
+  const record: Fault = { kind, at: Date.now() };
+  faults.push(record);
+  log(`${kind}`);
+  const detail = await work();
+  record.endAt = Date.now();
+  if (detail) record.detail = detail;
+  log(`${kind} over in ${((record.endAt - record.at) / 1000).toFixed(1)} s${detail ? `: ${detail}` : ''}`);
+}
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const topology = options.cluster ? 'Redis Cluster (3 masters)' : 'Redis master, replica and 3 Sentinels';
+  log(`HA run (${topology}; PostgreSQL primary and synchronous standby behind PgBouncer), seed ${options.seed}: ${scale.messages} messages, ${scale.credits} credits, ${scale.sendMs / 1000} s of sending; files in ${dir}`);
+
+  // The stores.
+  const postgres: PostgresPair = await startPostgresPair({ synchronous: true });
+  stores.push(postgres);
+  const named = (url: string) => {
+    const parsed = new URL(url);
+    parsed.pathname = '/operator_api';
+    return parsed.toString();
+  };
+  let primaryUrl = named(postgres.primaryUrl);
+  freshDatabase(primaryUrl);
+  const bouncer: PgBouncer = await startPgBouncer(primaryUrl);
+  stores.push(bouncer);
+  let sentinel: SentinelTopology | undefined;
+  // The apps are given a REDIS_URL that nothing answers: with Sentinel or Cluster it must not be used.
+  const redisEnv: Record<string, string> = { REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
+  mkdirSync(join(dir, 'redis'));
+  if (options.cluster) {
+    const cluster: RedisClusterTopology = await startCluster({ dir: join(dir, 'redis'), masters: 3 });
+    stores.push(cluster);
+    redisEnv.REDIS_CLUSTER_NODES = cluster.nodeList;
+  } else {
+    sentinel = await startSentinelTopology({ dir: join(dir, 'redis') });
+    stores.push(sentinel);
+    redisEnv.REDIS_SENTINELS = sentinel.sentinelList;
+    redisEnv.REDIS_SENTINEL_NAME = sentinel.masterName;
+  }
+
+  const providers = await Providers.start(dir);
+  const crm = await FakeCrm.start();
+  const ports = [await freePort(), await freePort()];
+  const bases = ports.map((port) => `http://127.0.0.1:${port}`);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: 'development',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: bouncer.url,
+    MIGRATE_DATABASE_URL: primaryUrl,
+    DATABASE_POOL_SIZE: '5',
+    ...redisEnv,
+    QUEUE_PREFIX: 'ha',
+    METRICS_PORT: '0',
+    HOST: '127.0.0.1',
+    CRM_STATUS_WEBHOOK_URL: crm.url('/push-status'),
+    CRM_EVENTS_BASE_URL: crm.origin,
+    WEBHOOK_POLL_MS: '100',
+    WEBHOOK_BACKOFF_MS: '500',
+    WEBHOOK_MAX_BACKOFF_MS: '5000',
+    BONUS_POLL_MS: '100',
+    BONUS_BACKOFF_MS: '1000',
+    PUSH_WORKER_CONCURRENCY: String(WORKER_CONCURRENCY),
+    PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
+    PUSH_CLAIM_LEASE_MS: '15000',
+    PUSH_SEND_BACKOFF_MS: '500',
+    // Jobs a Redis failover lost are found again within the run (production waits 5 minutes by default).
+    PUSH_RECONCILE_INTERVAL_MS: '2000',
+    PUSH_RECONCILE_AFTER_MS: '20000',
+    WEBHOOK_CONCURRENCY: '32',
+    ...providers.workerEnv(),
+  };
+  mkdirSync(join(dir, 'logs'));
+  const onCrash = (exit: Exit) => {
+    faults.push({ kind: 'crash', target: exit.app, at: exit.at, detail: exit.how });
+    log(`${exit.app} ended on its own (${exit.how}); starting it again`);
+    if (!stopping) setTimeout(() => !stopping && apps.find((app) => app.id === exit.app)?.start(), 1000);
+  };
+  for (const name of APPS) {
+    for (let replica = 1; replica <= REPLICAS; replica += 1) {
+      const own = name === 'gateway' ? { PORT: String(ports[replica - 1]) } : {};
+      apps.push(new App(name, { ...env, ...own }, join(dir, 'logs'), onCrash, replica));
+    }
+  }
+  for (const app of apps) app.start();
+  for (const base of bases) {
+    if (!(await until(async () => (await fetch(`${base}/health/ready`)).ok, 30000))) throw new Error(`the gateway at ${base} did not become ready`);
+  }
+
+  let t0 = Date.now();
+  const driver = new CrmDriver(bases, rng, () => t0 + scale.sendMs + scale.settleMs);
+  const devices = await registerDevices(driver, providers, scale, rng);
+  log(`${devices.size} players with ${[...devices.values()].flat().length} devices registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
+  const work = await planWorkload(primaryUrl, devices, scale, rng);
+  const { messages, credits } = work;
+
+  // The run: sending, and the failovers at their times.
+  t0 = Date.now();
+  const at = (ms: number) => sleep(t0 + ms - Date.now());
+  const port = (server: RedisServerAddress) => server.port;
+  const failing = (async () => {
+    if (sentinel) {
+      const redis = sentinel;
+      await at(scale.sentinelFailoverAtMs);
+      await fault('redis-failover', async () => {
+        const before = await redis.currentMaster();
+        return `SENTINEL FAILOVER: master :${port(before)} -> :${port(await redis.failover())}`;
+      });
+      await at(scale.redisKillAtMs);
+      await fault('redis-master-kill', async () => {
+        const before = await redis.currentMaster();
+        return `master :${port(before)} killed -9, Sentinels promoted :${port(await redis.killMaster())}`;
+      });
+    }
+    await at(scale.pgFailoverAtMs);
+    await fault('pg-failover', async () => {
+      await postgres.stopPrimary('fast');
+      await postgres.promote();
+      primaryUrl = named(postgres.standbyUrl);
+      await bouncer.reload(`127.0.0.1:${postgres.standbyPort}`);
+      return `primary :${postgres.primaryPort} stopped, standby :${postgres.standbyPort} promoted, PgBouncer switched to it`;
+    });
+  })();
+  await Promise.all([send(driver, work, scale, rng, t0, log, () => faults.length), failing]);
+  const sendingDone = Date.now();
+  const lastFault = Math.max(...faults.map((f) => f.endAt ?? f.at));
+  log(`${since(t0, sendingDone)} sending over; settling`);
+
+  const { settled, settleMs, last } = await settle(() => primaryUrl, scale, lastFault, log);
+  await sleep(1000);
+  driver.stop();
+
+  stopping = true;
+  const stops = await Promise.all(apps.map(async (app) => [app.id, await app.stop(30000)] as const));
+  const rows = await creditRows(primaryUrl);
+  const run: RunRecord = {
+    t0,
+    messages,
+    credits,
+    devices,
+    receipts: providers.receipts(),
+    webhook: crm.accepted,
+    faults,
+    driver,
+    // Every replica of a provider's worker may have had this many sends in flight at a failover.
+    inFlightBound: WORKER_CONCURRENCY * WORKER_PARALLEL_MESSAGES * REPLICAS,
+    inFlightWindowMs: scale.inFlightWindowMs,
+  };
+  const crashes = apps.flatMap((app) => app.crashes);
+  const checks: Check[] = [
+    checkNothingLost(run),
+    checkDuplicates(run),
+    checkCredits(run, rows),
+    checkStatuses(run),
+    checkAnswers(run),
+    checkRecovery(run, bases.length, scale.recoveryMs),
+    {
+      name: 'no app ended on its own',
+      ok: crashes.length === 0,
+      lines: crashes.length ? crashes.map((c) => `${c.app} ${c.how} at ${since(t0, c.at)}: ${c.tail.split('\n').slice(-3).join(' | ').slice(0, 400)}`) : ['none'],
+    },
+    {
+      name: `nothing pending or sending, every push settled within ${scale.settleMs / 1000} s of the last fault`,
+      ok: settled,
+      lines: [settled ? `settled ${(settleMs / 1000).toFixed(1)} s after the last fault (${since(t0, lastFault)})` : `after ${(settleMs / 1000).toFixed(1)} s: ${last}`],
+    },
+    {
+      name: 'every app stops on SIGTERM afterwards',
+      ok: stops.every(([, how]) => how === 'exit 0'),
+      lines: [stops.map(([id, how]) => `${id} ${how}`).join(', ')],
+    },
+  ];
+  await Promise.all([providers.close(), crm.close()]);
+
+  console.log(`\n=== HA report (${topology}, seed ${options.seed}) ===`);
+  console.log(`messages: ${messages.length} sent by the CRM, ${messages.filter((m) => m.pushId).length} acknowledged, ${driver.resends.messages} re-sent after acknowledgement`);
+  console.log(`credits: ${credits.length} sent, ${credits.filter((c) => c.creditId).length} acknowledged, ${driver.resends.credits} re-sent after 200`);
+  console.log(`apps: ${APPS.map((name) => `${name} × ${REPLICAS}`).join(', ')}`);
+  console.log(`provider servers accepted: ${PROVIDERS.map((p) => `${p} ${run.receipts.filter((r) => r.provider === p).length}`).join(', ')}`);
+  console.log('faults:');
+  for (const f of [...faults].sort((a, b) => a.at - b.at)) {
+    console.log(`  ${since(t0, f.at).padStart(7)} ${f.kind}${f.target ? ` ${f.target}` : ''}${f.endAt ? ` (over ${since(t0, f.endAt)})` : ''}${f.detail ? ` ${f.detail}` : ''}`);
+  }
+  console.log(`timing: setup + sending + settling = ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  return printChecks(checks, 'chaos') ? 1 : 0;
+}
+
+main()
+  .then((code) => exit(code))
+  .catch((error) => {
+    console.error('chaos: the HA run could not complete:', error);
+    console.log('\nchaos: 0 passed, 1 failed');
+    return exit(1);
+  });
