@@ -49,6 +49,39 @@ function holdsReplica(error: Error): boolean {
   return /\bREADONLY\b/.test(error.message) || /^UNBLOCKED\b.*(master|replica|slave)/i.test(error.message);
 }
 
+/**
+ * ioredis ends a Sentinel connection for good (status `end`, never retried) when one of its
+ * attempts to connect is aborted. Its failoverDetector does just that when it hears +switch-master
+ * while the connection is being made again after the master was killed: then every command fails
+ * until the process restarts. A connection that ends without having been closed here connects
+ * again, and so do its duplicates (BullMQ's blocking connections are duplicates).
+ */
+class SentinelRedis extends Redis {
+  private closing = false;
+
+  constructor(options: RedisOptions) {
+    super(options as RedisOptions & { replyMapping?: 'legacy' });
+    this.on('end', () => {
+      if (this.closing) return;
+      setTimeout(() => {
+        if (!this.closing && this.status === 'end') this.connect().catch(() => undefined);
+      }, 200).unref();
+    });
+  }
+
+  override disconnect(reconnect = false): void {
+    if (!reconnect) this.closing = true;
+    super.disconnect(reconnect);
+  }
+
+  override quit(callback?: Parameters<Redis['quit']>[0]): ReturnType<Redis['quit']> {
+    this.closing = true;
+    return super.quit(callback);
+  }
+
+  override duplicate: Redis['duplicate'] = (override) => new SentinelRedis({ ...this.options, ...override }) as never;
+}
+
 function createClient(connection: RedisConnection, options: RedisOptions): RedisClient {
   const access: RedisOptions = {
     ...(connection.username && { username: connection.username }),
@@ -59,11 +92,12 @@ function createClient(connection: RedisConnection, options: RedisOptions): Redis
     case 'standalone':
       return new Redis({ ...connection.address, db: connection.db, ...access, ...options });
     case 'sentinel':
-      return new Redis({
+      return new SentinelRedis({
         sentinels: connection.sentinels,
         name: connection.name,
         ...(connection.sentinelPassword && { sentinelPassword: connection.sentinelPassword }),
-        // Subscribed to the Sentinels' +switch-master: a failover is followed at once, not at the next error.
+        // Subscribed to the Sentinels' +switch-master: a failover is followed at once, not when
+        // the old master, not yet demoted, has taken writes that its resync will throw away.
         failoverDetector: true,
         sentinelRetryStrategy: (attempt) => Math.min(attempt * 200, 2000),
         db: connection.db,

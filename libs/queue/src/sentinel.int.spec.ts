@@ -120,4 +120,25 @@ describe('Redis through Sentinel', () => {
       direct.disconnect();
     }
   });
+
+  it('connects again when an attempt to reconnect is aborted, where ioredis would end the connection for good', async () => {
+    // What the Sentinels' +switch-master does to a connection that is being made again after its
+    // master was killed (the failoverDetector aborts the attempt); here the abort is asked directly.
+    const client = createProducerRedis(connection);
+    try {
+      await until(() => client.status === 'ready', 'the connection');
+      const aborted = new Promise<void>((resolve) =>
+        client.once('connecting', () => {
+          client.disconnect(true);
+          resolve();
+        }),
+      );
+      client.disconnect(true);
+      await aborted;
+      await until(() => client.status === 'ready', 'the connection to be made again', 10000);
+      expect(await client.ping()).toBe('PONG');
+    } finally {
+      client.disconnect();
+    }
+  });
 });
