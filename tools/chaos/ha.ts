@@ -34,12 +34,9 @@ import { Providers } from './providers';
 import { parseHaOptions } from './scale';
 import { freshDatabase } from './stores';
 import { since, sleep } from './util';
-import { creditRows, planWorkload, printChecks, registerDevices, send, settle } from './workload';
+import { APPS, WORKER_CONCURRENCY, WORKER_PARALLEL_MESSAGES, appEnv, creditRows, planWorkload, printChecks, registerDevices, send, settle, until } from './workload';
 
-const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
 const REPLICAS = 2;
-const WORKER_CONCURRENCY = 10;
-const WORKER_PARALLEL_MESSAGES = 16;
 
 const options = parseHaOptions(process.argv.slice(2));
 const { scale } = options;
@@ -73,14 +70,6 @@ hardTimeout.unref();
 
 const log = (text: string) => console.log(`chaos: ${text}`);
 
-async function until(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await probe().catch(() => false)) return true;
-    await sleep(200);
-  }
-  return false;
-}
 
 /** Records a fault while `work` carries it out; it is over when `work` resolves. */
 async function fault(kind: Fault['kind'], work: () => Promise<string | void>): Promise<void> {
@@ -130,32 +119,10 @@ async function main(): Promise<number> {
   const ports = [await freePort(), await freePort()];
   const bases = ports.map((port) => `http://127.0.0.1:${port}`);
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: 'development',
-    LOG_LEVEL: 'warn',
+    ...appEnv(providers, crm, 'ha'),
     DATABASE_URL: bouncer.url,
     MIGRATE_DATABASE_URL: primaryUrl,
-    DATABASE_POOL_SIZE: '5',
     ...redisEnv,
-    QUEUE_PREFIX: 'ha',
-    METRICS_PORT: '0',
-    HOST: '127.0.0.1',
-    CRM_STATUS_WEBHOOK_URL: crm.url('/push-status'),
-    CRM_EVENTS_BASE_URL: crm.origin,
-    WEBHOOK_POLL_MS: '100',
-    WEBHOOK_BACKOFF_MS: '500',
-    WEBHOOK_MAX_BACKOFF_MS: '5000',
-    BONUS_POLL_MS: '100',
-    BONUS_BACKOFF_MS: '1000',
-    PUSH_WORKER_CONCURRENCY: String(WORKER_CONCURRENCY),
-    PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
-    PUSH_CLAIM_LEASE_MS: '15000',
-    PUSH_SEND_BACKOFF_MS: '500',
-    // Jobs a Redis failover lost are found again within the run (production waits 5 minutes by default).
-    PUSH_RECONCILE_INTERVAL_MS: '2000',
-    PUSH_RECONCILE_AFTER_MS: '20000',
-    WEBHOOK_CONCURRENCY: '32',
-    ...providers.workerEnv(),
   };
   mkdirSync(join(dir, 'logs'));
   const onCrash = (exit: Exit) => {

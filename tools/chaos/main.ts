@@ -17,13 +17,9 @@ import { PROVIDERS } from '@operator/contract';
 import { Providers } from './providers';
 import { parseOptions } from './scale';
 import { ChaosRedis, freshDatabase } from './stores';
-import { creditRows, planWorkload, printChecks, registerDevices, send, settle } from './workload';
+import { APPS, WORKER_CONCURRENCY, WORKER_PARALLEL_MESSAGES, appEnv, creditRows, planWorkload, printChecks, registerDevices, send, settle, until } from './workload';
 import { since, sleep } from './util';
 
-// As tools/apps.mjs lists them.
-const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
-const WORKER_CONCURRENCY = 10;
-const WORKER_PARALLEL_MESSAGES = 16;
 
 const options = parseOptions(process.argv.slice(2), process.env);
 const { scale } = options;
@@ -57,14 +53,6 @@ hardTimeout.unref();
 
 const log = (text: string) => console.log(`chaos: ${text}`);
 
-async function until(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await probe().catch(() => false)) return true;
-    await sleep(200);
-  }
-  return false;
-}
 
 async function main(): Promise<number> {
   const started = Date.now();
@@ -79,33 +67,10 @@ async function main(): Promise<number> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: 'development',
-    LOG_LEVEL: 'warn',
+    ...appEnv(providers, crm, 'chaos'),
     DATABASE_URL: pgProxy.urlFor(databaseUrl),
-    DATABASE_POOL_SIZE: '5',
     REDIS_URL: redis.url,
-    QUEUE_PREFIX: 'chaos',
-    // Apps started again, and several workers of one kind, each take a free metrics port.
-    METRICS_PORT: '0',
-    HOST: '127.0.0.1',
     PORT: String(port),
-    CRM_STATUS_WEBHOOK_URL: crm.url('/push-status'),
-    CRM_EVENTS_BASE_URL: crm.origin,
-    WEBHOOK_POLL_MS: '100',
-    WEBHOOK_BACKOFF_MS: '500',
-    WEBHOOK_MAX_BACKOFF_MS: '5000',
-    BONUS_POLL_MS: '100',
-    BONUS_BACKOFF_MS: '1000',
-    PUSH_WORKER_CONCURRENCY: String(WORKER_CONCURRENCY),
-    PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
-    PUSH_CLAIM_LEASE_MS: '15000',
-    PUSH_SEND_BACKOFF_MS: '500',
-    // Jobs Redis lost are found again within the run (production waits 5 minutes by default).
-    PUSH_RECONCILE_INTERVAL_MS: '2000',
-    PUSH_RECONCILE_AFTER_MS: '20000',
-    WEBHOOK_CONCURRENCY: '32',
-    ...providers.workerEnv(),
   };
   mkdirSync(join(dir, 'logs'));
   const onCrash = (exit: Exit) => {

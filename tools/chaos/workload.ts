@@ -1,7 +1,7 @@
 // What the CRM does in a run, shared by the fault suite and its HA run: the players and devices the
 // operator registers, the pushes and credits the CRM sends (on a timeline, with resends), the wait
 // for everything to settle, and the rows the verdicts read.
-import type { SeededRandom as Random } from '@operator/testing';
+import type { FakeCrm, SeededRandom as Random } from '@operator/testing';
 import { BRAND_ID, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage, type CrmDriver } from './crm';
 import type { ChaosDevice, Providers } from './providers';
 import type { Load } from './scale';
@@ -9,6 +9,54 @@ import type { Check, CreditRows } from './checks';
 import { query } from './stores';
 import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
+
+/** The apps, as tools/apps.mjs lists them. */
+export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
+export const WORKER_CONCURRENCY = 10;
+export const WORKER_PARALLEL_MESSAGES = 16;
+
+/**
+ * What every app of a run is started with, besides its stores: short polls, backoffs, leases and
+ * reconciliation, so that a run settles in minutes, and the local provider servers and CRM.
+ */
+export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    NODE_ENV: 'development',
+    LOG_LEVEL: 'warn',
+    DATABASE_POOL_SIZE: '5',
+    QUEUE_PREFIX: queuePrefix,
+    // Apps started again, and several workers of one kind, each take a free metrics port.
+    METRICS_PORT: '0',
+    HOST: '127.0.0.1',
+    CRM_STATUS_WEBHOOK_URL: crm.url('/push-status'),
+    CRM_EVENTS_BASE_URL: crm.origin,
+    WEBHOOK_POLL_MS: '100',
+    WEBHOOK_BACKOFF_MS: '500',
+    WEBHOOK_MAX_BACKOFF_MS: '5000',
+    BONUS_POLL_MS: '100',
+    BONUS_BACKOFF_MS: '1000',
+    PUSH_WORKER_CONCURRENCY: String(WORKER_CONCURRENCY),
+    PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
+    PUSH_CLAIM_LEASE_MS: '15000',
+    PUSH_SEND_BACKOFF_MS: '500',
+    // Jobs Redis lost are found again within the run (production waits 5 minutes by default).
+    PUSH_RECONCILE_INTERVAL_MS: '2000',
+    PUSH_RECONCILE_AFTER_MS: '20000',
+    WEBHOOK_CONCURRENCY: '32',
+    ...providers.workerEnv(),
+  };
+}
+
+/** Polls `probe` every 200 ms until it answers true; false after `ms` (a failed probe counts as false). */
+export async function until(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return true;
+    await sleep(200);
+  }
+  return false;
+}
 
 const DEVICE_LAYOUTS: ProviderName[][] = [['fcm'], ['fcm'], ['fcm'], ['fcm'], ['apns'], ['apns'], ['webpush'], ['fcm', 'webpush'], ['fcm', 'webpush'], ['apns', 'webpush']];
 
