@@ -87,7 +87,8 @@ export interface SentinelTopology {
   /**
    * Makes the replica master and the master its replica by hand (REPLICAOF), and has the Sentinels
    * monitor the new master, without a failover: no client is disconnected, so one left on the old
-   * master finds a replica there (READONLY). Resolves with the new master.
+   * master finds a replica there (READONLY). Waits first for the Sentinels to be done with any
+   * earlier failover (up to one INFO round, 10 s). Resolves with the new master.
    */
   swapRolesWithoutFailover(): Promise<RedisServerAddress>;
   /** Kills every process (SIGKILL). */
@@ -186,6 +187,38 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
       30000,
     );
 
+  /**
+   * Every Sentinel names the same master, which answers as master, with no failover under way, and
+   * sees every replica it does not take for down reporting as a replica of that master. Until then a
+   * Sentinel may still send the old master of a failover its own REPLICAOF (each converts it on
+   * its own INFO round, up to 10 s apart), which would undo a swap by hand. Resolves with the master
+   * and a replica of it.
+   */
+  const settled = () =>
+    until(
+      async () => {
+        const named = await Promise.all(sentinelPorts.map(masterOf));
+        const port = named[0]?.port;
+        if (!port || named.some((master) => master?.port !== port) || (await role(port)) !== 'master') return undefined;
+        const views = await Promise.all(
+          sentinelPorts.map(async (sentinel) => ({
+            flags: fieldValues(await redisCli(sentinel, 'SENTINEL', 'MASTER', masterName), 'flags')[0],
+            replicas: await redisCli(sentinel, 'SENTINEL', 'REPLICAS', masterName),
+          })),
+        );
+        if (views.some((view) => view.flags !== 'master')) return undefined;
+        const healthy = views.map(({ replicas }) => {
+          const [flags, roles, masterPorts, ports] = ['flags', 'role-reported', 'master-port', 'port'].map((field) => fieldValues(replicas, field));
+          const up = ports.flatMap((replica, i) => (flags[i].includes('s_down') ? [] : [{ port: Number(replica), role: roles[i], master: Number(masterPorts[i]) }]));
+          return up.every((replica) => replica.role === 'slave' && replica.master === port) ? up.map((replica) => replica.port) : [];
+        });
+        const replica = healthy[0].find((candidate) => healthy.every((ports) => ports.includes(candidate)));
+        return replica ? { master: address(port), replica } : undefined;
+      },
+      'the Sentinels to agree on the master and its replicas',
+      30000,
+    );
+
   return {
     masterName,
     sentinels: sentinelPorts.map(address),
@@ -203,8 +236,7 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
       return followed(old);
     },
     async swapRolesWithoutFailover() {
-      const old = await currentMaster();
-      const next = servers.find((port) => port !== old.port)!;
+      const { master: old, replica: next } = await settled();
       await redisCli(next, 'REPLICAOF', 'NO', 'ONE');
       await redisCli(old.port, 'REPLICAOF', HOST, String(next));
       // Every Sentinel forgets the master before any monitors the new one: one still monitoring the
