@@ -87,7 +87,8 @@ export interface SentinelTopology {
   /**
    * Makes the replica master and the master its replica by hand (REPLICAOF), and has the Sentinels
    * monitor the new master, without a failover: no client is disconnected, so one left on the old
-   * master finds a replica there (READONLY). Resolves with the new master.
+   * master finds a replica there (READONLY). Waits first for the Sentinels to be done with any
+   * earlier failover (up to one INFO round, 10 s). Resolves with the new master.
    */
   swapRolesWithoutFailover(): Promise<RedisServerAddress>;
   /** Kills every process (SIGKILL). */
@@ -186,6 +187,38 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
       30000,
     );
 
+  /**
+   * Every Sentinel names the same master, which answers as master, with no failover under way, and
+   * sees every replica it does not take for down reporting as a replica of that master. Until then a
+   * Sentinel may still send the old master of a failover its own REPLICAOF (each converts it on
+   * its own INFO round, up to 10 s apart), which would undo a swap by hand. Resolves with the master
+   * and a replica of it.
+   */
+  const settled = () =>
+    until(
+      async () => {
+        const named = await Promise.all(sentinelPorts.map(masterOf));
+        const port = named[0]?.port;
+        if (!port || named.some((master) => master?.port !== port) || (await role(port)) !== 'master') return undefined;
+        const views = await Promise.all(
+          sentinelPorts.map(async (sentinel) => ({
+            flags: fieldValues(await redisCli(sentinel, 'SENTINEL', 'MASTER', masterName), 'flags')[0],
+            replicas: await redisCli(sentinel, 'SENTINEL', 'REPLICAS', masterName),
+          })),
+        );
+        if (views.some((view) => view.flags !== 'master')) return undefined;
+        const healthy = views.map(({ replicas }) => {
+          const [flags, roles, masterPorts, ports] = ['flags', 'role-reported', 'master-port', 'port'].map((field) => fieldValues(replicas, field));
+          const up = ports.flatMap((replica, i) => (flags[i].includes('s_down') ? [] : [{ port: Number(replica), role: roles[i], master: Number(masterPorts[i]) }]));
+          return up.every((replica) => replica.role === 'slave' && replica.master === port) ? up.map((replica) => replica.port) : [];
+        });
+        const replica = healthy[0].find((candidate) => healthy.every((ports) => ports.includes(candidate)));
+        return replica ? { master: address(port), replica } : undefined;
+      },
+      'the Sentinels to agree on the master and its replicas',
+      30000,
+    );
+
   return {
     masterName,
     sentinels: sentinelPorts.map(address),
@@ -203,8 +236,7 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
       return followed(old);
     },
     async swapRolesWithoutFailover() {
-      const old = await currentMaster();
-      const next = servers.find((port) => port !== old.port)!;
+      const { master: old, replica: next } = await settled();
       await redisCli(next, 'REPLICAOF', 'NO', 'ONE');
       await redisCli(old.port, 'REPLICAOF', HOST, String(next));
       // Every Sentinel forgets the master before any monitors the new one: one still monitoring the
@@ -221,50 +253,147 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
 }
 
 export interface RedisClusterTopology {
-  /** Every node, masters only. */
+  /** Every node: the masters at the start, then their replicas. */
   readonly nodes: RedisServerAddress[];
-  /** REDIS_CLUSTER_NODES: the nodes as host:port, comma-separated. */
+  /** REDIS_CLUSTER_NODES: every node as host:port, comma-separated. */
   readonly nodeList: string;
   /** The slot a key hashes to (CLUSTER KEYSLOT). */
   keySlot(key: string): Promise<number>;
+  /**
+   * kill -9 of the master serving the slot of `key` (of the first master without one); resolves once
+   * every live node sees the cluster `ok` with that slot served by the replica promoted in its place.
+   * Rejects, killing nothing, when that master has no replica (`replicas: 0`).
+   */
+  killMaster(key?: string): Promise<{ killed: RedisServerAddress; promoted: RedisServerAddress }>;
   /** Kills every node (SIGKILL). */
   stop(): Promise<void>;
 }
 
-/** A Redis Cluster of `masters` nodes (3 by default), no replicas, on free ports under `dir`, every slot served. */
-export async function startCluster(options: { dir: string; masters?: number }): Promise<RedisClusterTopology> {
-  const { dir, masters = 3 } = options;
+export interface RedisClusterOptions {
+  /** Where each node keeps its files and log (a temporary directory of the test). */
+  dir: string;
+  /** Masters, each serving a share of the slots (3 by default). */
+  masters?: number;
+  /** Replicas of each master (0 by default); one takes its master's slots over when the master fails. */
+  replicas?: number;
+}
+
+/**
+ * How long a node may not answer before the others take it for failed and its replica takes over:
+ * short for tests (production keeps 15 s). A failover then takes about twice this.
+ */
+const CLUSTER_NODE_TIMEOUT_MS = 2000;
+
+/** A line of CLUSTER NODES: a node, its flags and the slots it serves. */
+interface ClusterNodeLine {
+  id: string;
+  port: number;
+  flags: string[];
+  /** The id of its master, for a replica. */
+  masterId: string;
+  slots: Array<[number, number]>;
+}
+
+function clusterNodes(output: string): ClusterNodeLine[] {
+  return output
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [id, endpoint, flags, masterId, , , , , ...slots] = line.split(' ');
+      return {
+        id,
+        masterId,
+        port: Number(endpoint.split('@')[0].split(':').pop()),
+        flags: flags.split(','),
+        // Slots being moved ([slot->-id]) are left out: nothing moves slots here.
+        slots: slots.filter((range) => !range.startsWith('[')).map((range) => {
+          const [first, last = first] = range.split('-').map(Number);
+          return [first, last] as [number, number];
+        }),
+      };
+    });
+}
+
+/** The master serving `slot` as one node sees it, unless it is taken for failed. */
+const servingMaster = (lines: ClusterNodeLine[], slot: number) =>
+  lines.find((node) => node.flags.includes('master') && !node.flags.some((flag) => flag.startsWith('fail')) && node.slots.some(([first, last]) => slot >= first && slot <= last));
+
+/** A Redis Cluster of `masters` nodes (3 by default), each with `replicas` (0), on free ports under `dir`, every slot served. */
+export async function startCluster(options: RedisClusterOptions): Promise<RedisClusterTopology> {
+  const { dir, masters = 3, replicas = 0 } = options;
   const processes = new Processes();
   const ports: number[] = [];
   try {
-    for (let i = 0; i < masters; i++) ports.push(await freePort());
+    for (let i = 0; i < masters * (1 + replicas); i++) ports.push(await freePort());
     await Promise.all(
       ports.map((port) => {
         const home = join(dir, `node-${port}`);
-        return startServer(processes, port, home, ['--cluster-enabled', 'yes', '--cluster-config-file', join(home, 'nodes.conf'), '--cluster-node-timeout', '2000']);
+        return startServer(processes, port, home, ['--cluster-enabled', 'yes', '--cluster-config-file', join(home, 'nodes.conf'), '--cluster-node-timeout', String(CLUSTER_NODE_TIMEOUT_MS)]);
       }),
     );
+    // With every node on one host, redis-cli makes the first `masters` addresses masters and gives
+    // the rest to them as replicas.
     await new Promise<void>((resolve, reject) => {
       execFile(
         'redis-cli',
-        ['--cluster', 'create', ...ports.map((port) => `${HOST}:${port}`), '--cluster-replicas', '0', '--cluster-yes'],
+        ['--cluster', 'create', ...ports.map((port) => `${HOST}:${port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
         { timeout: 30000 },
         (error, _stdout, stderr) => (error ? reject(new Error(`redis-cli --cluster create failed: ${stderr || error.message}`)) : resolve()),
       );
     });
+    // Ready once every node sees the cluster ok and every master with its replicas (they learn
+    // who replicates whom by gossip, after redis-cli is done), and every replica holds its
+    // master's data: a replica that has not synced yet would not take over.
     await until(
-      async () => (await Promise.all(ports.map((port) => redisCli(port, 'CLUSTER', 'INFO')))).every((info) => info.includes('cluster_state:ok')),
-      'every node to see the cluster ok',
+      async () => {
+        const infos = await Promise.all(ports.map((port) => redisCli(port, 'CLUSTER', 'INFO')));
+        if (!infos.every((info) => info.includes('cluster_state:ok'))) return false;
+        const views = await Promise.all(ports.map(async (port) => clusterNodes(await redisCli(port, 'CLUSTER', 'NODES'))));
+        const complete = (view: ClusterNodeLine[]) =>
+          view.filter((node) => node.flags.includes('master') && view.filter((replica) => replica.masterId === node.id).length === replicas).length === masters;
+        if (!views.every(complete)) return false;
+        const replications = await Promise.all(ports.slice(masters).map((port) => redisCli(port, 'INFO', 'replication')));
+        return replications.every((info) => info.includes('master_link_status:up'));
+      },
+      'every node to see the cluster ok with every master and replica, and every replica to sync',
       30000,
     );
   } catch (error) {
     await processes.stopAll();
     throw error;
   }
+  const killed = new Set<number>();
+  const live = () => ports.filter((port) => !killed.has(port));
+  const keySlot = async (key: string) => Number(await redisCli(live()[0], 'CLUSTER', 'KEYSLOT', key));
   return {
     nodes: ports.map(address),
     nodeList: ports.map((port) => `${HOST}:${port}`).join(','),
-    keySlot: async (key) => Number(await redisCli(ports[0], 'CLUSTER', 'KEYSLOT', key)),
+    keySlot,
+    async killMaster(key) {
+      const view = clusterNodes(await redisCli(live()[0], 'CLUSTER', 'NODES'));
+      const first = live().flatMap((port) => view.filter((node) => node.port === port && node.flags.includes('master') && node.slots.length > 0))[0];
+      const slot = key === undefined ? first.slots[0][0] : await keySlot(key);
+      const master = servingMaster(view, slot);
+      if (!master) throw new Error(`no master serves slot ${slot}`);
+      if (!view.some((node) => node.masterId === master.id && !node.flags.some((flag) => flag.startsWith('fail')))) {
+        throw new Error(`the master of slot ${slot} (${HOST}:${master.port}) has no replica to take over`);
+      }
+      killed.add(master.port);
+      await processes.kill(master.port);
+      const promoted = await until(
+        async () => {
+          const views = await Promise.all(live().map(async (port) => ({ info: await redisCli(port, 'CLUSTER', 'INFO').catch(() => ''), nodes: await redisCli(port, 'CLUSTER', 'NODES').catch(() => '') })));
+          if (!views.every((each) => each.info.includes('cluster_state:ok'))) return undefined;
+          const serving = views.map((each) => servingMaster(clusterNodes(each.nodes), slot)?.port);
+          const port = serving[0];
+          if (!port || port === master.port || serving.some((other) => other !== port)) return undefined;
+          return (await redisCli(port, 'ROLE')).startsWith('master') ? port : undefined;
+        },
+        `a replica to take slot ${slot} over from ${HOST}:${master.port}`,
+        30000,
+      );
+      return { killed: address(master.port), promoted: address(promoted) };
+    },
     stop: () => processes.stopAll(),
   };
 }
