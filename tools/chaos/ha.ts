@@ -1,10 +1,10 @@
 // `npm run chaos -- --ha`: the service on highly available stores, as operators run it. Redis is a
-// master, a replica and three Sentinels (or, with --cluster, a Redis Cluster of three masters);
-// PostgreSQL is a primary with a synchronous streaming standby, behind PgBouncer in transaction
-// mode with its defaults. Every app runs twice. While the CRM sends pushes and credits, alternating
-// between the two gateways, the suite fails the stores over: a Sentinel failover, a kill -9 of the
-// Redis master, then PostgreSQL (the primary stopped, the standby promoted, PgBouncer switched to
-// it). Then the verdicts: nothing lost, duplicates only from sends in flight at a failover, credits
+// master, a replica and three Sentinels (or, with --cluster, a Redis Cluster of three masters with a
+// replica each); PostgreSQL is a primary with a synchronous streaming standby, behind PgBouncer in
+// transaction mode with its defaults. Every app runs twice. While the CRM sends pushes and credits,
+// alternating between the two gateways, the suite fails the stores over: a Sentinel failover and a
+// kill -9 of the Redis master (with --cluster: kill -9 of the masters of two queues' slots), then
+// PostgreSQL (the primary stopped, the standby promoted, PgBouncer switched to it). Then the verdicts: nothing lost, duplicates only from sends in flight at a failover, credits
 // exactly once, no 5xx but 503, each gateway answering 2xx again soon after each failover,
 // everything settled soon after the last fault, no app ending on its own, every app stopping on
 // SIGTERM.
@@ -84,7 +84,7 @@ async function fault(kind: Fault['kind'], work: () => Promise<string | void>): P
 
 async function main(): Promise<number> {
   const started = Date.now();
-  const topology = options.cluster ? 'Redis Cluster (3 masters)' : 'Redis master, replica and 3 Sentinels';
+  const topology = options.cluster ? 'Redis Cluster (3 masters, a replica each)' : 'Redis master, replica and 3 Sentinels';
   log(`HA run (${topology}; PostgreSQL primary and synchronous standby behind PgBouncer), seed ${options.seed}: ${scale.messages} messages, ${scale.credits} credits, ${scale.sendMs / 1000} s of sending; files in ${dir}`);
 
   // The stores.
@@ -100,11 +100,12 @@ async function main(): Promise<number> {
   const bouncer: PgBouncer = await startPgBouncer(primaryUrl);
   stores.push(bouncer);
   let sentinel: SentinelTopology | undefined;
+  let cluster: RedisClusterTopology | undefined;
   // The apps are given a REDIS_URL that nothing answers: with Sentinel or Cluster it must not be used.
   const redisEnv: Record<string, string> = { REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
   mkdirSync(join(dir, 'redis'));
   if (options.cluster) {
-    const cluster: RedisClusterTopology = await startCluster({ dir: join(dir, 'redis'), masters: 3 });
+    cluster = await startCluster({ dir: join(dir, 'redis'), masters: 3, replicas: 1 });
     stores.push(cluster);
     redisEnv.REDIS_CLUSTER_NODES = cluster.nodeList;
   } else {
@@ -155,7 +156,7 @@ async function main(): Promise<number> {
   const failing = (async () => {
     if (sentinel) {
       const redis = sentinel;
-      await at(scale.sentinelFailoverAtMs);
+      await at(scale.redisFailoverAtMs);
       await fault('redis-failover', async () => {
         const before = await redis.currentMaster();
         return `SENTINEL FAILOVER: master :${port(before)} -> :${port(await redis.failover())}`;
@@ -165,6 +166,20 @@ async function main(): Promise<number> {
         const before = await redis.currentMaster();
         return `master :${port(before)} killed -9, Sentinels promoted :${port(await redis.killMaster())}`;
       });
+    }
+    if (cluster) {
+      // The masters of two queues' slots, one after the other: each slot's replica takes over.
+      for (const [atMs, queue] of [
+        [scale.redisFailoverAtMs, 'push-fcm'],
+        [scale.redisKillAtMs, 'push-apns'],
+      ] as const) {
+        const redis = cluster;
+        await at(atMs);
+        await fault('redis-master-kill', async () => {
+          const { killed, promoted } = await redis.killMaster(`{ha:${queue}}`);
+          return `master :${port(killed)} of ${queue}'s slot killed -9, its replica :${port(promoted)} took over`;
+        });
+      }
     }
     await at(scale.pgFailoverAtMs);
     await fault('pg-failover', async () => {

@@ -33,7 +33,9 @@ export type Load = Pick<Scale, 'messages' | 'credits' | 'players' | 'sendMs' | '
 
 /** The HA run: the load, and when each store fails over (from the start of the sending). */
 export interface HaScale extends Load {
-  sentinelFailoverAtMs: number;
+  /** SENTINEL FAILOVER; with a Cluster, kill -9 of the master of push-fcm's slot. */
+  redisFailoverAtMs: number;
+  /** kill -9 of the Redis master; with a Cluster, of the master of push-apns's slot. */
   redisKillAtMs: number;
   pgFailoverAtMs: number;
   /** Each gateway answers 2xx again within this long of each failover. */
@@ -47,7 +49,7 @@ export const HA_SCALE: HaScale = {
   credits: 300,
   players: 1000,
   sendMs: 60000,
-  sentinelFailoverAtMs: 15000,
+  redisFailoverAtMs: 15000,
   redisKillAtMs: 35000,
   pgFailoverAtMs: 45000,
   recoveryMs: 30000,
