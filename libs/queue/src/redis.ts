@@ -112,6 +112,11 @@ function createClient(connection: RedisConnection, options: RedisOptions): Redis
         ...(retryStrategy && { clusterRetryStrategy: (attempt) => retryStrategy(attempt) ?? null }),
         // A busy node gets 2 s (ioredis: 1 s) to give the slot map before the next one is asked.
         slotsRefreshTimeout: 2000,
+        // ioredis's ready check (CLUSTER INFO) leaves connect() unsettled for good when it finds the
+        // cluster down, as it is while a killed master's replica takes over; BullMQ awaits that
+        // connect when it makes a worker's blocking connection again, and the worker then waits for
+        // good. Without it, commands sent while the cluster is down are retried (CLUSTERDOWN).
+        enableReadyCheck: false,
         redisOptions: { ...access, ...nodeOptions },
         // Managed clusters announce names their certificates are made out to: TLS checks the name, not an address.
         ...(connection.tls && { dnsLookup: (address, callback) => callback(null, address) }),
