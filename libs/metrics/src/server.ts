@@ -57,11 +57,6 @@ export async function probeStore(check: () => Promise<unknown>): Promise<{ state
   }
 }
 
-/** Whether `check` answers within CHECK_TIMEOUT_MS. */
-export async function probe(check: () => Promise<unknown>): Promise<StoreState> {
-  return (await probeStore(check)).state;
-}
-
 /**
  * Readiness as every app reports it: each store's state (`postgres: "up"`), the server of those
  * that name one (`redis_server: {...}`), and ready only when every store is up.

@@ -2,8 +2,8 @@ import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { startMetricsServer, StoreServer, watchStores } from '@operator/metrics';
-import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisServer } from '@operator/queue';
+import { startMetricsServer, watchStores } from '@operator/metrics';
+import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisReadiness } from '@operator/queue';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
@@ -53,10 +53,7 @@ export async function startPushWorker<P extends ProviderName>(
     // Asked through the connection that fails fast: the worker's own waits for Redis to come back.
     checks: {
       postgres: () => pingDb(db),
-      redis: async () => {
-        const server = await redisServer(producer);
-        return new StoreServer(server.role === 'master', server);
-      },
+      redis: () => redisReadiness(producer),
     },
     stores: watchStores({ queueJobs: () => queueJobCounts([queues[provider]]) }, { log }),
   });

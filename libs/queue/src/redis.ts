@@ -1,4 +1,5 @@
 import { formatAddress, type LogSink, type RedisConnection, type RedisMode } from '@operator/config';
+import { StoreServer } from '@operator/metrics';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 export { Cluster, Redis };
@@ -160,6 +161,12 @@ export async function redisServer(redis: RedisClient): Promise<RedisServer> {
   const socket = redis.stream;
   const address = socket?.remoteAddress ? formatAddress({ host: socket.remoteAddress, port: socket.remotePort ?? 0 }) : 'unknown';
   return { mode: modeOf(redis), role: role === 'master' ? 'master' : 'replica', address };
+}
+
+/** Readiness's check of Redis: the server the connection reached, usable for the app only as a master. */
+export async function redisReadiness(redis: RedisClient): Promise<StoreServer> {
+  const server = await redisServer(redis);
+  return new StoreServer(server.role === 'master', server);
 }
 
 // What a connection reports while Redis is away, failing over, or answering from a replica: the

@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from '@sinclair/typebox';
 import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
 import { pingDb, type Db } from '@operator/db';
-import { readiness, StoreServer } from '@operator/metrics';
-import { redisServer, type RedisClient } from '@operator/queue';
+import { readiness } from '@operator/metrics';
+import { redisReadiness, type RedisClient } from '@operator/queue';
 
 const TAGS = ['Health'];
 
@@ -20,10 +20,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; redis: RedisClien
     async (_request, reply) => {
       const { ready, report } = await readiness({
         postgres: () => pingDb(db),
-        redis: async () => {
-          const server = await redisServer(redis);
-          return new StoreServer(server.role === 'master', server);
-        },
+        redis: () => redisReadiness(redis),
       });
       if (ready) return { status: 'ready' as const, ...(report as Omit<Static<typeof ReadySchema>, 'status'>) };
       return reply.code(503).send({ error: 'not ready', ...report });
