@@ -11,3 +11,4 @@ export * from './backoff';
 export * from './retry';
 export * from './shutdown';
 export * from './apps';
+export * from './origins';

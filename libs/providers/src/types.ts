@@ -47,7 +47,16 @@ export interface SendError {
   message: string;
   /** From a Retry-After header, when the provider gave one. */
   retryAfterMs?: number;
+  /**
+   * What a transient error is about, and so what waits: `device` (the default) only this target;
+   * `origin` every target on the same push service origin (Web Push: that service is down or
+   * over its limit); `credential` every send with this client's credential (FCM's project quota,
+   * APNs' token-update limit). Never the whole queue.
+   */
+  scope?: ErrorScope;
 }
+
+export type ErrorScope = 'device' | 'origin' | 'credential';
 
 export type SendResult = { ok: true; providerMessageId: string | null } | { ok: false; error: SendError };
 
@@ -70,6 +79,6 @@ export const CLASS_OF: Record<ErrorCode, ErrorClass> = {
   'payload-too-large': 'payload',
 };
 
-export function sendError(code: ErrorCode, message: string, retryAfterMs?: number): SendError {
-  return { class: CLASS_OF[code], code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+export function sendError(code: ErrorCode, message: string, retryAfterMs?: number, scope?: ErrorScope): SendError {
+  return { class: CLASS_OF[code], code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }), ...(scope === undefined ? {} : { scope }) };
 }

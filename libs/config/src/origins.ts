@@ -1,0 +1,93 @@
+import net from 'node:net';
+
+// WEBPUSH_ALLOWED_ORIGINS: the push services a Web Push subscription may point at. Read by the
+// gateway (a subscription outside the list is refused at registration) and by the Web Push worker
+// (one stored before the list changed fails without a connection).
+
+/** The public browser push services: Chrome/Edge/Opera (FCM), Firefox, Safari, Windows. */
+export const DEFAULT_WEBPUSH_ALLOWED_ORIGINS = 'https://fcm.googleapis.com,https://updates.push.services.mozilla.com,https://web.push.apple.com,https://*.notify.windows.com';
+
+/** One entry of the list. */
+export interface AllowedOrigin {
+  /** As written, for messages: `https://*.notify.windows.com`. */
+  text: string;
+  /** Lower-case host without brackets; for a wildcard, the part after `*.`. */
+  host: string;
+  /** `*.host`: any subdomain of host (not host itself). */
+  wildcard: boolean;
+  port: number;
+  /**
+   * The operator named this origin by a loopback or private address (an IP literal, `localhost`):
+   * the worker may connect to such addresses for it. Every other origin must resolve to public
+   * addresses when the worker connects.
+   */
+  privateAllowed: boolean;
+}
+
+const HOST_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+function isPrivateName(host: string): boolean {
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  // An IP literal names its own address: listing it is listing that address, whatever range it is in.
+  return net.isIP(host) !== 0;
+}
+
+/** Parses one entry, or says why it is not an origin this list can hold. */
+function parseEntry(entry: string): AllowedOrigin | string {
+  const wildcard = /^https:\/\/\*\./i.test(entry);
+  let url: URL;
+  try {
+    url = new URL(wildcard ? entry.replace(/^https:\/\/\*\./i, 'https://wildcard.') : entry);
+  } catch {
+    return `"${entry}" is not an origin (https://host[:port])`;
+  }
+  if (url.protocol !== 'https:') return `"${entry}" is not https`;
+  if (url.username || url.password) return `"${entry}" has user info`;
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || /^https:\/\/[^/]+\/./i.test(entry)) return `"${entry}" has a path; give the origin only`;
+  let host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (wildcard) {
+    host = host.replace(/^wildcard\./, '');
+    if (net.isIP(host) || !host.includes('.') || !host.split('.').every((label) => HOST_LABEL.test(label))) return `"${entry}": a wildcard needs a domain of at least two labels after "*."`;
+  }
+  return { text: entry, host, wildcard, port: Number(url.port || 443), privateAllowed: !wildcard && isPrivateName(host) };
+}
+
+/** The list from the variable's text (comma-separated), or every problem with it. */
+export function parseAllowedOrigins(text: string): { ok: true; origins: AllowedOrigin[] } | { ok: false; problems: string[] } {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim().replace(/\/$/, ''))
+    .filter(Boolean);
+  const origins: AllowedOrigin[] = [];
+  const problems: string[] = [];
+  for (const entry of entries) {
+    const parsed = parseEntry(entry);
+    if (typeof parsed === 'string') problems.push(parsed);
+    else origins.push(parsed);
+  }
+  if (!problems.length && !origins.length) problems.push('lists no origin');
+  return problems.length ? { ok: false, problems } : { ok: true, origins };
+}
+
+/**
+ * The entry an endpoint falls under, or why it falls under none. Refused: anything not https,
+ * user info (`user:pw@`), a port other than the entry's (443 when the entry names none), and a
+ * host the list does not name.
+ */
+export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOrigin[]): { ok: true; origin: AllowedOrigin } | { ok: false; reason: string } {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    return { ok: false, reason: 'is not a URL' };
+  }
+  if (url.protocol !== 'https:') return { ok: false, reason: `must be https (got ${url.protocol.replace(/:$/, '')})` };
+  if (url.username || url.password) return { ok: false, reason: 'must not carry user info' };
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  const port = Number(url.port || 443);
+  for (const origin of origins) {
+    const named = origin.wildcard ? host.endsWith(`.${origin.host}`) : host === origin.host;
+    if (named && port === origin.port) return { ok: true, origin };
+  }
+  return { ok: false, reason: `origin ${url.protocol}//${url.host} is not in WEBPUSH_ALLOWED_ORIGINS` };
+}
