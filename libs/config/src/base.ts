@@ -48,6 +48,52 @@ export const MetricsEnv = Type.Object({
   }),
 });
 
+/**
+ * The operator's forward proxy, honoured by every outbound connection but RabbitMQ's: FCM and its
+ * OAuth token, APNs (HTTP/2 through a CONNECT tunnel), Web Push, the CRM's webhook and event
+ * endpoints, the wallet platform. The lower-case names are read when the upper-case ones are unset.
+ */
+export const EgressEnv = Type.Object({
+  HTTPS_PROXY: Type.String({ default: '', description: 'Proxy for https connections (http://[user:password@]host:port); empty: direct' }),
+  HTTP_PROXY: Type.String({ default: '', description: 'Proxy for plain http connections; empty: direct' }),
+  NO_PROXY: Type.String({ default: '', description: 'Hosts reached directly: comma-separated names (subdomains included), addresses, host:port, or * for all' }),
+});
+
+/** The proxy settings every outbound client takes (@operator/egress's ProxySettings). */
+export interface EgressSettings {
+  httpsProxy?: string;
+  httpProxy?: string;
+  noProxy?: string;
+}
+
+/** EgressEnv with the lower-case fallbacks, and its problems (a proxy that is not an http(s) URL). */
+export function egressSettings(raw: { HTTPS_PROXY: string; HTTP_PROXY: string; NO_PROXY: string }, env: Record<string, string | undefined>): { egress: EgressSettings; problems: string[] } {
+  const pick = (name: 'HTTPS_PROXY' | 'HTTP_PROXY' | 'NO_PROXY') => raw[name] || env[name.toLowerCase()] || undefined;
+  const egress: EgressSettings = { httpsProxy: pick('HTTPS_PROXY'), httpProxy: pick('HTTP_PROXY'), noProxy: pick('NO_PROXY') };
+  const problems: string[] = [];
+  for (const [name, value] of [['HTTPS_PROXY', egress.httpsProxy], ['HTTP_PROXY', egress.httpProxy]] as const) {
+    if (!value) continue;
+    const text = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
+    // Never quoted: the URL may hold the proxy's password.
+    if (!URL.canParse(text) || !/^https?:$/.test(new URL(text).protocol)) problems.push(`${name} must be an http:// or https:// proxy URL`);
+  }
+  return { egress, problems };
+}
+
+/**
+ * A URL the service sends to on its own (the wallet platform, the CRM's endpoints): http(s), and
+ * https in production, where what goes there (credits, API keys, players' events) must not cross
+ * a network in clear.
+ */
+export function outboundUrlProblems(name: string, value: string, nodeEnv: string): string[] {
+  if (!value) return [];
+  if (!URL.canParse(value)) return [`${name} must be a URL`];
+  const { protocol } = new URL(value);
+  if (protocol !== 'http:' && protocol !== 'https:') return [`${name} must be an http(s) URL`];
+  if (nodeEnv === 'production' && protocol !== 'https:') return [`${name} must be https in production`];
+  return [];
+}
+
 /** How send jobs retry: set on the gateway (which adds the jobs) and on the workers alike (defaults: push-tuning.ts). */
 export const PushSendEnv = Type.Object({
   PUSH_SEND_ATTEMPTS: sharedTuningField('sendAttempts'),

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings } from './base';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
 export const BonusEnv = Type.Object({
@@ -20,7 +20,7 @@ export interface BonusSettings {
 }
 
 /** Checks BonusEnv values that the schema cannot: a URL, and the rates' JSON. */
-export function bonusSettings(raw: Static<typeof BonusEnv>): { settings: BonusSettings; problems: string[] } {
+export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: string): { settings: BonusSettings; problems: string[] } {
   const problems: string[] = [];
   let exchangeRates: Record<string, number> = {};
   try {
@@ -32,23 +32,19 @@ export function bonusSettings(raw: Static<typeof BonusEnv>): { settings: BonusSe
   } catch {
     problems.push('EXCHANGE_RATES must be a JSON object of positive numbers, like {"USD":0.92}');
   }
-  if (raw.BONUS_PLATFORM_URL) {
-    try {
-      if (!/^https?:$/.test(new URL(raw.BONUS_PLATFORM_URL).protocol)) throw new Error();
-    } catch {
-      problems.push('BONUS_PLATFORM_URL must be an http(s) URL');
-    }
-  }
+  problems.push(...outboundUrlProblems('BONUS_PLATFORM_URL', raw.BONUS_PLATFORM_URL, nodeEnv));
   return { settings: { platformUrl: raw.BONUS_PLATFORM_URL || undefined, exchangeRates }, problems };
 }
 
-export const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
-export type BonusAppConfig = Static<typeof BonusAppSchema> & { bonus: BonusSettings };
+export const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, EgressEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
+export type BonusAppConfig = Static<typeof BonusAppSchema> & { bonus: BonusSettings; egress: EgressSettings };
 
 export function loadBonusAppConfig(env: Env = process.env): BonusAppConfig {
   const raw = parseEnv(BonusAppSchema, env);
-  const { settings, problems } = bonusSettings(raw);
+  const { settings, problems } = bonusSettings(raw, raw.NODE_ENV);
+  const { egress, problems: egressProblems } = egressSettings(raw, env);
   problems.unshift(...databaseProblems(raw));
+  problems.push(...egressProblems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...raw, bonus: settings };
+  return { ...raw, bonus: settings, egress };
 }

@@ -74,7 +74,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     if (!(error instanceof ConfigError)) throw error;
     problems.unshift(...error.problems);
   }
-  const bonus = raw ? bonusSettings(raw) : undefined;
+  const bonus = raw ? bonusSettings(raw, raw.NODE_ENV) : undefined;
   const crmAuth = raw ? crmAuthSettings(raw) : undefined;
   if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);

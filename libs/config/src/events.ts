@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, RuntimeEnv, RetentionEnv } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings } from './base';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
 export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
@@ -55,18 +55,8 @@ export function durationMs(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2]];
 }
 
-export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
-export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number };
-
-function checkUrl(name: string, value: string, problems: string[]) {
-  if (!value) return;
-  try {
-    const url = new URL(value);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') problems.push(`${name} must be an http(s) URL`);
-  } catch {
-    problems.push(`${name} must be a URL, got "${value}"`);
-  }
-}
+export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, EgressEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
+export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number; egress: EgressSettings };
 
 /** CRM_EVENTS_AMQP_URL's problems, which never quote it: it holds a password. */
 function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
@@ -78,8 +68,11 @@ function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
 export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   const raw = parseEnv(DispatcherConfigSchema, env);
   const problems: string[] = databaseProblems(raw);
-  checkUrl('CRM_STATUS_WEBHOOK_URL', raw.CRM_STATUS_WEBHOOK_URL, problems);
-  checkUrl('CRM_EVENTS_BASE_URL', raw.CRM_EVENTS_BASE_URL, problems);
+  // Never quoted: a webhook URL may carry credentials.
+  problems.push(...outboundUrlProblems('CRM_STATUS_WEBHOOK_URL', raw.CRM_STATUS_WEBHOOK_URL, raw.NODE_ENV));
+  if (raw.CRM_EVENTS_TRANSPORT === 'http') problems.push(...outboundUrlProblems('CRM_EVENTS_BASE_URL', raw.CRM_EVENTS_BASE_URL, raw.NODE_ENV));
+  const { egress, problems: egressProblems } = egressSettings(raw, env);
+  problems.push(...egressProblems);
   if (Boolean(raw.CRM_WEBHOOK_USERNAME) !== Boolean(raw.CRM_WEBHOOK_PASSWORD)) {
     problems.push('CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD go together');
   }
@@ -91,7 +84,7 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   }
   if (raw.CRM_EVENTS_TRANSPORT === 'rabbitmq') amqpUrlProblems(raw.NODE_ENV, raw.CRM_EVENTS_AMQP_URL, problems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE) };
+  return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), egress };
 }
 
 /** TRACKING_SECRET, refused in production while it is the development one. */

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
 import type { ProviderName } from '@operator/contract';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, PushSendEnv, RuntimeEnv, type EgressSettings } from './base';
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { TrackingEnv, trackingProblems } from './events';
 import { PushProviderTuningEnv, refusedTuning, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
@@ -73,7 +73,7 @@ export interface ProviderCredentials<P extends ProviderName> {
   brands: Map<string, Credentials[P]>;
 }
 
-export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
 export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof WorkerConfigSchema>, RedisVariable> & {
   provider: P;
   redis: RedisConnection;
@@ -82,6 +82,8 @@ export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof Worker
   sandbox: boolean;
   /** This provider's row of the tuning table, with the environment's overrides. */
   tuning: PushTuning;
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY: every connection to the provider goes through the proxy. */
+  egress: EgressSettings;
 };
 
 type Problems = string[];
@@ -244,6 +246,8 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   if (sandbox && raw.NODE_ENV === 'production') {
     problems.push(`no ${provider} credentials: set ${DEFAULT_VARIABLES[provider].join(', ')} or PUSH_CREDENTIALS_FILE (the sandbox is refused in production)`);
   }
+  const { egress, problems: egressProblems } = egressSettings(raw, env);
+  problems.push(...egressProblems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...withoutRedisVariables(raw), redis: redis.connection, provider, credentials, sandbox, tuning };
+  return { ...withoutRedisVariables(raw), redis: redis.connection, provider, credentials, sandbox, tuning, egress };
 }

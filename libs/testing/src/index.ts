@@ -13,3 +13,4 @@ export * from './ports';
 export * from './pgbouncer';
 export * from './postgres-pair';
 export * from './redis-topology';
+export * from './connect-proxy';

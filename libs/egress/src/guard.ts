@@ -1,0 +1,71 @@
+import dns from 'node:dns';
+import net from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+// Server-side request forgery is stopped where the socket is opened: the name is resolved here,
+// each address checked, and the connection made to a checked address (a `lookup` of our own), so
+// a name that resolves to a public address when a URL is checked and to 169.254.169.254 a moment
+// later (DNS rebinding) still cannot reach it.
+
+/** Why a connection was refused before it was made. */
+export class AddressRefusedError extends Error {
+  readonly code = 'EADDRREFUSED';
+  constructor(
+    readonly host: string,
+    readonly address: string,
+    readonly range: string,
+  ) {
+    super(`${host} resolves to ${address} (${range}), which is not a public address`);
+    this.name = 'AddressRefusedError';
+  }
+}
+
+/** The range ipaddr.js puts an address in (`unicast`, `private`, `loopback`, `linkLocal`, ...); IPv4-mapped IPv6 as IPv4. */
+export function addressRange(address: string): string {
+  let parsed = ipaddr.parse(address);
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  return parsed.range();
+}
+
+/**
+ * A public address: IPv4 `unicast`, IPv6 `unicast` (global unicast). Refused: loopback, private
+ * (RFC 1918, unique local), link-local (169.254/16 with the cloud metadata services, fe80::/10),
+ * carrier-grade NAT, unspecified, multicast, broadcast, reserved and documentation ranges, and
+ * IPv4 reached through IPv6 forms (mapped addresses are checked as IPv4).
+ */
+export function isPublicAddress(address: string): boolean {
+  if (!net.isIP(address)) return false;
+  return addressRange(address) === 'unicast';
+}
+
+/** Throws AddressRefusedError for an address that is not public. */
+export function checkAddress(host: string, address: string): void {
+  if (!isPublicAddress(address)) throw new AddressRefusedError(host, address, net.isIP(address) ? addressRange(address) : 'not an address');
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
+
+/**
+ * A `lookup` for net/tls.connect (and undici's connect options) that answers only public
+ * addresses: if any address the name resolves to is not public, the connection fails with
+ * AddressRefusedError (a name mixing public and private addresses is not trusted either).
+ * net.connect skips `lookup` for an IP literal: check those with checkAddress() first.
+ */
+export function publicOnlyLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
+  dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
+    if (error) return callback(error, '');
+    const list = addresses as dns.LookupAddress[];
+    const refused = list.find((entry) => !isPublicAddress(entry.address));
+    if (refused) return callback(new AddressRefusedError(hostname, refused.address, addressRange(refused.address)) as unknown as NodeJS.ErrnoException, '');
+    if (options.all) return callback(null, list);
+    callback(null, list[0].address, list[0].family);
+  });
+}
+
+/** Resolves `host` (or takes it as an address) and throws AddressRefusedError unless every address is public. */
+export async function assertPublicHost(host: string): Promise<void> {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  if (net.isIP(bare)) return checkAddress(bare, bare);
+  const addresses = await dns.promises.lookup(bare, { all: true });
+  for (const { address } of addresses) checkAddress(bare, address);
+}

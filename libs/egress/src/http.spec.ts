@@ -1,0 +1,173 @@
+import http2 from 'node:http2';
+import https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
+import { createOutbound, OutboundError, type Outbound } from './http';
+import { connectTls } from './tunnel';
+
+type Handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void;
+
+/** An https server on 127.0.0.1 that counts its connections. */
+async function server(handler: Handler) {
+  const tls = testTls();
+  let connections = 0;
+  const sockets = new Set<Socket>();
+  const instance = https.createServer({ key: tls.key, cert: tls.cert }, handler);
+  instance.on('secureConnection', (socket: Socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => instance.listen(0, '127.0.0.1', resolve));
+  const { port } = instance.address() as AddressInfo;
+  return {
+    origin: `https://127.0.0.1:${port}`,
+    port,
+    connections: () => connections,
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => instance.close(() => resolve()));
+    },
+  };
+}
+
+describe('outbound HTTP', () => {
+  const { ca } = testTls();
+  let outbound: Outbound;
+  const servers: { close(): Promise<void> }[] = [];
+  const start = async (handler: Handler) => {
+    const started = await server(handler);
+    servers.push(started);
+    return started;
+  };
+  beforeEach(() => {
+    outbound = createOutbound({ ca });
+  });
+  afterEach(async () => {
+    await outbound.close();
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
+
+  it('gives up on an answer that trickles, at the deadline for the whole exchange', async () => {
+    const trickle = await start((_req, res) => {
+      res.writeHead(200);
+      const timer = setInterval(() => res.write('x'), 100);
+      res.on('close', () => clearInterval(timer));
+    });
+    const started = Date.now();
+    const failure = await outbound.request({ url: `${trickle.origin}/`, timeoutMs: 800, maxBodyBytes: 1024 }).catch((error) => error);
+    expect(failure).toBeInstanceOf(OutboundError);
+    expect(failure.failure).toBe('timeout');
+    // Each byte came well within any idle timeout; the deadline is on the whole exchange.
+    expect(Date.now() - started).toBeLessThan(3000);
+  });
+
+  it('reads at most maxBodyBytes of a huge answer and drops the rest', async () => {
+    const chunk = Buffer.alloc(1 << 20, 'a');
+    let written = 0;
+    const huge = await start((_req, res) => {
+      res.writeHead(200, { 'content-length': String(200 * chunk.length) });
+      const write = () => {
+        while (written < 200 * chunk.length) {
+          written += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', write);
+        }
+        res.end();
+      };
+      res.on('error', () => undefined);
+      write();
+    });
+    const answer = await outbound.request({ url: `${huge.origin}/`, timeoutMs: 5000, maxBodyBytes: 4096 });
+    expect(answer.status).toBe(200);
+    expect(answer.body.length).toBe(4096);
+    expect(answer.truncated).toBe(true);
+    // The sender was cut off long before its 200 MiB.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(written).toBeLessThan(100 * chunk.length);
+  });
+
+  it('takes a redirect as the answer: nothing is sent where it points', async () => {
+    const target = await start((_req, res) => res.writeHead(200).end('credited'));
+    const redirecting = await start((_req, res) => res.writeHead(307, { location: `${target.origin}/steal` }).end());
+    const answer = await outbound.request({ url: `${redirecting.origin}/credit`, body: '{}', timeoutMs: 2000, maxBodyBytes: 1024 });
+    expect(answer.status).toBe(307);
+    expect(target.connections()).toBe(0);
+  });
+
+  it('refuses non-public addresses when asked, before any connection', async () => {
+    const internal = await start((_req, res) => res.writeHead(200).end());
+    for (const url of [`${internal.origin}/`, `https://localhost:${internal.port}/`, `https://[::ffff:127.0.0.1]:${internal.port}/`]) {
+      const failure = await outbound.request({ url, timeoutMs: 2000, maxBodyBytes: 1024, publicOnly: true }).catch((error) => error);
+      expect(failure).toBeInstanceOf(OutboundError);
+      expect(failure.failure).toBe('refused-address');
+    }
+    expect(internal.connections()).toBe(0);
+    // Without the guard (an operator's own endpoint), the same address is reached.
+    expect((await outbound.request({ url: `${internal.origin}/`, timeoutMs: 2000, maxBodyBytes: 1024 })).status).toBe(200);
+  });
+});
+
+describe('outbound through a proxy', () => {
+  const { ca } = testTls();
+  let proxy: ConnectProxy;
+  let target: Awaited<ReturnType<typeof server>>;
+  beforeAll(async () => {
+    target = await server((_req, res) => res.writeHead(200).end('ok'));
+  });
+  afterAll(() => target.close());
+  afterEach(() => proxy?.close());
+
+  it('tunnels https through HTTPS_PROXY with its credentials, and goes direct for NO_PROXY', async () => {
+    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'p@ss' } });
+    const outbound = createOutbound({ ca, proxy: { httpsProxy: proxy.url } });
+    expect((await outbound.request({ url: `${target.origin}/a`, timeoutMs: 2000, maxBodyBytes: 64 })).body.toString()).toBe('ok');
+    expect(proxy.targets()).toEqual([`127.0.0.1:${target.port}`]);
+    await outbound.close();
+
+    const bypass = createOutbound({ ca, proxy: { httpsProxy: proxy.url, noProxy: '127.0.0.1' } });
+    expect((await bypass.request({ url: `${target.origin}/b`, timeoutMs: 2000, maxBodyBytes: 64 })).status).toBe(200);
+    expect(proxy.connections).toHaveLength(1);
+    await bypass.close();
+  });
+
+  it('fails as a proxy failure when the proxy refuses', async () => {
+    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'right' } });
+    const outbound = createOutbound({ ca, proxy: { httpsProxy: proxy.url.replace('right', 'wrong') } });
+    const failure = await outbound.request({ url: `${target.origin}/`, timeoutMs: 2000, maxBodyBytes: 64 }).catch((error) => error);
+    expect(failure).toBeInstanceOf(OutboundError);
+    expect(failure.failure).toBe('proxy');
+    expect(proxy.refused).toEqual([`127.0.0.1:${target.port}`]);
+    await outbound.close();
+  });
+
+  it('carries HTTP/2 through a CONNECT tunnel (connectTls)', async () => {
+    proxy = await startConnectProxy();
+    const tls = testTls();
+    const h2 = http2.createSecureServer({ key: tls.key, cert: tls.cert }, (_req, res) => res.end('h2 ok'));
+    await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+    const { port } = h2.address() as AddressInfo;
+    const session = http2.connect(`https://localhost:${port}`, {
+      createConnection: () => connectTls({ host: '127.0.0.1', port, servername: 'localhost', ca: tls.ca, ALPNProtocols: ['h2'] }, new URL(proxy.url)),
+    });
+    const text = await new Promise<string>((resolve, reject) => {
+      const stream = session.request({ ':path': '/' });
+      let body = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk) => (body += chunk));
+      stream.on('end', () => resolve(body));
+      stream.on('error', reject);
+      stream.end();
+    });
+    expect(text).toBe('h2 ok');
+    expect(proxy.targets()).toEqual([`127.0.0.1:${port}`]);
+    session.destroy();
+    await new Promise<void>((resolve) => h2.close(() => resolve()));
+  });
+
+  it('fails the tunnelled TLS connection when the proxy refuses the CONNECT', async () => {
+    proxy = await startConnectProxy({ refuse: () => true });
+    const socket = connectTls({ host: '127.0.0.1', port: target.port, servername: 'localhost', ca }, new URL(proxy.url));
+    const error = await new Promise<Error>((resolve) => socket.on('error', resolve));
+    expect(error.message).toMatch(/answered 403 to CONNECT/);
+  });
+});

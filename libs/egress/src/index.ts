@@ -1,0 +1,5 @@
+export * from './proxy';
+export * from './guard';
+export * from './tunnel';
+export * from './http';
+export * from './reason';

@@ -1,0 +1,41 @@
+// What a peer said, as it may be stored (deliveries.error, dead letters) and logged: its status and
+// a short reason made of plain words, never raw body text. A hostile endpoint's answer could be
+// anything: markup, a secret it found, a megabyte of text, control characters for a terminal.
+
+const MAX_REASON = 120;
+
+/** Printable ASCII words only, whitespace folded, at most 120 characters. */
+export function sanitizeReason(text: string, max = MAX_REASON): string {
+  const clean = text
+    .replace(/[^\x20-\x7e]+/g, ' ')
+    .replace(/[<>{}"`\\]/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
+}
+
+/**
+ * A reason read from a JSON error answer's usual fields (`reason`, `error`, `message`,
+ * `error_description`, `error.message`), sanitised; empty when the body is not such JSON.
+ */
+export function reasonFromBody(body: Buffer | string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
+  } catch {
+    return '';
+  }
+  if (!parsed || typeof parsed !== 'object') return '';
+  const value = parsed as Record<string, unknown>;
+  const nested = value.error && typeof value.error === 'object' ? (value.error as Record<string, unknown>).message : undefined;
+  for (const candidate of [value.reason, value.error_description, nested, value.error, value.message]) {
+    if (typeof candidate === 'string' && candidate.trim()) return sanitizeReason(candidate);
+  }
+  return '';
+}
+
+/** `HTTP 503`, or `HTTP 503: <reason>` when the answer's JSON gives one. */
+export function answerReason(status: number, body: Buffer | string): string {
+  const reason = reasonFromBody(body);
+  return reason ? `HTTP ${status}: ${reason}` : `HTTP ${status}`;
+}

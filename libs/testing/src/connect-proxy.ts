@@ -1,0 +1,121 @@
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+
+// A forward proxy as an operator's egress would run one: CONNECT tunnels (RFC 9110, 9.3.6) for
+// https and HTTP/2, and absolute-form requests for plain http. It counts what passes through it,
+// so a test can show that every outbound connection went this way; it can require credentials,
+// and refuse targets.
+
+export interface ProxiedConnection {
+  /** `host:port` asked for. */
+  target: string;
+  method: 'CONNECT' | 'FORWARD';
+  at: number;
+}
+
+export interface ConnectProxy {
+  /** `http://127.0.0.1:PORT` (with user info when credentials are required). */
+  url: string;
+  port: number;
+  /** Every tunnel and forwarded request, in order. */
+  connections: ProxiedConnection[];
+  /** Targets (`host:port`) connections were made to, each once. */
+  targets(): string[];
+  /** Requests refused (bad credentials, a refused target), by target. */
+  refused: string[];
+  close(): Promise<void>;
+}
+
+export interface ConnectProxyOptions {
+  /** Require `Proxy-Authorization: Basic` with these credentials (407 otherwise). */
+  credentials?: { username: string; password: string };
+  /** Targets (`host:port`) answered 403. */
+  refuse?: (target: string) => boolean;
+}
+
+export async function startConnectProxy(options: ConnectProxyOptions = {}): Promise<ConnectProxy> {
+  const connections: ProxiedConnection[] = [];
+  const refused: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const expected = options.credentials ? `Basic ${Buffer.from(`${options.credentials.username}:${options.credentials.password}`).toString('base64')}` : null;
+
+  const allowed = (target: string, authorization: string | undefined): number => {
+    if (expected && authorization !== expected) return 407;
+    if (options.refuse?.(target)) return 403;
+    return 0;
+  };
+
+  const server = http.createServer((req, res) => {
+    // Absolute-form: GET http://host:port/path HTTP/1.1
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    const target = `${url.hostname}:${url.port || 80}`;
+    const status = allowed(target, req.headers['proxy-authorization']);
+    if (status) {
+      refused.push(target);
+      res.writeHead(status).end();
+      return;
+    }
+    connections.push({ target, method: 'FORWARD', at: Date.now() });
+    const headers = { ...req.headers };
+    delete headers['proxy-authorization'];
+    delete headers['proxy-connection'];
+    const upstream = http.request({ host: url.hostname, port: url.port || 80, path: `${url.pathname}${url.search}`, method: req.method, headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+
+  server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
+    const target = req.url ?? '';
+    const status = allowed(target, req.headers['proxy-authorization']);
+    if (status) {
+      refused.push(target);
+      client.end(`HTTP/1.1 ${status} ${status === 407 ? 'Proxy Authentication Required' : 'Forbidden'}\r\n\r\n`);
+      return;
+    }
+    const match = target.match(/^\[?([^\]]+?)\]?:(\d+)$/);
+    if (!match) {
+      client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+      return;
+    }
+    connections.push({ target, method: 'CONNECT', at: Date.now() });
+    const upstream = net.connect(Number(match[2]), match[1], () => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length) upstream.write(head);
+      upstream.pipe(client);
+      client.pipe(upstream);
+    });
+    sockets.add(upstream);
+    upstream.on('close', () => sockets.delete(upstream));
+    upstream.on('error', () => client.destroy());
+    client.on('error', () => upstream.destroy());
+  });
+  server.on('connection', (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const auth = options.credentials ? `${encodeURIComponent(options.credentials.username)}:${encodeURIComponent(options.credentials.password)}@` : '';
+  return {
+    url: `http://${auth}127.0.0.1:${port}`,
+    port,
+    connections,
+    refused,
+    targets: () => [...new Set(connections.map((connection) => connection.target))],
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
