@@ -29,6 +29,7 @@ async function main() {
     close: async () => {
       metrics.shuttingDown();
       await poller.stop();
+      await deps.wallet.close?.();
       await closeDb(db);
       await metrics.close();
     },

@@ -45,6 +45,7 @@ async function main() {
     statusFormat:
       config.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' ? { format: 'conversion', deliveredOn: config.CRM_CONVERSION_DELIVERED_ON } : { format: 'event' },
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    proxy: config.egress,
     concurrency: config.WEBHOOK_CONCURRENCY,
     batchSize: config.WEBHOOK_BATCH_SIZE,
     leaseMs: Math.max(30000, config.WEBHOOK_TIMEOUT_MS * 3),

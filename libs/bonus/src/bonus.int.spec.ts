@@ -12,7 +12,7 @@ import {
   type Db,
   type NewCredit,
 } from '@operator/db';
-import { FakeCrm, seededRandom, uniqueName } from '@operator/testing';
+import { FakeCrm, seededRandom, startConnectProxy, uniqueName } from '@operator/testing';
 import { tupleKey } from './credit';
 import { formatMinor } from './money';
 import { changeBonusStatus, expireDueBonuses, processCredit, type BonusDeps } from './service';
@@ -524,6 +524,46 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(platform.received.every((r) => r.headers['idempotency-key'] === row.id && r.json.amount === '500')).toBe(true);
       expect(await eventsAbout(user)).toEqual([]);
       expect(await entriesOf(row.id)).toEqual([]);
+    });
+
+    it.each([301, 302, 307, 308])('never follows a %i: the credit is not completed, and nothing goes where it points', async (status) => {
+      const elsewhere = await FakeCrm.start();
+      try {
+        elsewhere.respondWith(200, undefined, '{"reference":"NOT-A-CREDIT"}');
+        platform.respondWith(status, { Location: elsewhere.url('/elsewhere') });
+        const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), apiKey: 'platform-key', timeoutMs: 500 }) });
+        const user = uniqueName('player');
+        const row = await credit({ userId: user, kind: 'funds', bonusCode: null, type: 'cashback', amountMinor: 100n, currency: 'EUR' });
+
+        expect(await processCredit(d, row)).toBe('failed');
+        expect(await fresh(row.id)).toMatchObject({ status: 'failed', attempts: 1, reference: null, error: expect.stringMatching(new RegExp(`^platform answered HTTP ${status}`)) });
+        expect(platform.received).toHaveLength(1);
+        expect(elsewhere.received).toHaveLength(0);
+        expect(await entriesOf(row.id)).toEqual([]);
+      } finally {
+        await elsewhere.close();
+      }
+    });
+
+    it('keeps no raw text of what the platform answers, and reads only its start', async () => {
+      platform.answer({ status: 400, body: `<html>internal stack trace ${'x'.repeat(2_000_000)}</html>` });
+      const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 2000 }) });
+      const row = await credit({ userId: uniqueName('player'), kind: 'funds', bonusCode: null, type: 'cashback', amountMinor: 100n, currency: 'EUR' });
+      expect(await processCredit(d, row)).toBe('failed');
+      expect((await fresh(row.id)).error).toBe('platform answered HTTP 400');
+    });
+
+    it('goes through the operator’s proxy (HTTP_PROXY), with its credentials', async () => {
+      const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'pw' } });
+      try {
+        const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 2000, proxy: { httpProxy: proxy.url } }) });
+        const row = await credit({ userId: uniqueName('player'), kind: 'funds', bonusCode: null, type: 'cashback', amountMinor: 100n, currency: 'EUR' });
+        expect(await processCredit(d, row)).toBe('completed');
+        expect(proxy.targets()).toEqual([new URL(platform.url('/')).host]);
+        expect(platform.received).toHaveLength(1);
+      } finally {
+        await proxy.close();
+      }
     });
 
     it('retries when the platform cannot be reached at all', async () => {

@@ -1,5 +1,6 @@
 import type { Db } from '@operator/db';
 import type { LogSink } from '@operator/config';
+import type { ProxySettings } from '@operator/egress';
 import { httpWallet, ledgerWallet } from './wallet';
 import type { BonusDeps } from './service';
 
@@ -11,6 +12,8 @@ export interface BonusConfigLike {
   BONUS_MAX_ATTEMPTS: number;
   BONUS_BACKOFF_MS: number;
   bonus: { platformUrl: string | undefined; exchangeRates: Record<string, number> };
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (the bonus app's; the gateway calls no wallet). */
+  egress?: ProxySettings;
 }
 
 /** The wallet (the built-in ledger, or the operator's platform when BONUS_PLATFORM_URL is set) and the event settings. */
@@ -18,7 +21,7 @@ export function createBonusDeps(db: Db, config: BonusConfigLike, log: LogSink): 
   const { platformUrl, exchangeRates } = config.bonus;
   return {
     db,
-    wallet: platformUrl ? httpWallet({ url: platformUrl, apiKey: config.BONUS_PLATFORM_API_KEY || undefined, timeoutMs: config.BONUS_PLATFORM_TIMEOUT_MS }) : ledgerWallet,
+    wallet: platformUrl ? httpWallet({ url: platformUrl, apiKey: config.BONUS_PLATFORM_API_KEY || undefined, timeoutMs: config.BONUS_PLATFORM_TIMEOUT_MS, proxy: config.egress }) : ledgerWallet,
     events: { headerWord: config.CRM_HEADER_WORD, origin: config.EVENTS_ORIGIN, exchangeRates },
     log,
     maxAttempts: config.BONUS_MAX_ATTEMPTS,

@@ -1,4 +1,5 @@
 import { isRetriedStatus } from '@operator/config';
+import { answerReason, createOutbound, OutboundError, type ProxySettings } from '@operator/egress';
 import type { CreditRow } from '@operator/db';
 import { formatMinor } from './money';
 
@@ -11,6 +12,8 @@ export type WalletResult = { ok: true; reference: string | null } | { ok: false;
 export interface Wallet {
   readonly postsToLedger: boolean;
   carryOut(credit: CreditRow): Promise<WalletResult>;
+  /** Closes its connections. */
+  close?(): Promise<void>;
 }
 
 export const ledgerWallet: Wallet = {
@@ -24,7 +27,14 @@ export interface HttpWalletOptions {
   url: string;
   apiKey?: string;
   timeoutMs: number;
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY. */
+  proxy?: ProxySettings;
+  /** Extra certificate authorities to trust (a local test server's). */
+  ca?: string;
 }
+
+/** Bytes of the platform's answer read: its JSON reference or reason; the rest is not read. */
+const ANSWER_READ_BYTES = 16 * 1024;
 
 /** What a credit is, as the operator's platform and the back office see it. */
 export function creditFields(credit: CreditRow) {
@@ -39,44 +49,47 @@ export function creditFields(credit: CreditRow) {
   };
 }
 
+function referenceOf(body: Buffer): string | null {
+  try {
+    const parsed = JSON.parse(body.toString('utf8'));
+    return typeof parsed?.reference === 'string' ? parsed.reference : typeof parsed?.id === 'string' ? parsed.id : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Forwards each credit to the operator's own platform as a JSON POST, with the credit id as the
  * Idempotency-Key, so a retried call never credits twice there either. 2xx: done; 5xx, 408, 425,
- * 429, timeouts and network errors: retried later; any other answer: refused for good.
+ * 429, timeouts and network errors: retried later; any other answer: refused for good. A redirect
+ * is such an answer: following it would turn the POST into a GET (301, 302) whose 200 would
+ * record a credit never made, or send the credit and the API key to another host (307, 308).
  */
 export function httpWallet(options: HttpWalletOptions): Wallet {
+  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca });
   return {
     postsToLedger: false,
     async carryOut(credit) {
       const body = JSON.stringify({ ...creditFields(credit), request: credit.request });
       try {
-        const response = await fetch(options.url, {
-          method: 'POST',
+        const answer = await outbound.request({
+          url: options.url,
           headers: {
             'content-type': 'application/json',
             'idempotency-key': credit.id,
             ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
           },
           body,
-          signal: AbortSignal.timeout(options.timeoutMs),
+          timeoutMs: options.timeoutMs,
+          maxBodyBytes: ANSWER_READ_BYTES,
         });
-        const text = await response.text().catch(() => '');
-        if (response.ok) {
-          let reference: string | null = null;
-          try {
-            const parsed = JSON.parse(text);
-            reference = typeof parsed?.reference === 'string' ? parsed.reference : typeof parsed?.id === 'string' ? parsed.id : null;
-          } catch {
-            reference = null;
-          }
-          return { ok: true, reference };
-        }
-        const retry = isRetriedStatus(response.status);
-        return { ok: false, retry, error: `platform answered HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}` };
+        if (answer.status >= 200 && answer.status < 300) return { ok: true, reference: referenceOf(answer.body) };
+        return { ok: false, retry: isRetriedStatus(answer.status), error: `platform answered ${answerReason(answer.status, answer.body)}` };
       } catch (error) {
-        const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${options.timeoutMs} ms` : ((error as Error).cause as Error)?.message ?? (error as Error).message;
+        const reason = error instanceof OutboundError && error.failure === 'timeout' ? `no answer within ${options.timeoutMs} ms` : (error as Error).message;
         return { ok: false, retry: true, error: `platform unreachable: ${reason}` };
       }
     },
+    close: () => outbound.close(),
   };
 }

@@ -20,7 +20,7 @@ import {
   type SendRecorder,
 } from '@operator/push';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient } from '@operator/queue';
-import { FakeCrm, pushRequest, TcpProxy, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
+import { FakeCrm, pushRequest, startConnectProxy, TcpProxy, uniqueBrandId, uniqueName, until, webPushSubscription, type CrmRequest } from '@operator/testing';
 import { redisUrlConnection } from '@operator/config';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher';
 import { verifySignature } from './signature';
@@ -398,7 +398,7 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(sentRows.map((row) => row.state)).toEqual(['dead', 'dead', 'dead']);
     expect(sentRows.map((row) => row.attempts)).toEqual([1, 1, 1]);
     // With the start of the receiver's answer, which says why.
-    expect(sentRows.map((row) => row.lastError).sort()).toEqual(['HTTP 400: {"error":"scripted 400"}', 'HTTP 401: {"error":"scripted 401"}', 'HTTP 404: {"error":"scripted 404"}']);
+    expect(sentRows.map((row) => row.lastError).sort()).toEqual(['HTTP 400: scripted 400', 'HTTP 401: scripted 401', 'HTTP 404: scripted 404']);
     // Not retried, and the push's later event still went out.
     expect(receivedFor(pushes).filter((r) => r.json.status === 'sent')).toHaveLength(3);
     expect(rows.filter((row) => row.status === 'delivered').map((row) => row.state)).toEqual(['delivered', 'delivered', 'delivered']);
@@ -447,8 +447,8 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     start({ maxAgeMs: 300 });
     const rows = await settled([old, young]);
     const byPush = new Map(rows.map((row) => [row.pushId, row]));
-    expect(byPush.get(old.pushId)).toMatchObject({ state: 'dead', attempts: 1, lastError: 'HTTP 503; gave up after the maximum age' });
-    expect(byPush.get(young.pushId)).toMatchObject({ state: 'dead', lastError: 'HTTP 503; gave up after the maximum age' });
+    expect(byPush.get(old.pushId)).toMatchObject({ state: 'dead', attempts: 1, lastError: 'HTTP 503: scripted 503; gave up after the maximum age' });
+    expect(byPush.get(young.pushId)).toMatchObject({ state: 'dead', lastError: 'HTTP 503: scripted 503; gave up after the maximum age' });
     // The young one was retried until its age ran out.
     expect(byPush.get(young.pushId)!.attempts).toBeGreaterThanOrEqual(2);
     expect(receivedFor([young])).toHaveLength(byPush.get(young.pushId)!.attempts);
@@ -625,5 +625,50 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(acceptedFor([push]).map((r) => r.json.status)).toEqual(['sent', 'delivered', 'clicked']);
     expect(acceptedFor([early]).map((r) => r.json.status)).toEqual(['sent', 'opened']);
     expectEachOnce([push, early], rows);
+  });
+  it('takes a redirect for a refusal: the event goes to the dead letters with its status, and nothing goes where it points', async () => {
+    const elsewhere = await FakeCrm.start();
+    try {
+      await device();
+      const [push] = await accept(1);
+      await send([push]);
+      crm.answer({ status: 307, headers: { Location: elsewhere.url('/steal') } });
+
+      start();
+      const [sent] = (await settled([push])).filter((row) => row.status === 'sent');
+      expect(sent).toMatchObject({ state: 'dead', attempts: 1, lastError: expect.stringMatching(/^HTTP 307/) });
+      expect(elsewhere.received).toHaveLength(0);
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it('reads only the start of a huge answer, and keeps no raw text of it', async () => {
+    await device();
+    const [push] = await accept(1);
+    await send([push]);
+    crm.answer({ status: 400, body: `<html>${'x'.repeat(5_000_000)}</html>` });
+
+    start();
+    const [sent] = (await settled([push])).filter((row) => row.status === 'sent');
+    expect(sent).toMatchObject({ state: 'dead', lastError: 'HTTP 400' });
+  });
+
+  it('posts through the operator’s proxy (HTTP_PROXY), and nothing goes around it', async () => {
+    const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 's3cret' } });
+    try {
+      await device();
+      const pushes = await accept(3);
+      await send(pushes);
+      start({ proxy: { httpProxy: proxy.url, httpsProxy: proxy.url } });
+      const rows = await settled(pushes);
+      expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+      expect(acceptedFor(pushes)).toHaveLength(3);
+      // Every post came through the proxy's tunnels to the receiver: the receiver saw only the proxy's connections.
+      expect(proxy.targets()).toEqual([new URL(crm.url('/')).host]);
+      expect(proxy.refused).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -1,5 +1,3 @@
-import http from 'node:http';
-import https from 'node:https';
 import {
   claimDueEvents,
   createPoller,
@@ -12,7 +10,7 @@ import {
   type DueEvent,
 } from '@operator/db';
 import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
-import { firstOutcome } from './first-outcome';
+import { answerReason, createOutbound, OutboundError, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, isRetriedStatus, parseRetryAfter, type LogSink } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
@@ -45,10 +43,17 @@ export interface DispatcherOptions {
   maxBackoffMs: number;
   /** Pause between polls when there is nothing to send. */
   idleMs: number;
+  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY. */
+  proxy?: ProxySettings;
+  /** Extra certificate authorities to trust (a local test server's). */
+  ca?: string;
 }
 
-/** Characters of a refusal's answer kept with the dead letter (the CRM says there why it refused). */
-const REFUSAL_KEPT = 500;
+/**
+ * Bytes of an answer read: enough for the CRM's JSON reason of a refusal, which is kept with the
+ * dead letter as its status and a short sanitised reason; the rest is not read.
+ */
+const ANSWER_READ_BYTES = 4096;
 
 export interface Dispatcher {
   /** One round: claim a batch of due events, post them, record the outcomes. Answers how many were claimed. */
@@ -79,8 +84,8 @@ export type Publish = (event: DueEvent, body: string) => Promise<PostOutcome>;
 /**
  * Delivers outbox events to the CRM: JSON POSTs over kept-alive connections, signed, authenticated
  * as configured. Retries timeouts, network errors, 408, 425, 429 and 5xx with backoff until the
- * event's maximum age; other answers (with the start of their body), and events past their age, go
- * to the dead letters. Events of one ordering key go in order: the claim takes only the first
+ * event's maximum age; other answers (a redirect too: never followed), with their status and the
+ * reason their JSON gives, and events past their age, go to the dead letters. Events of one ordering key go in order: the claim takes only the first
  * pending event of each key.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
@@ -97,54 +102,28 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   }
   if (options.auth.apiKey) baseHeaders[options.auth.apiKey.header.toLowerCase()] = options.auth.apiKey.value;
   // A connection per post in flight, kept open between posts: no handshake (TCP, TLS) per event.
-  const agentOptions = { keepAlive: true, maxSockets: options.concurrency, maxFreeSockets: options.concurrency, scheduling: 'lifo' as const };
-  const agents = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
-  function target(url: string) {
-    const { protocol, hostname, port, pathname, search } = new URL(url);
-    const secure = protocol === 'https:';
-    return {
-      send: secure ? https.request : http.request,
-      options: { agent: secure ? agents.https : agents.http, host: hostname.replace(/^\[|\]$/g, ''), port, path: `${pathname}${search}`, method: 'POST' },
-    };
-  }
+  // Through the operator's proxy when one is set; a redirect is an answer (a refusal), never followed.
+  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: options.concurrency });
+  const targets = new Map(posted.map((topic) => [topic, new URL(options.urls[topic]!)]));
 
-  const targets = new Map(posted.map((topic) => [topic, target(options.urls[topic]!)]));
-
-  function post({ send, options: to }: ReturnType<typeof target>, body: string): Promise<PostOutcome> {
-    let request: http.ClientRequest | undefined;
-    const failure = (error: string): PostOutcome => ({ ok: false, retry: true, error, retryAfterMs: 0 });
-    const timedOut = () => {
-      request?.destroy();
-      return failure(`timeout after ${options.timeoutMs} ms`);
-    };
-    return firstOutcome(options.timeoutMs, timedOut, (settle) => {
-      const failed = (error: string) => settle(failure(error));
-      request = send({
-        ...to,
-        headers: { ...baseHeaders, 'content-length': Buffer.byteLength(body), [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
+  async function post(url: URL, body: string): Promise<PostOutcome> {
+    let answer: OutboundAnswer;
+    try {
+      answer = await outbound.request({
+        url,
+        headers: { ...baseHeaders, [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
+        body,
+        timeoutMs: options.timeoutMs,
+        maxBodyBytes: ANSWER_READ_BYTES,
       });
-      request.on('error', (error) => failed(error.message));
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 0;
-        const refused = (status < 200 || status >= 300) && !isRetriedStatus(status);
-        let answer = '';
-        response.setEncoding('utf8');
-        response.on('data', (chunk: string) => {
-          if (refused && answer.length < REFUSAL_KEPT) answer += chunk;
-        });
-        response.on('error', (error) => failed(error.message));
-        response.on('close', () => {
-          if (!response.complete) failed('connection closed before the end of the answer');
-        });
-        response.on('end', () => {
-          if (status >= 200 && status < 300) return settle({ ok: true });
-          const text = answer.trim().slice(0, REFUSAL_KEPT);
-          const error = text ? `HTTP ${status}: ${text}` : `HTTP ${status}`;
-          settle({ ok: false, retry: isRetriedStatus(status), error, retryAfterMs: parseRetryAfter(response.headers['retry-after']) ?? 0 });
-        });
-      });
-      request.end(body);
-    });
+    } catch (error) {
+      const reason = error instanceof OutboundError && error.failure === 'timeout' ? `timeout after ${options.timeoutMs} ms` : (error as Error).message;
+      return { ok: false, retry: true, error: reason, retryAfterMs: 0 };
+    }
+    const { status } = answer;
+    if (status >= 200 && status < 300) return { ok: true };
+    const retryAfter = answer.headers['retry-after'];
+    return { ok: false, retry: isRetriedStatus(status), error: answerReason(status, answer.body), retryAfterMs: parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter) ?? 0 };
   }
 
   const statusFormat = options.statusFormat ?? { format: 'event' };
@@ -304,6 +283,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       await giveBack(waiting.splice(0).map((item) => item.event)).catch(() => undefined);
       await Promise.allSettled([...recordedByPipeline]);
       renew(false);
+      await outbound.close();
     },
     release() {
       return giveBack(waiting.splice(0).map((item) => item.event));

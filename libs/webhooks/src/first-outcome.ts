@@ -1,7 +1,7 @@
 /**
  * The first outcome `start` reports, or `timedOut()` once `ms` have passed: whatever comes later
- * (an answer after the timeout, an error after an answer) is ignored. Both ways out of the CRM, a
- * POST and a RabbitMQ publish, end like this.
+ * (an answer after the timeout, an error after an answer) is ignored. A RabbitMQ publish ends like
+ * this (a POST has its deadline in @operator/egress).
  */
 export function firstOutcome<T>(ms: number, timedOut: () => T, start: (settle: (outcome: T) => void) => void): Promise<T> {
   return new Promise((resolve) => {
