@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
@@ -32,8 +33,8 @@ export interface OutboundRequest {
   maxBodyBytes: number;
   /**
    * Refuse to connect to loopback, private, link-local and other non-public addresses (the name
-   * is resolved and checked where the socket is opened). Through a proxy, the name is resolved
-   * and checked here before the request, and the proxy does the connecting.
+   * is resolved and checked where the socket is opened). Through a proxy, an address given as
+   * such is checked here, and names are left to the proxy.
    */
   publicOnly?: boolean;
 }
@@ -99,8 +100,10 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   async function send(spec: OutboundRequest, signal: AbortSignal): Promise<OutboundAnswer> {
     const url = typeof spec.url === 'string' ? new URL(spec.url) : spec.url;
     const proxy = proxyFor(url, options.proxy ?? {});
-    // A literal address never goes through `lookup`, and a proxy resolves names itself: both are checked here.
-    if (spec.publicOnly) await assertPublicHost(url.hostname);
+    // A literal address never goes through `lookup`: checked here. Through a proxy, a name is the
+    // proxy's to resolve (a locked-down network often resolves outside names only there), and the
+    // proxy is where that network's egress rules apply.
+    if (spec.publicOnly && (!proxy || net.isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')))) await assertPublicHost(url.hostname);
     const answer = await request(url, {
       method: spec.method ?? 'POST',
       headers: spec.headers,

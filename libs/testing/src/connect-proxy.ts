@@ -32,6 +32,12 @@ export interface ConnectProxyOptions {
   credentials?: { username: string; password: string };
   /** Targets (`host:port`) answered 403. */
   refuse?: (target: string) => boolean;
+  /**
+   * Where the proxy connects for a target (`host:port` → `host:port`), like the DNS of the network
+   * it stands in: names the apps cannot resolve themselves (fcm.googleapis.com) reach local
+   * servers only through it. Targets it does not map are connected as asked.
+   */
+  resolve?: (target: string) => string | undefined;
 }
 
 export async function startConnectProxy(options: ConnectProxyOptions = {}): Promise<ConnectProxy> {
@@ -56,6 +62,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
       return;
     }
     const target = `${url.hostname}:${url.port || 80}`;
+    const [host, port] = (options.resolve?.(target) ?? target).split(/:(?=\d+$)/);
     const status = allowed(target, req.headers['proxy-authorization']);
     if (status) {
       refused.push(target);
@@ -66,7 +73,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
     const headers = { ...req.headers };
     delete headers['proxy-authorization'];
     delete headers['proxy-connection'];
-    const upstream = http.request({ host: url.hostname, port: url.port || 80, path: `${url.pathname}${url.search}`, method: req.method, headers }, (answer) => {
+    const upstream = http.request({ host, port: Number(port), path: `${url.pathname}${url.search}`, method: req.method, headers }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(res);
     });
@@ -82,7 +89,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
       client.end(`HTTP/1.1 ${status} ${status === 407 ? 'Proxy Authentication Required' : 'Forbidden'}\r\n\r\n`);
       return;
     }
-    const match = target.match(/^\[?([^\]]+?)\]?:(\d+)$/);
+    const match = (options.resolve?.(target) ?? target).match(/^\[?([^\]]+?)\]?:(\d+)$/);
     if (!match) {
       client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
       return;

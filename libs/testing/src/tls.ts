@@ -11,6 +11,7 @@ export const TEST_SERVER_NAMES = [
   'api.push.apple.com',
   'api.sandbox.push.apple.com',
   'push.example.test',
+  '*.push.example.test',
 ];
 
 export interface TestTls {
