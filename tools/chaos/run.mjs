@@ -1,10 +1,11 @@
-// `npm run chaos [-- --quick ...]` (or `-- --ha [--cluster]`, the HA run): builds the apps and the
+// `npm run chaos [-- --quick ...]` (or `-- --ha [--cluster]`, the HA run, or `-- --hostile [--proxy]`,
+// the hostile endpoints run): builds the apps and the
 // suite (esbuild, as tools/build.mjs bundles the apps), then runs the suite with the given options.
 import { execFileSync, spawn } from 'node:child_process';
 import { bundle } from '../bundle.mjs';
 
 const args = process.argv.slice(2);
-const suite = args.includes('--ha') ? 'ha' : 'main';
+const suite = args.includes('--ha') ? 'ha' : args.includes('--hostile') ? 'hostile' : 'main';
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 await bundle(`tools/chaos/${suite}.ts`, `dist/tools/chaos/${suite}.js`);
 const child = spawn(process.execPath, ['--enable-source-maps', `dist/tools/chaos/${suite}.js`, ...args], { stdio: 'inherit' });
