@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { FakeCrm, fcmToken, apnsToken, seededRandom, startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
 import { App, type Exit } from './apps';
 import type { Check } from './checks';
-import { BRAND_ID, CrmDriver, INTERNAL_KEY } from './crm';
+import { BRAND_ID, CrmDriver, INTERNAL_KEY, type ChaosCredit } from './crm';
 import { Providers } from './providers';
 import { freshDatabase, query } from './stores';
 import { sleep } from './util';
@@ -219,7 +219,7 @@ async function main(): Promise<number> {
   log(`${players.length} players registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
 
   // A funds credit, carried out by the wallet platform that answers 301.
-  const credit = { serviceId: 'hostile-credit-1', kind: 'funds' as const, userId: 'player-2', amountMinor: 500, body: { user_id: 'player-2', amount: 5, currency: 'EUR', type: 'cashback' } };
+  const credit: ChaosCredit = { serviceId: `hostile-credit-${Date.now()}`, kind: 'funds', userId: 'player-2', amountMinor: 500, body: { user_id: 'player-2', amount: 5, currency: 'EUR', type: 'cashback' } };
   await driver.credit(credit);
   const creditSentAt = Date.now();
 
