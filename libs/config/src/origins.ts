@@ -1,4 +1,6 @@
 import net from 'node:net';
+import { Type } from '@sinclair/typebox';
+import type { Env } from './env';
 
 // WEBPUSH_ALLOWED_ORIGINS: the push services a Web Push subscription may point at. Read by the
 // gateway (a subscription outside the list is refused at registration) and by the Web Push worker
@@ -6,6 +8,14 @@ import net from 'node:net';
 
 /** The public browser push services: Chrome/Edge/Opera (FCM), Firefox, Safari, Windows. */
 export const DEFAULT_WEBPUSH_ALLOWED_ORIGINS = 'https://fcm.googleapis.com,https://updates.push.services.mozilla.com,https://web.push.apple.com,https://*.notify.windows.com';
+
+/** Read by the gateway and the Web Push worker (part of WebPushEnv there). */
+export const WebPushOriginsEnv = Type.Object({
+  WEBPUSH_ALLOWED_ORIGINS: Type.String({
+    default: DEFAULT_WEBPUSH_ALLOWED_ORIGINS,
+    description: 'Comma-separated https origins (https://host[:port], https://*.domain) a Web Push subscription endpoint may point at',
+  }),
+});
 
 /** One entry of the list. */
 export interface AllowedOrigin {
@@ -115,4 +125,14 @@ export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOr
     if (named && port === origin.port) return { ok: true, origin };
   }
   return { ok: false, reason: `origin ${url.protocol}//${url.host} is not in WEBPUSH_ALLOWED_ORIGINS` };
+}
+
+/**
+ * WEBPUSH_ALLOWED_ORIGINS from the environment (unset or empty: the default), or its problems,
+ * each naming the variable. Read apart from the schema, so its problems are listed with the
+ * schema's own.
+ */
+export function webpushAllowedOriginsOf(env: Env): { origins: AllowedOrigin[]; problems: string[] } {
+  const parsed = parseAllowedOrigins(env.WEBPUSH_ALLOWED_ORIGINS || DEFAULT_WEBPUSH_ALLOWED_ORIGINS);
+  return parsed.ok ? { origins: parsed.origins, problems: [] } : { origins: [], problems: parsed.problems.map((problem) => `WEBPUSH_ALLOWED_ORIGINS: ${problem}`) };
 }
