@@ -36,7 +36,10 @@ export class Providers {
     return new Providers(fcm, apns, webpush, vapid, dir);
   }
 
-  /** What the push workers need to send to these servers (and trust their certificate). */
+  /**
+   * What the push workers need to send to these servers (and trust their certificate), and what
+   * lets the gateway register, and the Web Push worker send to, subscriptions on the local one.
+   */
   workerEnv(): Record<string, string> {
     const serviceAccountFile = join(this.dir, 'fcm-service-account.json');
     writeFileSync(serviceAccountFile, JSON.stringify(this.fcm.serviceAccount));
@@ -55,6 +58,7 @@ export class Providers {
       VAPID_PUBLIC_KEY: this.vapid.publicKey,
       VAPID_PRIVATE_KEY: this.vapid.privateKey,
       VAPID_SUBJECT: 'mailto:chaos@example.test',
+      WEBPUSH_ALLOWED_ORIGINS: this.webpush.origin,
     };
   }
 

@@ -116,7 +116,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
 
   app.register(async (internal) => {
     requireApiKey(internal, config.internalApiKeys, 'internalApiKey');
-    await internal.register(deviceRoutes, { db });
+    await internal.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
     await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
     await internal.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
   });

@@ -164,6 +164,72 @@ describe('the device registry (/v1)', () => {
         expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint/) });
         expect(await list(player)).toEqual([]);
       });
+
+      it.each([
+        'https://fcm.googleapis.com/fcm/send/dGhpc2lzYW5leGFtcGxl:APA91bExample',
+        'https://updates.push.services.mozilla.com/wpush/v2/gAAAAABexample',
+        'https://web.push.apple.com/QGuQyavXutnMH2Uie4example',
+        'https://wns2-db5p.notify.windows.com/w/?token=BQYAAABexample',
+      ])('accepts %s under the default WEBPUSH_ALLOWED_ORIGINS', async (endpoint) => {
+        const response = await register({ user_id: player, brand_id: brand, provider: 'webpush', platform: 'web', subscription: webPushSubscription(`${endpoint}${uniqueName('-')}`) });
+        expect(response.statusCode).toBe(201);
+      });
+
+      it.each([
+        ['https://169.254.169.254/latest/meta-data', 'subscription.endpoint: origin https://169.254.169.254 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://127.0.0.1:6379/', 'subscription.endpoint: origin https://127.0.0.1:6379 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://10.0.0.5/push', 'subscription.endpoint: origin https://10.0.0.5 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://fcm.googleapis.com:8443/fcm/send/abc', 'subscription.endpoint: origin https://fcm.googleapis.com:8443 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://notify.windows.com/w', 'subscription.endpoint: origin https://notify.windows.com is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://169.254.169.254;x.notify.windows.com/w', 'subscription.endpoint: host "169.254.169.254;x.notify.windows.com" is not written as a plain domain name or IP address'],
+      ])('answers 400 naming the rule for %s under the default WEBPUSH_ALLOWED_ORIGINS, and stores nothing', async (endpoint, error) => {
+        const response = await register({ user_id: player, brand_id: brand, provider: 'webpush', subscription: webPushSubscription(endpoint) });
+        expect(response.statusCode).toBe(400);
+        expect(response.json()).toEqual({ error });
+        expect(await list(player)).toEqual([]);
+        expect(await h.stores.db.device.count({ where: { token: endpoint } })).toBe(0);
+      });
+    });
+
+    describe('webpush with WEBPUSH_ALLOWED_ORIGINS of its own', () => {
+      let local: Harness;
+      beforeAll(async () => {
+        local = await Harness.open({ WEBPUSH_ALLOWED_ORIGINS: 'https://127.0.0.1:9443,https://*.push.example.net' });
+      });
+      afterAll(() => local.close());
+
+      const registerAt = (endpoint: string) => local.internal('POST', '/v1/devices', { user_id: player, brand_id: brand, provider: 'webpush', subscription: webPushSubscription(endpoint) });
+
+      it.each(['https://127.0.0.1:9443/push/a', 'https://eu.push.example.net/send/b', 'https://a.b.push.example.net/send/c'])('accepts %s', async (endpoint) => {
+        const response = await registerAt(`${endpoint}-${uniqueName('sub')}`);
+        expect(response.statusCode).toBe(201);
+        expect(response.json()).toMatchObject({ provider: 'webpush', token: expect.stringContaining(endpoint) });
+      });
+
+      it.each([
+        ['https://169.254.169.254/latest/meta-data', 'subscription.endpoint: origin https://169.254.169.254 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://127.0.0.1:6379/', 'subscription.endpoint: origin https://127.0.0.1:6379 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://127.0.0.1:9444/push/a', 'subscription.endpoint: origin https://127.0.0.1:9444 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://127.0.0.1/push/a', 'subscription.endpoint: origin https://127.0.0.1 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://localhost:9443/push/a', 'subscription.endpoint: origin https://localhost:9443 is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://push.example.net/send/a', 'subscription.endpoint: origin https://push.example.net is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://fcm.googleapis.com/fcm/send/a', 'subscription.endpoint: origin https://fcm.googleapis.com is not in WEBPUSH_ALLOWED_ORIGINS'],
+        ['https://user:pw@127.0.0.1:9443/push/a', 'subscription.endpoint: must not carry user info'],
+        ['https://user:pw@eu.push.example.net/send/a', 'subscription.endpoint: must not carry user info'],
+        ['https://127.1:9443/push/a', 'subscription.endpoint: host "127.1" is not written as a plain domain name or IP address'],
+      ])('answers 400 naming the rule for %s, and stores nothing', async (endpoint, error) => {
+        const response = await registerAt(endpoint);
+        expect(response.statusCode).toBe(400);
+        expect(response.json()).toEqual({ error });
+        expect(await list(player)).toEqual([]);
+      });
+
+      it('answers 400 for an http endpoint on a listed host', async () => {
+        const response = await registerAt('http://127.0.0.1:9443/push/a');
+        expect(response.statusCode).toBe(400);
+        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint .*https/) });
+        expect(await list(player)).toEqual([]);
+      });
     });
 
     describe('bad input', () => {

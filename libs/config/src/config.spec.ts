@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { configErrorOf } from './test/config-error';
+import { webpushAllowedOriginsOf } from './origins';
 
 const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
 
@@ -47,6 +48,7 @@ describe('loadGatewayConfig: defaults', () => {
       operatorApiKeys: ['dev-operator-key'],
       internalApiKeys: ['dev-internal-key'],
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
+      webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
     });
   });
 
@@ -117,6 +119,46 @@ describe('loadGatewayConfig: values from the environment', () => {
   it('refuses a key list with no key in it', () => {
     const error = configError({ OPERATOR_API_KEYS: ' , ,', INTERNAL_API_KEYS: ',' });
     expect(error.problems).toEqual(['OPERATOR_API_KEYS must name at least one key', 'INTERNAL_API_KEYS must name at least one key']);
+  });
+});
+
+describe('loadGatewayConfig: WEBPUSH_ALLOWED_ORIGINS', () => {
+  const texts = (env: Env) => loadGatewayConfig(env).webpushAllowedOrigins.map((origin) => origin.text);
+
+  it('allows the public browser push services by default, and when the variable is empty', () => {
+    const defaults = ['https://fcm.googleapis.com', 'https://updates.push.services.mozilla.com', 'https://web.push.apple.com', 'https://*.notify.windows.com'];
+    expect(texts({})).toEqual(defaults);
+    expect(texts({ WEBPUSH_ALLOWED_ORIGINS: '' })).toEqual(defaults);
+    expect('WEBPUSH_ALLOWED_ORIGINS' in loadGatewayConfig({})).toBe(false);
+  });
+
+  it('reads a list of its own, wildcards and a private address included', () => {
+    const config = loadGatewayConfig({ WEBPUSH_ALLOWED_ORIGINS: ' https://push.example.com, https://*.push.example.net/ ,https://127.0.0.1:8443' });
+    expect(config.webpushAllowedOrigins).toEqual([
+      { text: 'https://push.example.com', host: 'push.example.com', wildcard: false, port: 443, privateAllowed: false },
+      { text: 'https://*.push.example.net', host: 'push.example.net', wildcard: true, port: 443, privateAllowed: false },
+      { text: 'https://127.0.0.1:8443', host: '127.0.0.1', wildcard: false, port: 8443, privateAllowed: true },
+    ]);
+  });
+
+  it('lists every malformed entry with the other problems', () => {
+    const error = configError({ PORT: 'abc', WEBPUSH_ALLOWED_ORIGINS: 'http://push.example.com,https://push.example.com/send,https://*.com' });
+    expect(error.problems).toEqual([
+      'PORT must be a number, got "abc"',
+      'WEBPUSH_ALLOWED_ORIGINS: "http://push.example.com" is not https',
+      'WEBPUSH_ALLOWED_ORIGINS: "https://push.example.com/send" has a path; give the origin only',
+      'WEBPUSH_ALLOWED_ORIGINS: "https://*.com": a wildcard needs a domain of at least two labels after "*."',
+    ]);
+  });
+
+  it('refuses a list of no origin', () => {
+    expect(configError({ WEBPUSH_ALLOWED_ORIGINS: ' , ' }).problems).toEqual(['WEBPUSH_ALLOWED_ORIGINS: lists no origin']);
+  });
+
+  it('refuses an entry that is not https in production too', () => {
+    const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS };
+    expect(configError({ ...env, WEBPUSH_ALLOWED_ORIGINS: 'http://127.0.0.1:8080' }).problems).toEqual(['WEBPUSH_ALLOWED_ORIGINS: "http://127.0.0.1:8080" is not https']);
+    expect(texts({ ...env, WEBPUSH_ALLOWED_ORIGINS: 'https://10.0.0.5:8443' })).toEqual(['https://10.0.0.5:8443']);
   });
 });
 

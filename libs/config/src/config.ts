@@ -5,6 +5,7 @@ import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, 
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
+import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys.
@@ -32,19 +33,21 @@ export const GatewayEnv = Type.Object({
   ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (internal key); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 /** The CRM's credentials are read into `crmAuth` only. */
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
 
-export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable | RedisVariable> & {
+export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
   redis: RedisConnection;
   operatorApiKeys: string[];
   internalApiKeys: string[];
   webhookMaxAgeMs: number;
   bonus: BonusSettings;
   crmAuth: CrmAuthSettings;
+  /** WEBPUSH_ALLOWED_ORIGINS: where a registered Web Push subscription may point. */
+  webpushAllowedOrigins: AllowedOrigin[];
 };
 
 /** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
@@ -66,7 +69,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const operatorApiKeys = splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY);
   const internalApiKeys = splitList(env.INTERNAL_API_KEYS || DEV_INTERNAL_KEY);
   const redis = redisConnectionOf(env);
-  const problems = [...redis.problems, ...keyProblems(env, operatorApiKeys, internalApiKeys)];
+  const webpushOrigins = webpushAllowedOriginsOf(env);
+  const problems = [...redis.problems, ...keyProblems(env, operatorApiKeys, internalApiKeys), ...webpushOrigins.problems];
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);
@@ -78,6 +82,15 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const crmAuth = raw ? crmAuthSettings(raw) : undefined;
   if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
-  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, ...rest } = raw;
-  return { ...withoutRedisVariables(rest), redis: redis.connection, operatorApiKeys, internalApiKeys, webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), bonus: bonus!.settings, crmAuth: crmAuth!.settings };
+  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
+  return {
+    ...withoutRedisVariables(rest),
+    redis: redis.connection,
+    operatorApiKeys,
+    internalApiKeys,
+    webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE),
+    bonus: bonus!.settings,
+    crmAuth: crmAuth!.settings,
+    webpushAllowedOrigins: webpushOrigins.origins,
+  };
 }

@@ -1,4 +1,6 @@
 import net from 'node:net';
+import { Type } from '@sinclair/typebox';
+import type { Env } from './env';
 
 // WEBPUSH_ALLOWED_ORIGINS: the push services a Web Push subscription may point at. Read by the
 // gateway (a subscription outside the list is refused at registration) and by the Web Push worker
@@ -6,6 +8,14 @@ import net from 'node:net';
 
 /** The public browser push services: Chrome/Edge/Opera (FCM), Firefox, Safari, Windows. */
 export const DEFAULT_WEBPUSH_ALLOWED_ORIGINS = 'https://fcm.googleapis.com,https://updates.push.services.mozilla.com,https://web.push.apple.com,https://*.notify.windows.com';
+
+/** Read by the gateway and the Web Push worker (part of WebPushEnv there). */
+export const WebPushOriginsEnv = Type.Object({
+  WEBPUSH_ALLOWED_ORIGINS: Type.String({
+    default: DEFAULT_WEBPUSH_ALLOWED_ORIGINS,
+    description: 'Comma-separated https origins (https://host[:port], https://*.domain) a Web Push subscription endpoint may point at',
+  }),
+});
 
 /** One entry of the list. */
 export interface AllowedOrigin {
@@ -26,6 +36,21 @@ export interface AllowedOrigin {
 
 const HOST_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
+/** A host name of letters, digits and hyphens in dot-separated labels, or an IP literal. */
+function isPlainHost(host: string): boolean {
+  return net.isIP(host) !== 0 || host.split('.').every((label) => HOST_LABEL.test(label));
+}
+
+/**
+ * The host as the endpoint writes it, lower-cased, with brackets for IPv6: what stands between
+ * `//` and the port, path, query or fragment.
+ */
+function writtenHost(endpoint: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(endpoint)?.[1] ?? '';
+  const host = authority.startsWith('[') ? authority.slice(0, authority.indexOf(']') + 1) : authority.replace(/:[^:]*$/, '');
+  return host.toLowerCase();
+}
+
 function isPrivateName(host: string): boolean {
   if (host === 'localhost' || host.endsWith('.localhost')) return true;
   // An IP literal names its own address: listing it is listing that address, whatever range it is in.
@@ -45,6 +70,7 @@ function parseEntry(entry: string): AllowedOrigin | string {
   if (url.username || url.password) return `"${entry}" has user info`;
   if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || /^https:\/\/[^/]+\/./i.test(entry)) return `"${entry}" has a path; give the origin only`;
   let host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (!wildcard && !isPlainHost(host)) return `"${entry}": the host must be a domain name or an IP address`;
   if (wildcard) {
     host = host.replace(/^wildcard\./, '');
     if (net.isIP(host) || !host.includes('.') || !host.split('.').every((label) => HOST_LABEL.test(label))) return `"${entry}": a wildcard needs a domain of at least two labels after "*."`;
@@ -71,8 +97,15 @@ export function parseAllowedOrigins(text: string): { ok: true; origins: AllowedO
 
 /**
  * The entry an endpoint falls under, or why it falls under none. Refused: anything not https,
- * user info (`user:pw@`), a port other than the entry's (443 when the entry names none), and a
- * host the list does not name.
+ * user info (`user:pw@`), a host not written as a plain domain name or IP address, a port other
+ * than the entry's (443 when the entry names none), and a host the list does not name.
+ *
+ * The host must read the same to every URL parser: the endpoint is stored as text, and the client
+ * that sends to it may parse it otherwise (web-push uses Node's legacy `url.parse`). Where the WHATWG
+ * parser reads `https://169.254.169.254;x.notify.windows.com/` as a host under
+ * `*.notify.windows.com`, `url.parse` reads 169.254.169.254; where it decodes `fcm%2egoogleapis.com`,
+ * `url.parse` reads `fcm`. So the host must be written as the WHATWG parser gives it back (no
+ * percent-escapes, no Unicode, no IPv4 shorthand) and hold only letters, digits, hyphens and dots.
  */
 export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOrigin[]): { ok: true; origin: AllowedOrigin } | { ok: false; reason: string } {
   let url: URL;
@@ -82,12 +115,24 @@ export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOr
     return { ok: false, reason: 'is not a URL' };
   }
   if (url.protocol !== 'https:') return { ok: false, reason: `must be https (got ${url.protocol.replace(/:$/, '')})` };
-  if (url.username || url.password) return { ok: false, reason: 'must not carry user info' };
+  const written = writtenHost(endpoint);
+  if (url.username || url.password || written.includes('@')) return { ok: false, reason: 'must not carry user info' };
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (written !== url.hostname || !isPlainHost(host)) return { ok: false, reason: `host ${JSON.stringify(written)} is not written as a plain domain name or IP address` };
   const port = Number(url.port || 443);
   for (const origin of origins) {
     const named = origin.wildcard ? host.endsWith(`.${origin.host}`) : host === origin.host;
     if (named && port === origin.port) return { ok: true, origin };
   }
   return { ok: false, reason: `origin ${url.protocol}//${url.host} is not in WEBPUSH_ALLOWED_ORIGINS` };
+}
+
+/**
+ * WEBPUSH_ALLOWED_ORIGINS from the environment (unset or empty: the default), or its problems,
+ * each naming the variable. Read apart from the schema, so its problems are listed with the
+ * schema's own.
+ */
+export function webpushAllowedOriginsOf(env: Env): { origins: AllowedOrigin[]; problems: string[] } {
+  const parsed = parseAllowedOrigins(env.WEBPUSH_ALLOWED_ORIGINS || DEFAULT_WEBPUSH_ALLOWED_ORIGINS);
+  return parsed.ok ? { origins: parsed.origins, problems: [] } : { origins: [], problems: parsed.problems.map((problem) => `WEBPUSH_ALLOWED_ORIGINS: ${problem}`) };
 }

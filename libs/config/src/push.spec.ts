@@ -112,6 +112,41 @@ describe('loadPushWorkerConfig: no credentials', () => {
   });
 });
 
+describe('loadPushWorkerConfig: WEBPUSH_ALLOWED_ORIGINS', () => {
+  it('gives the webpush worker the public browser push services by default', () => {
+    const config = loadPushWorkerConfig('webpush', {});
+    expect(config.webpushAllowedOrigins.map((origin) => origin.text)).toEqual([
+      'https://fcm.googleapis.com',
+      'https://updates.push.services.mozilla.com',
+      'https://web.push.apple.com',
+      'https://*.notify.windows.com',
+    ]);
+    expect('WEBPUSH_ALLOWED_ORIGINS' in config).toBe(false);
+  });
+
+  it('gives the webpush worker a list of its own', () => {
+    const config = loadPushWorkerConfig('webpush', { WEBPUSH_ALLOWED_ORIGINS: 'https://127.0.0.1:9443,https://*.push.example.net' });
+    expect(config.webpushAllowedOrigins).toEqual([
+      { text: 'https://127.0.0.1:9443', host: '127.0.0.1', wildcard: false, port: 9443, privateAllowed: true },
+      { text: 'https://*.push.example.net', host: 'push.example.net', wildcard: true, port: 443, privateAllowed: false },
+    ]);
+  });
+
+  it('lists a malformed list with the other problems of the webpush worker', () => {
+    expect(configError('webpush', { PUSH_CLAIM_LEASE_MS: 'soon', WEBPUSH_ALLOWED_ORIGINS: 'https://push.example.com,http://127.0.0.1:9443' }).problems).toEqual([
+      'WEBPUSH_ALLOWED_ORIGINS: "http://127.0.0.1:9443" is not https',
+      'PUSH_CLAIM_LEASE_MS must be a number, got "soon"',
+    ]);
+    expect(configError('webpush', { ...VAPID, WEBPUSH_ALLOWED_ORIGINS: 'https://u:p@push.example.com' }).problems).toEqual([
+      'WEBPUSH_ALLOWED_ORIGINS: "https://u:p@push.example.com" has user info',
+    ]);
+  });
+
+  it.each(['fcm', 'apns'] as const)('is not read by the %s worker, even broken', (provider) => {
+    expect(loadPushWorkerConfig(provider, { WEBPUSH_ALLOWED_ORIGINS: 'http://nope' }).webpushAllowedOrigins).toEqual([]);
+  });
+});
+
 describe('loadPushWorkerConfig: production', () => {
   it.each([
     ['fcm', 'FCM_SERVICE_ACCOUNT_FILE'],

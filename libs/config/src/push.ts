@@ -6,6 +6,7 @@ import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, P
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { TrackingEnv, trackingProblems } from './events';
 import { PushProviderTuningEnv, refusedTuning, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
+import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
 
 export * from './push-tuning';
 
@@ -38,6 +39,7 @@ export const WebPushEnv = Type.Object({
   VAPID_PUBLIC_KEY: Type.String({ default: '', description: 'VAPID public key, base64url (default brand)' }),
   VAPID_PRIVATE_KEY: Type.String({ default: '', description: 'VAPID private key, base64url' }),
   VAPID_SUBJECT: Type.String({ default: '', description: 'mailto: or https: contact of the sender' }),
+  ...WebPushOriginsEnv.properties,
 });
 
 export interface FcmCredential {
@@ -74,7 +76,7 @@ export interface ProviderCredentials<P extends ProviderName> {
 }
 
 export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
-export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof WorkerConfigSchema>, RedisVariable> & {
+export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof WorkerConfigSchema>, RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
   provider: P;
   redis: RedisConnection;
   credentials: ProviderCredentials<P>;
@@ -84,6 +86,11 @@ export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof Worker
   tuning: PushTuning;
   /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY: every connection to the provider goes through the proxy. */
   egress: EgressSettings;
+  /**
+   * WEBPUSH_ALLOWED_ORIGINS: the push services the Web Push worker may send to. Empty on the FCM
+   * and APNs workers, which do not read the variable.
+   */
+  webpushAllowedOrigins: AllowedOrigin[];
 };
 
 type Problems = string[];
@@ -207,9 +214,10 @@ function fcmEndpointProblem(value: string): string | undefined {
 export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: Env = process.env): PushWorkerConfig<P> {
   const refused = refusedTuning(provider, env);
   const redis = redisConnectionOf(env);
-  const raw = parseEnv(WorkerConfigSchema, env, [...refused, ...redis.problems]);
+  const webpushOrigins = provider === 'webpush' ? webpushAllowedOriginsOf(env) : { origins: [], problems: [] };
+  const raw = parseEnv(WorkerConfigSchema, env, [...refused, ...redis.problems, ...webpushOrigins.problems]);
   const tuning = tuningOf(provider, raw);
-  const problems: Problems = [...refused, ...databaseProblems(raw), ...redis.problems, ...trackingProblems(raw)];
+  const problems: Problems = [...refused, ...databaseProblems(raw), ...redis.problems, ...trackingProblems(raw), ...webpushOrigins.problems];
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
@@ -249,5 +257,6 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   const { egress, problems: egressProblems } = egressSettings(raw, env);
   problems.push(...egressProblems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...withoutRedisVariables(raw), redis: redis.connection, provider, credentials, sandbox, tuning, egress };
+  const { WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
+  return { ...withoutRedisVariables(rest), redis: redis.connection, provider, credentials, sandbox, tuning, egress, webpushAllowedOrigins: webpushOrigins.origins };
 }

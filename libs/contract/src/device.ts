@@ -12,7 +12,15 @@ const Base64Url = (description: string) =>
 
 export const WebPushSubscriptionSchema = Type.Object(
   {
-    endpoint: Type.String({ pattern: '^https://', maxLength: MAX_DEVICE_TOKEN_BYTES, description: 'Push service URL (https)', errorMessage: 'must be an https URL' }),
+    endpoint: Type.String({
+      pattern: '^https://',
+      maxLength: MAX_DEVICE_TOKEN_BYTES,
+      description:
+        "Push service URL (https), on an origin the operator's WEBPUSH_ALLOWED_ORIGINS lists; by default the browsers' push services " +
+        '(https://fcm.googleapis.com, https://updates.push.services.mozilla.com, https://web.push.apple.com, https://*.notify.windows.com). ' +
+        'Any other origin, a port other than the listed one, user info or a host not written as a plain domain name or IP address: 400',
+      errorMessage: 'must be an https URL',
+    }),
     keys: Type.Object({
       p256dh: Base64Url('The browser P-256 public key, base64url'),
       auth: Base64Url('The 16-byte auth secret, base64url'),

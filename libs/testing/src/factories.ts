@@ -24,7 +24,8 @@ export function pushRequest(brandId: number, userId: string, overrides: Partial<
 export const fcmToken = () => `fcm-${randomBytes(24).toString('base64url')}`;
 export const apnsToken = () => randomBytes(32).toString('hex');
 
-export function webPushSubscription(endpoint = `https://push.example.test/send/${randomBytes(8).toString('hex')}`) {
+/** A browser's subscription; by default on FCM's Web Push origin, which WEBPUSH_ALLOWED_ORIGINS allows unless told otherwise. */
+export function webPushSubscription(endpoint = `https://fcm.googleapis.com/fcm/send/${randomBytes(8).toString('hex')}`) {
   const ecdh = createECDH('prime256v1');
   ecdh.generateKeys();
   return {

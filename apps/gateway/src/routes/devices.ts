@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequest, checkDeviceCredential, errorResponse, isUuid, DeviceSchema, RegisterDeviceSchema, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
+import { matchAllowedOrigin, type AllowedOrigin } from '@operator/config';
 import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -23,8 +24,12 @@ export function deviceView(device: Device): DeviceView {
   };
 }
 
-/** The device registry: the operator's own back end tells us which devices each player has. */
-export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+/**
+ * The device registry: the operator's own back end tells us which devices each player has. A Web
+ * Push endpoint is where the worker will post from inside the network, so one outside
+ * WEBPUSH_ALLOWED_ORIGINS is refused before anything is stored.
+ */
+export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db; webpushAllowedOrigins: readonly AllowedOrigin[] }> = async (app, { db, webpushAllowedOrigins }) => {
   app.post(
     '/v1/devices',
     {
@@ -39,6 +44,10 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
       const body = request.body;
       const problem = checkDeviceCredential(body);
       if (problem) return reply.code(400).send({ error: problem });
+      if (body.subscription) {
+        const match = matchAllowedOrigin(body.subscription.endpoint, webpushAllowedOrigins);
+        if (!match.ok) return reply.code(400).send({ error: `subscription.endpoint: ${match.reason}` });
+      }
       const { device, created } = await orUnavailable(
         registerDevice(db, uuidv7(), {
           brandId: BigInt(body.brand_id),
