@@ -180,6 +180,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
           VAPID_PUBLIC_KEY: t.vapid.publicKey,
           VAPID_PRIVATE_KEY: t.vapid.privateKey,
           VAPID_SUBJECT: t.vapid.subject,
+          WEBPUSH_ALLOWED_ORIGINS: t.fake.origin,
           PUSH_WORKER_CONCURRENCY: '1',
           PUSH_WORKER_PARALLEL_MESSAGES: '4',
           PUSH_CLAIM_LEASE_MS: '1500',
