@@ -1,19 +1,32 @@
-import https from 'node:https';
-import { sendNotification, type PushSubscription, type RequestOptions } from 'web-push';
-import { parseRetryAfter } from '@operator/config';
-import { sendError, webNotification, type Notification, type PushProvider, type SendResult, type SendTarget } from '@operator/providers';
+import { generateRequestDetails, type PushSubscription, type RequestOptions } from 'web-push';
+import { errorReason, matchAllowedOrigin, parseRetryAfter, type AllowedOrigin } from '@operator/config';
+import { answerReason, createOutbound, OutboundError, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { sendError, webNotification, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { CREDENTIALS_REFUSED_AFTER, CREDENTIALS_REFUSED_WINDOW_MS, PushServiceMemory } from './push-services';
+
+// A Web Push endpoint is whatever a browser, or someone posing as one, said: every send treats it
+// as hostile. web-push signs (VAPID) and encrypts (aes128gcm); the request itself goes through
+// @operator/egress: to an allowed origin only, to public addresses only (unless the operator named
+// the origin by a private address), through the operator's proxy, with one deadline for the whole
+// exchange, a few KiB of the answer read at most, and no redirect followed.
 
 export interface WebPushProviderOptions {
   /** The VAPID key pair (base64url, as web-push generateVAPIDKeys() makes it) and a mailto: or https: subject. */
   vapid: { publicKey: string; privateKey: string; subject: string };
-  /** The https.Agent for every request (keep-alive); made by the provider when absent. Destroyed by close() either way. */
-  agent?: https.Agent;
+  /** WEBPUSH_ALLOWED_ORIGINS: an endpoint outside them fails without a connection. */
+  allowedOrigins: readonly AllowedOrigin[];
+  /** The operator's proxy (HTTPS_PROXY, NO_PROXY); direct connections when absent. */
+  egress?: ProxySettings;
+  /** Extra certificate authorities to trust (a local test push service's); the system roots otherwise. */
+  ca?: string | Buffer | (string | Buffer)[];
   /** How long the push service keeps an undelivered message, in seconds. Default 86400 (one day). */
   ttlSeconds?: number;
-  /** Socket timeout of one request, in milliseconds. Default 10000. */
+  /** The whole of one request: connecting (through the proxy), sending, the answer and its body. Default 10000 ms. */
   timeoutMs?: number;
   /** Requests in flight at once within one send(). Default 16. */
   concurrency?: number;
+  /** The longest Retry-After reported or acted on (PUSH_RETRY_AFTER_MAX_MS); longer ones are cut to it. Default 300000 ms. */
+  retryAfterMaxMs?: number;
 }
 
 /**
@@ -22,9 +35,15 @@ export interface WebPushProviderOptions {
  */
 export const MAX_WEB_PUSH_PLAINTEXT_BYTES = 3993;
 
+/** The most of a push service's answer read: enough for an error's JSON, nothing a hostile endpoint could fill memory with. */
+export const MAX_ANSWER_BYTES = 4096;
+
 const DEFAULT_TTL_SECONDS = 86_400;
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_CONCURRENCY = 16;
+const DEFAULT_RETRY_AFTER_MAX_MS = 300_000;
+/** A Location longer than this, or not printable, is no message id we store. */
+const MAX_MESSAGE_ID_LENGTH = 1024;
 
 /** The JSON a service worker receives: `self.registration.showNotification(title, options)`; push_id for open/click reports. */
 export function webPushPayload(notification: Notification): string {
@@ -33,27 +52,102 @@ export function webPushPayload(notification: Notification): string {
 }
 
 export function createWebPushProvider(options: WebPushProviderOptions): PushProvider {
-  const agent = options.agent ?? new https.Agent({ keepAlive: true });
+  const outbound = createOutbound({ proxy: options.egress, ca: options.ca });
   const requestOptions: RequestOptions = {
     vapidDetails: options.vapid,
     TTL: options.ttlSeconds ?? DEFAULT_TTL_SECONDS,
     contentEncoding: 'aes128gcm',
     urgency: 'normal',
-    agent,
-    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
   };
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? DEFAULT_CONCURRENCY));
+  const retryAfterMaxMs = Math.max(0, options.retryAfterMaxMs ?? DEFAULT_RETRY_AFTER_MAX_MS);
+  const services = new PushServiceMemory();
   let closed = false;
+
+  const cap = (ms: number | undefined) => (ms === undefined ? undefined : Math.min(ms, retryAfterMaxMs));
 
   async function sendOne(payload: string, target: SendTarget): Promise<SendResult> {
     const subscription = subscriptionOf(target);
     if (typeof subscription === 'string') return { ok: false, error: sendError('invalid-token', subscription) };
-    try {
-      const answer = await sendNotification(subscription, payload, requestOptions);
-      return { ok: true, providerMessageId: firstHeader(answer.headers, 'location') ?? null };
-    } catch (error) {
-      return { ok: false, error: classify(error) };
+    const allowed = matchAllowedOrigin(subscription.endpoint, options.allowedOrigins);
+    if (!allowed.ok) return { ok: false, error: sendError('origin-not-allowed', `endpoint ${allowed.reason}`) };
+    const origin = new URL(subscription.endpoint).origin;
+    const pause = services.paused(origin, Date.now());
+    if (pause) {
+      const message = `push service ${origin} paused for ${Math.ceil(pause.remainingMs / 1000)} s after ${pause.reason}`;
+      return { ok: false, error: sendError('unavailable', message, pause.remainingMs, 'origin') };
     }
+
+    let details: ReturnType<typeof generateRequestDetails>;
+    try {
+      details = generateRequestDetails(subscription, payload, requestOptions);
+    } catch (error) {
+      // Keys of the right length that are no point on P-256: the subscription can never be sent to.
+      return { ok: false, error: sendError('invalid-token', `subscription keys refused: ${sanitizeReason(errorReason(error))}`) };
+    }
+
+    let answer: OutboundAnswer;
+    try {
+      answer = await outbound.request({
+        url: subscription.endpoint,
+        method: 'POST',
+        headers: Object.fromEntries(Object.entries(details.headers).map(([name, value]) => [name, String(value)])),
+        body: details.body ?? undefined,
+        timeoutMs,
+        maxBodyBytes: MAX_ANSWER_BYTES,
+        publicOnly: !allowed.origin.privateAllowed,
+      });
+    } catch (error) {
+      return { ok: false, error: transportError(error) };
+    }
+    return outcomeOf(origin, subscription.endpoint, answer);
+  }
+
+  /** What the push service's answer means for this delivery (and what the provider remembers of it). */
+  function outcomeOf(origin: string, endpoint: string, answer: OutboundAnswer): SendResult {
+    const { status, headers, body } = answer;
+    if (status >= 200 && status < 300) {
+      services.succeeded(origin);
+      return { ok: true, providerMessageId: messageIdOf(headers.location) };
+    }
+    const reason = answerReason(status, body);
+    const retryAfterMs = cap(parseRetryAfter(headers['retry-after']));
+    if (status === 404 || status === 410) return { ok: false, error: sendError('unregistered', reason) };
+    if (status === 429) return { ok: false, error: sendError('rate-limited', reason, retryAfterMs, 'device') };
+    if (status === 401 || status === 403) return { ok: false, error: refusal(origin, endpoint, reason) };
+    if (status === 413) return { ok: false, error: sendError('payload-too-large', reason) };
+    // A 503 is the service's own state (overloaded, in maintenance), not this message's; a
+    // Retry-After on any 5xx is the service saying when *it* will take requests again (RFC 9110
+    // 10.2.3). Either is about the origin, and with a Retry-After the origin is paused that long:
+    // its other subscriptions wait without a connection. A bare 500, 502 or 504 may be one
+    // request's misfortune (one shard, one upstream): only this delivery waits. The origin is one
+    // the operator allowed, and only it answers for itself: a subscription cannot pause another.
+    if (status === 503 || (status >= 500 && retryAfterMs !== undefined)) {
+      if (retryAfterMs !== undefined) services.pause(origin, retryAfterMs, `HTTP ${status}`, Date.now());
+      return { ok: false, error: sendError('unavailable', reason, retryAfterMs, 'origin') };
+    }
+    if (status === 408 || status >= 500) return { ok: false, error: sendError('unavailable', reason, retryAfterMs) };
+    // A redirect is an answer, not an instruction: nothing is sent where it points.
+    if (status >= 300 && status < 400) return { ok: false, error: sendError('payload-invalid', `${reason} (redirects are not followed)`) };
+    if (status >= 400) return { ok: false, error: sendError('payload-invalid', reason) };
+    return { ok: false, error: sendError('unavailable', reason, retryAfterMs) };
+  }
+
+  /**
+   * A 401 or 403 fails this delivery for good (the push service will refuse this subscription
+   * again: it was made with another application server key, or its endpoint says so on purpose)
+   * without deactivating the device. Once CREDENTIALS_REFUSED_AFTER distinct subscriptions of one
+   * origin have refused us within CREDENTIALS_REFUSED_WINDOW_MS, with no message taken by that
+   * origin meanwhile, it is our credentials: `auth`, which stops the job's attempt and raises the
+   * alert. Should the credentials really be wrong, the first refusals before that are lost; a
+   * retry would not have saved them either while nobody fixes the credentials.
+   */
+  function refusal(origin: string, endpoint: string, reason: string): SendError {
+    const refusals = services.refused(origin, endpoint, Date.now());
+    if (refusals < CREDENTIALS_REFUSED_AFTER) return sendError('subscription-refused', reason);
+    const minutes = CREDENTIALS_REFUSED_WINDOW_MS / 60_000;
+    return sendError('auth', `push service ${origin} refused ${refusals} subscriptions within ${minutes} min and took none: ${reason}`);
   }
 
   return {
@@ -82,7 +176,7 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      agent.destroy();
+      await outbound.close();
     },
   };
 }
@@ -103,27 +197,16 @@ function subscriptionOf(target: SendTarget): PushSubscription | string {
   return { endpoint: target.token, keys: { p256dh: target.p256dh, auth: target.auth } };
 }
 
-function firstHeader(headers: Record<string, string | string[] | undefined> | undefined, name: string): string | undefined {
-  const value = headers?.[name];
-  return Array.isArray(value) ? value[0] : value;
+/** The Location of the message resource (RFC 8030 5), kept as the message id when it is a plain URL of sane length. */
+function messageIdOf(location: string | string[] | undefined): string | null {
+  const value = Array.isArray(location) ? location[0] : location;
+  if (!value || value.length > MAX_MESSAGE_ID_LENGTH || !/^https?:\/\/[\x21-\x7e]+$/.test(value)) return null;
+  return value;
 }
 
-/** web-push rejects with a WebPushError (statusCode, headers, body) for any non-2xx answer, else with a plain socket error. */
-function classify(error: unknown) {
-  const failure = error as { statusCode?: unknown; headers?: Record<string, string | string[] | undefined>; body?: unknown; message?: unknown; code?: unknown };
-  const status = typeof failure?.statusCode === 'number' ? failure.statusCode : undefined;
-  if (status === undefined) {
-    const code = typeof failure?.code === 'string' ? `${failure.code}: ` : '';
-    return sendError('network', `${code}${String(failure?.message ?? error)}`);
-  }
-  const body = typeof failure.body === 'string' ? failure.body.trim().slice(0, 300) : '';
-  const message = `push service answered ${status}${body ? `: ${body}` : ''}`;
-  const retryAfterMs = parseRetryAfter(firstHeader(failure.headers, 'retry-after'));
-  if (status === 404 || status === 410) return sendError('unregistered', message);
-  if (status === 429) return sendError('rate-limited', message, retryAfterMs);
-  if (status === 401 || status === 403) return sendError('auth', message);
-  if (status === 413) return sendError('payload-too-large', message);
-  if (status === 408 || status >= 500) return sendError('unavailable', message, retryAfterMs);
-  if (status >= 400) return sendError('payload-invalid', message);
-  return sendError('unavailable', message, retryAfterMs);
+/** No answer. A non-public address is final for this delivery (retrying resolves to it again); the rest is transient. */
+function transportError(error: unknown): SendError {
+  if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(errorReason(error)));
+  if (error.failure === 'refused-address') return sendError('address-refused', `refused: ${sanitizeReason(error.message)}`);
+  return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
 }

@@ -26,7 +26,10 @@ export interface SendTarget {
  * - dead-token: the device is gone (deactivate it, never retry);
  * - transient: try again later (429, 5xx, timeouts, network), honouring retryAfterMs;
  * - auth: our credentials or configuration are wrong (fail loudly, stop sending with them);
- * - payload: the message itself is refused (fail it, do not retry).
+ * - payload: this message cannot go to this device, and trying again would not change that: the
+ *   message itself is refused, or (Web Push) the endpoint is outside the allowed origins, its
+ *   host resolves to a non-public address, or its push service refused our authorization for
+ *   this one subscription (fail it, do not retry, keep the device: the operator may fix the cause).
  */
 export type ErrorClass = 'dead-token' | 'transient' | 'auth' | 'payload';
 
@@ -38,7 +41,10 @@ export type ErrorCode =
   | 'network'
   | 'auth'
   | 'payload-invalid'
-  | 'payload-too-large';
+  | 'payload-too-large'
+  | 'origin-not-allowed'
+  | 'address-refused'
+  | 'subscription-refused';
 
 export interface SendError {
   class: ErrorClass;
@@ -77,6 +83,9 @@ export const CLASS_OF: Record<ErrorCode, ErrorClass> = {
   auth: 'auth',
   'payload-invalid': 'payload',
   'payload-too-large': 'payload',
+  'origin-not-allowed': 'payload',
+  'address-refused': 'payload',
+  'subscription-refused': 'payload',
 };
 
 export function sendError(code: ErrorCode, message: string, retryAfterMs?: number, scope?: ErrorScope): SendError {

@@ -10,8 +10,35 @@ import { testTls } from './tls';
 // future and at most 24 h away, sub present) and the aes128gcm body (RFC 8291 / RFC 8188), which it
 // decrypts with the subscription's private key, so a test sees the plaintext the browser would see.
 
-/** A scripted answer of the push service: the same shapes as the CRM fake's. */
-export type FakePushAnswer = CrmAnswer;
+/**
+ * A scripted answer of the push service: the CRM fake's shapes (a status; or status, headers,
+ * body, delay, hang-up), and answers a hostile endpoint would give: a body trickled a byte at a
+ * time, or a huge one streamed. See `pushAnswers` for the usual ones.
+ */
+export type FakePushAnswer =
+  | number
+  | (Exclude<CrmAnswer, number> & {
+      /** After the status and headers, write one byte of body every this many ms, never ending. */
+      trickleMs?: number;
+      /** Stream a body of this many bytes (one chunk written again and again, as the client reads). */
+      streamBytes?: number;
+    });
+
+/** Answers a test scripts often. */
+export const pushAnswers = {
+  /** A 200 whose body comes one byte every `everyMs`, for ever. */
+  trickle: (everyMs: number, status = 200): FakePushAnswer => ({ status, trickleMs: everyMs }),
+  /** A 200 with a body of `bytes` (200 MiB, say), streamed. */
+  huge: (bytes: number, status = 200): FakePushAnswer => ({ status, streamBytes: bytes }),
+  /** A redirect to `location`. */
+  redirect: (status: 301 | 302 | 303 | 307 | 308, location: string): FakePushAnswer => ({ status, headers: { Location: location } }),
+  /** `status` (429, 503) with `Retry-After: seconds`. */
+  retryAfter: (status: number, seconds: number, body?: string): FakePushAnswer => ({ status, headers: { 'Retry-After': String(seconds) }, body }),
+};
+
+type ScriptedAnswer = Exclude<FakePushAnswer, number>;
+
+const STREAM_CHUNK = Buffer.alloc(64 * 1024, 'x');
 
 /** A message the fake accepted (answered 2xx), decrypted. */
 export interface FakePushMessage {
@@ -45,6 +72,10 @@ export interface FakePushRequestLog {
   /** Why it was refused (for refused requests), or 'scripted' / 'delivered'. */
   reason: string;
   headers: IncomingMessage['headers'];
+  /** Bytes of answer body the fake got written (for trickled and streamed answers, as they go). */
+  bodyBytesWritten: number;
+  /** The answer ended, or the client went away. */
+  finished: boolean;
 }
 
 export interface FakeSubscription {
@@ -90,6 +121,8 @@ export class FakePushService {
   readonly requests: FakePushRequestLog[] = [];
   /** TLS connections ever accepted (a keep-alive client opens few). */
   tlsConnections = 0;
+  /** TCP connections ever accepted, TLS handshake or not. */
+  connections = 0;
 
   private readonly server: https.Server;
   private readonly subscriptions = new Map<string, SubscriptionKeys>();
@@ -101,6 +134,9 @@ export class FakePushService {
   private constructor(private readonly options: FakePushServiceOptions) {
     const tls = testTls();
     this.server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => this.handle(req, res));
+    this.server.on('connection', () => {
+      this.connections += 1;
+    });
     this.server.on('secureConnection', (socket) => {
       this.tlsConnections += 1;
       this.sockets.add(socket);
@@ -212,7 +248,7 @@ export class FakePushService {
         const plaintext = decryptAes128gcm(Buffer.concat(chunks), keys).toString('utf8');
 
         const answer = this.answers.get(id)?.shift();
-        const scripted = answer === undefined ? undefined : typeof answer === 'number' ? { status: answer } : answer;
+        const scripted: ScriptedAnswer | undefined = typeof answer === 'number' ? { status: answer } : answer;
         const status = scripted?.status ?? 201;
         const ok = status >= 200 && status < 300;
         const location = ok ? `${this.origin}/message/${randomUUID()}` : undefined;
@@ -227,14 +263,23 @@ export class FakePushService {
             id, payload, plaintext, ttl, urgency, topic, vapidKey: vapid.key, vapidSubject: vapid.subject, status, location, at,
           });
         }
-        this.requests.push({ id, at, status, reason: scripted ? 'scripted' : 'delivered', headers: req.headers });
+        const log: FakePushRequestLog = { id, at, status, reason: scripted ? 'scripted' : 'delivered', headers: req.headers, bodyBytesWritten: 0, finished: false };
+        this.requests.push(log);
+        res.on('close', () => {
+          log.finished = true;
+        });
         const reply = () => {
           if (scripted?.hangUp) {
             req.socket.destroy();
             return;
           }
-          res.writeHead(status, { ...(location ? { location } : {}), ...(scripted?.headers ?? {}) });
-          res.end(scripted?.body ?? '');
+          const headers = { ...(location ? { location } : {}), ...(scripted?.headers ?? {}) };
+          if (scripted?.trickleMs) return this.trickle(res, status, headers, scripted.trickleMs, log);
+          if (scripted?.streamBytes) return this.stream(res, status, headers, scripted.streamBytes, log);
+          const body = scripted?.body ?? '';
+          res.writeHead(status, headers);
+          res.end(body);
+          log.bodyBytesWritten = Buffer.byteLength(body);
         };
         if (scripted?.delayMs) {
           const timer = setTimeout(() => {
@@ -247,11 +292,41 @@ export class FakePushService {
         }
       } catch (error) {
         const refusal = error instanceof Refusal ? error : new Refusal(500, String(error));
-        this.requests.push({ id, at: Date.now(), status: refusal.status, reason: refusal.message, headers: req.headers });
+        this.requests.push({ id, at: Date.now(), status: refusal.status, reason: refusal.message, headers: req.headers, bodyBytesWritten: Buffer.byteLength(refusal.message), finished: true });
         res.writeHead(refusal.status, { 'content-type': 'text/plain' });
         res.end(refusal.message);
       }
     });
+  }
+
+  /** Status and headers at once, then a byte every `everyMs` until the client goes or the fake closes. */
+  private trickle(res: ServerResponse, status: number, headers: Record<string, string>, everyMs: number, log: FakePushRequestLog): void {
+    res.writeHead(status, headers);
+    res.flushHeaders();
+    const timer = setInterval(() => {
+      res.write('x');
+      log.bodyBytesWritten += 1;
+    }, everyMs);
+    this.timers.add(timer);
+    res.on('close', () => {
+      clearInterval(timer);
+      this.timers.delete(timer);
+    });
+  }
+
+  /** A body of `bytes`, written as fast as the client reads it (one chunk reused: nothing that size is ever allocated). */
+  private stream(res: ServerResponse, status: number, headers: Record<string, string>, bytes: number, log: FakePushRequestLog): void {
+    res.writeHead(status, { ...headers, 'content-length': String(bytes) });
+    res.on('error', () => undefined);
+    const write = () => {
+      while (log.bodyBytesWritten < bytes && !res.destroyed) {
+        const chunk = STREAM_CHUNK.subarray(0, Math.min(STREAM_CHUNK.length, bytes - log.bodyBytesWritten));
+        log.bodyBytesWritten += chunk.length;
+        if (!res.write(chunk)) return void res.once('drain', write);
+      }
+      if (!res.destroyed) res.end();
+    };
+    write();
   }
 
   private subscriptionId(url: string | undefined): string | null {

@@ -1,4 +1,3 @@
-import https from 'node:https';
 import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
@@ -6,7 +5,7 @@ import { createWebPushProvider } from '@operator/provider-webpush';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient, type SendJobPolicy } from '@operator/queue';
 import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import type { PushRequest } from '@operator/contract';
-import { redisUrlConnection } from '@operator/config';
+import { parseAllowedOrigins, redisUrlConnection } from '@operator/config';
 import { acceptMessages } from '../accept';
 
 export const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -34,7 +33,9 @@ export class WebPushFixture {
     this.producer = createProducerRedis(redisUrlConnection(process.env.REDIS_URL!));
     await new Promise((resolve) => this.producer.once('ready', resolve));
     this.fake = await FakePushService.start();
-    this.provider = createWebPushProvider({ vapid: this.vapid, agent: new https.Agent({ ca: testTls().ca, keepAlive: true }), timeoutMs: 3000 });
+    const allowed = parseAllowedOrigins(this.fake.origin);
+    if (!allowed.ok) throw new Error(allowed.problems.join('; '));
+    this.provider = createWebPushProvider({ vapid: this.vapid, ca: testTls().ca, allowedOrigins: allowed.origins, timeoutMs: 3000 });
   }
 
   async close() {
