@@ -83,10 +83,12 @@ async function server(handler: Handler, secure = true) {
 const HOSTILE: Record<string, (internal: string) => Handler> = {
   'rate-limited': () => (_req, res) => res.writeHead(429, { 'retry-after': '3600' }).end('{"reason":"slow down"}'),
   unavailable: () => (_req, res) => res.writeHead(503, { 'retry-after': '3600' }).end('<html>down for maintenance</html>'),
+  // The status line, then the headers a byte every 2 s: never a complete answer.
   trickle: () => (_req, res) => {
-    res.writeHead(201, { 'content-type': 'text/plain' });
-    const timer = setInterval(() => res.write('.'), 2000);
-    res.on('close', () => clearInterval(timer));
+    const socket = res.socket!;
+    socket.write('HTTP/1.1 201 Created\r\nX-Slow: ');
+    const timer = setInterval(() => socket.write('a'), 2000);
+    socket.on('close', () => clearInterval(timer));
   },
   huge: () => (_req, res) => {
     const chunk = Buffer.alloc(1 << 20, 'x');

@@ -62,6 +62,19 @@ describe('outbound HTTP', () => {
     expect(Date.now() - started).toBeLessThan(3000);
   });
 
+  it('with successWithoutBody, takes a 2xx at its status, whatever its body does next', async () => {
+    const trickle = await start((_req, res) => {
+      res.writeHead(201, { location: 'https://push.example.test/m/1' });
+      const timer = setInterval(() => res.write('x'), 100);
+      res.on('close', () => clearInterval(timer));
+    });
+    const started = Date.now();
+    const answer = await outbound.request({ url: `${trickle.origin}/`, timeoutMs: 3000, maxBodyBytes: 1024, successWithoutBody: true });
+    expect(answer).toMatchObject({ status: 201, truncated: false });
+    expect(answer.headers.location).toBe('https://push.example.test/m/1');
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
   it('reads at most maxBodyBytes of a huge answer and drops the rest', async () => {
     const chunk = Buffer.alloc(1 << 20, 'a');
     let written = 0;

@@ -37,6 +37,12 @@ export interface OutboundRequest {
    * such is checked here, and names are left to the proxy.
    */
   publicOnly?: boolean;
+  /**
+   * A 2xx is the whole answer, its body unread: the request is done once the status comes (a push
+   * service's 201 says the message is taken, whatever its body does next). The body is drained
+   * apart, within the deadline and the cap, so that a well-behaved peer's connection is kept.
+   */
+  successWithoutBody?: boolean;
 }
 
 export interface OutboundAnswer {
@@ -111,6 +117,10 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
       signal,
       dispatcher: dispatcherFor(proxy, spec.publicOnly === true),
     });
+    if (spec.successWithoutBody && answer.statusCode >= 200 && answer.statusCode < 300) {
+      answer.body.dump({ limit: spec.maxBodyBytes, signal: AbortSignal.timeout(spec.timeoutMs) }).catch(() => undefined);
+      return { status: answer.statusCode, headers: answer.headers, body: Buffer.alloc(0), truncated: false };
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     let truncated = false;

@@ -71,7 +71,7 @@ describe('web push provider against hostile endpoints', () => {
   it('gives up on an answer that trickles a byte at a time, at the deadline for the whole request', async () => {
     const fake = await service();
     const subscription = fake.subscription();
-    fake.respond(idOf(subscription), pushAnswers.trickle(100));
+    fake.respond(idOf(subscription), pushAnswers.trickle(100, 503));
 
     const started = Date.now();
     const [result] = await provider({ allowedOrigins: allowed(fake.origin), timeoutMs: 500 }).send(notification(), [target(subscription)]);
@@ -83,6 +83,17 @@ describe('web push provider against hostile endpoints', () => {
     // Every byte came well within any idle timeout: only a deadline on the whole exchange stops it.
     expect(answer.bodyBytesWritten).toBeGreaterThanOrEqual(2);
     await waitFor(() => answer.finished);
+  });
+
+  it('takes a 201 at its status, whatever its body does next: the push is not sent again', async () => {
+    const fake = await service();
+    const subscription = fake.subscription();
+    fake.respond(idOf(subscription), pushAnswers.trickle(100, 201));
+
+    const started = Date.now();
+    const [result] = await provider({ allowedOrigins: allowed(fake.origin), timeoutMs: 2000 }).send(notification(), [target(subscription)]);
+    expect(result.ok).toBe(true);
+    expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('reads a few KiB of a 200 MiB answer and drops the connection on the rest', async () => {

@@ -97,6 +97,8 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
         timeoutMs,
         maxBodyBytes: MAX_ANSWER_BYTES,
         publicOnly: !allowed.origin.privateAllowed,
+        // Taken once the push service says so: a 201 whose body then trickles is not a failure to send again.
+        successWithoutBody: true,
       });
     } catch (error) {
       return { ok: false, error: transportError(error) };
