@@ -83,6 +83,7 @@ export async function startPushWorker<P extends ProviderName>(
           visibilityGraceMs: tuning.visibilityGraceMs,
           parallelMessages: tuning.parallelMessages,
           trackingSecret: config.TRACKING_SECRET,
+          retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
         },
         run,
       ),
