@@ -11,14 +11,16 @@ import { processSendJob, type SendDeps } from './send';
 import { silent } from './test/web-push-fixture';
 
 // What waits when a provider asks to wait is what its answer is about, never the queue: a 429 about
-// one device token defers that delivery alone, and every Retry-After is cut to
-// PUSH_RETRY_AFTER_MAX_MS. Two brands, each with its own APNs credential (its own fake APNs and
-// signing key), over real TLS, PostgreSQL and Redis.
+// one device token defers that delivery alone, a credential over its quota pauses that brand's
+// client alone, and every Retry-After is cut to PUSH_RETRY_AFTER_MAX_MS. Two brands, each with its
+// own APNs credential (its own fake APNs and signing key), over real TLS, PostgreSQL and Redis.
 
 const CAP_MS = 400;
 const TOPIC = 'com.example.casino';
 const HOUR = '3600';
 const tooManyRequests: ApnsAnswer = { status: 429, reason: 'TooManyRequests', headers: { 'retry-after': HOUR } };
+const tooManyTokenUpdates: ApnsAnswer = { status: 429, reason: 'TooManyProviderTokenUpdates', headers: { 'retry-after': HOUR } };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over TLS)', () => {
   let db: Db;
@@ -59,6 +61,7 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
         [String(brand.b), credential(apns.b)],
       ]),
       create: (options) => createApnsProvider({ ...options, ca: testTls().ca }),
+      retryAfterMaxMs: CAP_MS,
     });
   });
 
@@ -162,5 +165,36 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
     expect(await processSendJob(deps(), job([pushId], 2, 2))).toEqual({ kind: 'done', sent: 0, failed: 1, dropped: 0 });
     expect(await delivery(pushId, busy.deviceId)).toMatchObject({ status: 'failed', errorCode: 'rate-limited', error: 'APNs 429 TooManyRequests' });
     expect(await message(pushId)).toMatchObject({ status: 'failed', error: 'rate-limited' });
+  });
+
+  it("pauses the client of a credential over its quota, for the cap at most, while the other brand's pushes are sent", async () => {
+    const player = uniqueName('player');
+    await device('a', player, tooManyTokenUpdates);
+    const first = await accept('a', player);
+    expect(await processSendJob(deps(), job([first]))).toEqual({ kind: 'retry', reason: 'APNs 429 TooManyProviderTokenUpdates', delayMs: CAP_MS });
+
+    // Brand A's next push is answered without reaching APNs, and waits for what is left of the pause.
+    const later = uniqueName('player');
+    const waiting = await device('a', later);
+    const second = await accept('a', later);
+    const held = await processSendJob(deps(), job([second]));
+    expect(held).toMatchObject({ kind: 'retry', reason: expect.stringContaining('apns credential paused over its quota: APNs 429 TooManyProviderTokenUpdates') });
+    const left = held.kind === 'retry' ? held.delayMs : Number.NaN;
+    expect(left).toBeGreaterThan(0);
+    expect(left).toBeLessThanOrEqual(CAP_MS);
+    expect(apns.a.requestsFor(waiting.token)).toHaveLength(0);
+    expect(await delivery(second, waiting.deviceId)).toMatchObject({ status: 'pending', errorCode: 'rate-limited' });
+
+    // Brand B has a credential of its own: sent at once.
+    const elsewhere = uniqueName('player');
+    const phone = await device('b', elsewhere);
+    const pushB = await accept('b', elsewhere);
+    expect(await processSendJob(deps(), job([pushB]))).toEqual({ kind: 'done', sent: 1, failed: 0, dropped: 0 });
+    expect(apns.b.requestsFor(phone.token)).toHaveLength(1);
+
+    // Once the pause is over (the cap, not the hour APNs asked for), brand A sends again.
+    await sleep(left + 20);
+    expect(await processSendJob(deps(), job([second], 2))).toEqual({ kind: 'done', sent: 1, failed: 0, dropped: 0 });
+    expect(apns.a.requestsFor(waiting.token)).toHaveLength(1);
   });
 });
