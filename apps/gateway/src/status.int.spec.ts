@@ -68,6 +68,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
         visibilityGraceMs: 30000,
         parallelMessages: 4,
         trackingSecret: SECRET,
+        retryAfterMaxMs: 300000,
       },
       { pushIds, attempt: 1, maxAttempts: 3, enqueuedAt: Date.now() },
     );

@@ -58,6 +58,7 @@ describe('loadPushWorkerConfig: no credentials', () => {
       PUSH_CLAIM_LEASE_MS: 60000,
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
+      PUSH_RETRY_AFTER_MAX_MS: 300000,
       PUSH_CREDENTIALS_FILE: '',
       APNS_PRODUCTION: false,
       APNS_PORT: 443,
@@ -104,6 +105,12 @@ describe('loadPushWorkerConfig: no credentials', () => {
 
   it('refuses a lease below one second', () => {
     expect(configError('fcm', { PUSH_CLAIM_LEASE_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_CLAIM_LEASE_MS')]);
+  });
+
+  it('reads the Retry-After cap, and refuses one below a second', () => {
+    expect(loadPushWorkerConfig('webpush', { PUSH_RETRY_AFTER_MAX_MS: '60000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(60000);
+    expect(loadPushWorkerConfig('apns', { PUSH_RETRY_AFTER_MAX_MS: '1000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(1000);
+    expect(configError('fcm', { PUSH_RETRY_AFTER_MAX_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_RETRY_AFTER_MAX_MS')]);
   });
 
   it('refuses a send timeout below 100 ms and a provider concurrency below 1', () => {

@@ -18,6 +18,14 @@ export const PushWorkerEnv = Type.Object({
   PUSH_RECONCILE_INTERVAL_MS: sharedTuningField('reconcileIntervalMs'),
   PUSH_RECONCILE_AFTER_MS: sharedTuningField('reconcileAfterMs'),
   PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see README)' }),
+  // A bound on what a provider (or anyone running a Web Push endpoint) may ask for, not a sizing
+  // knob: it stays out of the tuning table. Every Retry-After is clamped to it before it delays a
+  // delivery or pauses a credential.
+  PUSH_RETRY_AFTER_MAX_MS: Type.Integer({
+    default: 300000,
+    minimum: 1000,
+    description: "Longest wait a provider's Retry-After can impose, on one delivery's retry or on one credential's pause; longer ones are cut to this",
+  }),
 });
 
 export const FcmEnv = Type.Object({

@@ -163,6 +163,7 @@ describe('APNs provider over HTTP/2 + TLS against the local fake', () => {
         [apnsToken(), { status: 503, reason: 'ServiceUnavailable' }],
         [apnsToken(), { status: 400, reason: 'BadExpirationDate' }],
         [apnsToken(), { status: 400, reason: 'TopicDisallowed' }],
+        [apnsToken(), { status: 429, reason: 'TooManyProviderTokenUpdates', headers: { 'retry-after': '60' } }],
       ];
       for (const [token, answer] of scripted) if (answer) fake.respond(token, answer);
 
@@ -174,12 +175,13 @@ describe('APNs provider over HTTP/2 + TLS against the local fake', () => {
         { class: 'dead-token', code: 'unregistered', message: 'APNs 410 Unregistered' },
         { class: 'dead-token', code: 'invalid-token', message: 'APNs 400 BadDeviceToken' },
         { class: 'dead-token', code: 'invalid-token', message: 'APNs 400 DeviceTokenNotForTopic' },
-        { class: 'transient', code: 'rate-limited', message: 'APNs 429 TooManyRequests', retryAfterMs: 7000 },
-        { class: 'transient', code: 'rate-limited', message: 'APNs 429 TooManyRequests' },
+        { class: 'transient', code: 'rate-limited', message: 'APNs 429 TooManyRequests', retryAfterMs: 7000, scope: 'device' },
+        { class: 'transient', code: 'rate-limited', message: 'APNs 429 TooManyRequests', scope: 'device' },
         { class: 'transient', code: 'unavailable', message: expect.stringContaining('APNs 500 InternalServerError') },
         { class: 'transient', code: 'unavailable', message: 'APNs 503 ServiceUnavailable' },
         { class: 'payload', code: 'payload-invalid', message: 'APNs 400 BadExpirationDate' },
         { class: 'auth', code: 'auth', message: 'APNs 400 TopicDisallowed' },
+        { class: 'transient', code: 'rate-limited', message: 'APNs 429 TooManyProviderTokenUpdates', retryAfterMs: 60_000, scope: 'credential' },
       ]);
     });
 
@@ -344,6 +346,14 @@ describe('apnsError: APNs answers in the taxonomy', () => {
     [429, undefined, 'rate-limited'],
   ] as const)('%s %s is %s', (status, reason, code) => {
     expect(apnsError(status, reason).code).toBe(code);
+  });
+
+  it.each([
+    [429, 'TooManyRequests', 'device'],
+    [429, undefined, 'device'],
+    [429, 'TooManyProviderTokenUpdates', 'credential'],
+  ] as const)('%s %s waits for the %s only', (status, reason, scope) => {
+    expect(apnsError(status, reason, undefined, '3')).toEqual({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('APNs 429'), retryAfterMs: 3000, scope });
   });
 
   it('is a network error without a status, and reads Retry-After on transient answers', () => {

@@ -35,7 +35,6 @@ const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic
 const AUTH_REASONS = new Set(['TopicDisallowed', 'BadTopic', 'MissingTopic', 'BadCertificate', 'BadCertificateEnvironment', 'InvalidProviderToken', 'MissingProviderToken', 'BadEnvironmentKeyInToken']);
 /** Transient on APNs' side although some come as 4xx: a new JWT is made, the server is going down, the connection idled. */
 const TRANSIENT_REASONS = new Set(['ExpiredProviderToken', 'InternalServerError', 'ServiceUnavailable', 'Shutdown', 'IdleTimeout']);
-const RATE_REASONS = new Set(['TooManyRequests', 'TooManyProviderTokenUpdates']);
 
 /** APNs device tokens are hex; anything else would not even make a valid request path. */
 const DEVICE_TOKEN = /^[0-9a-f]+$/i;
@@ -49,7 +48,12 @@ export function apnsError(status: number | undefined, reason: string | undefined
   const message = `APNs ${status}${reason ? ` ${reason}` : ''}${detail && detail !== reason ? ` (${detail})` : ''}`;
   if (status === 410 || reason === 'Unregistered') return sendError('unregistered', message);
   if (reason && INVALID_TOKEN_REASONS.has(reason)) return sendError('invalid-token', message);
-  if (status === 429 || (reason && RATE_REASONS.has(reason))) return sendError('rate-limited', message, parseRetryAfter(retryAfter));
+  // Apple's two 429s are about different things. TooManyProviderTokenUpdates: the provider token
+  // (our signing key's JWT) changed too often, so every send with this credential is refused alike
+  // and the credential waits. TooManyRequests: too many pushes to this one device token; only that
+  // delivery waits. A 429 naming neither is taken as the latter, which holds back nobody else.
+  if (reason === 'TooManyProviderTokenUpdates') return sendError('rate-limited', message, parseRetryAfter(retryAfter), 'credential');
+  if (status === 429 || reason === 'TooManyRequests') return sendError('rate-limited', message, parseRetryAfter(retryAfter), 'device');
   if (reason && TRANSIENT_REASONS.has(reason)) return sendError('unavailable', message, parseRetryAfter(retryAfter));
   if (status === 403 || (reason && AUTH_REASONS.has(reason))) return sendError('auth', message);
   if (status === 413 || reason === 'PayloadTooLarge') return sendError('payload-too-large', message);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PushRequest } from '@operator/contract';
 import { FakeFcm, fcmAnswer, fcmToken, pushRequest, until } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
+import { createProviderRegistry, type Notification, type PushProvider, type SendResult, type SendTarget } from '@operator/providers';
 import { createFcmProvider, type FcmProviderOptions } from './index';
 
 // FCM over HTTP/2 and real TLS sockets, to a local FCM HTTP v1 API that checks the OAuth2 grant
@@ -192,12 +192,26 @@ describe('FCM provider against a local FCM over TLS', () => {
     expect(results[0]).toEqual({ ok: true, providerMessageId: expect.stringMatching(/^projects\/.+\/messages\/.+/) });
     expect(failure(results[1])).toMatchObject({ class: 'dead-token', code: 'unregistered', message: expect.stringContaining('UNREGISTERED') });
     expect(failure(results[2])).toMatchObject({ class: 'dead-token', code: 'invalid-token', message: expect.stringContaining('not a valid FCM registration token') });
-    expect(failure(results[3])).toEqual({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('429'), retryAfterMs: 7000 });
+    expect(failure(results[3])).toEqual({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('429'), retryAfterMs: 7000, scope: 'device' });
     expect(failure(results[4])).toMatchObject({ class: 'transient', code: 'unavailable', message: expect.stringContaining('500') });
     // 500 and 429 are not retried by the provider: one request each.
     expect(fake.sendsTo(tokens.broken)).toHaveLength(1);
     expect(fake.sendsTo(tokens.busy)).toHaveLength(1);
     for (const token of Object.values(tokens)) expect(fake.sendsTo(token)[0].message.data).toEqual({ push_id: push.pushId });
+  });
+
+  it("tells a project over its send quota, the credential's, from one device over its message rate", async () => {
+    const [project, device, bare] = [fcmToken(), fcmToken(), fcmToken()];
+    fake.respond(project, fcmAnswer.projectQuotaExceeded('123', 60));
+    fake.respond(device, fcmAnswer.deviceMessageRateExceeded(5));
+    fake.respond(bare, fcmAnswer.quotaExceeded());
+    const results = await provider.send(notification(), [target(project), target(device), target(bare)]);
+    expect(results.map(failure)).toEqual([
+      { class: 'transient', code: 'rate-limited', message: expect.stringContaining("for consumer 'project_number:123'"), retryAfterMs: 60_000, scope: 'credential' },
+      { class: 'transient', code: 'rate-limited', message: expect.stringContaining('Device message rate exceeded'), retryAfterMs: 5000, scope: 'device' },
+      // Says neither whose quota nor which: taken as the device's (see quotaScope in provider.ts).
+      { class: 'transient', code: 'rate-limited', message: expect.stringContaining('QUOTA_EXCEEDED'), scope: 'device' },
+    ]);
   });
 
   it('a 500 is a result; sent again, the device gets it', async () => {
@@ -288,6 +302,25 @@ describe('FCM provider against a local FCM over TLS', () => {
     }
   });
 
+  it("a token endpoint answering 429 is the credential's rate limit, for every device; sending works once it grants again", async () => {
+    const server = await FakeFcm.start();
+    try {
+      server.throttleGrants(30);
+      const own = providerFor(server);
+      const results = await own.send(notification(), [target(), target()]);
+      for (const result of results) {
+        expect(failure(result)).toMatchObject({ class: 'transient', code: 'rate-limited', message: expect.stringContaining('429'), retryAfterMs: 30_000, scope: 'credential' });
+      }
+      expect(server.requests).toHaveLength(0);
+      expect(server.tokenGrants.map((grant) => grant.status)).toEqual([429]);
+
+      server.throttleGrants(null);
+      expect((await own.send(notification(), [target()]))[0].ok).toBe(true);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('an access token FCM no longer accepts (401) is an auth error', async () => {
     const server = await FakeFcm.start();
     try {
@@ -358,6 +391,52 @@ describe('FCM provider against a local FCM over TLS', () => {
       await expect(own.send(notification(), [target()])).rejects.toThrow(/closed/);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('FCM clients of two brands in one registry', () => {
+  let seven: FakeFcm;
+  let eight: FakeFcm;
+
+  beforeEach(async () => {
+    [seven, eight] = await Promise.all([FakeFcm.start(), FakeFcm.start()]);
+  });
+
+  afterEach(async () => {
+    await Promise.all([seven.close(), eight.close()]);
+  });
+
+  it("pauses only the client of the project over its quota, for the capped Retry-After; the other brand's sends go on", async () => {
+    // Each brand has its own Firebase project (its own fake FCM) and so its own client.
+    const registry = createProviderRegistry<FakeFcm>({
+      name: 'fcm',
+      brandCredentials: new Map([
+        ['7', seven],
+        ['8', eight],
+      ]),
+      create: (server) => createFcmProvider({ serviceAccount: server.serviceAccount, httpAgent: server.agent }),
+      retryAfterMaxMs: 300,
+    });
+    try {
+      const [busy, waiting, other] = [fcmToken(), fcmToken(), fcmToken()];
+      seven.respond(busy, fcmAnswer.projectQuotaExceeded('7007', 3600));
+      const [refused] = await registry.providerFor('7').send(notification(), [target(busy)]);
+      expect(failure(refused)).toMatchObject({ code: 'rate-limited', retryAfterMs: 3_600_000, scope: 'credential' });
+
+      // Brand 7 is answered without reaching FCM, told to wait no longer than the cap; brand 8 sends.
+      const [held] = await registry.providerFor('7').send(notification(), [target(waiting)]);
+      expect(failure(held)).toMatchObject({ code: 'rate-limited', message: expect.stringContaining('paused over its quota'), scope: 'credential' });
+      expect(failure(held)!.retryAfterMs).toBeLessThanOrEqual(300);
+      expect(seven.sendsTo(waiting)).toHaveLength(0);
+      expect((await registry.providerFor('8').send(notification(), [target(other)]))[0].ok).toBe(true);
+      expect(eight.sendsTo(other)).toHaveLength(1);
+
+      // Once the cap has passed, not the hour FCM asked for, brand 7 sends again.
+      await until(async () => (await registry.providerFor('7').send(notification(), [target(waiting)]))[0].ok, 'brand 7 to send again');
+      expect(seven.sendsTo(waiting).map((sent) => sent.status)).toEqual([200]);
+    } finally {
+      await registry.close();
     }
   });
 });

@@ -82,7 +82,54 @@ describe('fcmAnswerError', () => {
 
   it('keeps the status, FCM error code and Retry-After', () => {
     const error = fcmSendError(fcmAnswerError(429, '7', google(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded', [fcmError('QUOTA_EXCEEDED')])));
-    expect(error).toEqual({ class: 'transient', code: 'rate-limited', message: 'messaging/message-rate-exceeded (HTTP 429 QUOTA_EXCEEDED): Quota exceeded', retryAfterMs: 7000 });
+    expect(error).toEqual({
+      class: 'transient',
+      code: 'rate-limited',
+      message: 'messaging/message-rate-exceeded (HTTP 429 QUOTA_EXCEEDED): Quota exceeded',
+      retryAfterMs: 7000,
+      scope: 'device',
+    });
+  });
+
+  describe('whose quota a 429 is about', () => {
+    const errorInfo = (metadata: Record<string, string>, reason = 'RATE_LIMIT_EXCEEDED') => ({ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'googleapis.com', metadata });
+    const quotaFailure = (...violations: { subject?: string; description?: string }[]) => ({ '@type': 'type.googleapis.com/google.rpc.QuotaFailure', violations });
+    const scopeOf = (message: string, details: unknown[], googleStatus = 'RESOURCE_EXHAUSTED') => fcmSendError(fcmAnswerError(429, '30', google(429, googleStatus, message, details))).scope;
+    const projectQuota = errorInfo({ quota_limit: 'SendsPerMinutePerProject', quota_unit: '1/min/{project}', consumer: 'projects/123', service: 'fcm.googleapis.com' });
+
+    it("is the credential's for a project over its send quota, as Google answers it", () => {
+      const message = "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:123'.";
+      expect(fcmSendError(fcmAnswerError(429, '30', google(429, 'RESOURCE_EXHAUSTED', message, [projectQuota])))).toEqual({
+        class: 'transient',
+        code: 'rate-limited',
+        message: expect.stringContaining('HTTP 429 RESOURCE_EXHAUSTED'),
+        retryAfterMs: 30_000,
+        scope: 'credential',
+      });
+    });
+
+    it.each([
+      ['an ErrorInfo naming a per-project limit', 'Quota exceeded.', [errorInfo({ quota_limit: 'SendsPerMinutePerProject' }, 'QUOTA_EXCEEDED')]],
+      ['an ErrorInfo of Google\'s quota system', 'Quota exceeded.', [errorInfo({})]],
+      ['a QuotaFailure about the project', 'Quota exceeded.', [fcmError('QUOTA_EXCEEDED'), quotaFailure({ subject: 'project:123', description: 'Message rate exceeded' })]],
+      ["Service Control's words alone", "Quota exceeded for quota metric 'Send requests' of service 'fcm.googleapis.com' for consumer 'project_number:123'.", []],
+    ])("is the credential's for %s", (_what, message, details) => {
+      expect(scopeOf(message, details)).toBe('credential');
+    });
+
+    it.each([
+      ['a QuotaFailure about the device', [fcmError('QUOTA_EXCEEDED'), quotaFailure({ subject: 'device', description: 'Device message rate exceeded' })]],
+      ['a QuotaFailure about a registration token, beside a project ErrorInfo', [projectQuota, quotaFailure({ subject: 'registration_token:abc' })]],
+      ['a bare QUOTA_EXCEEDED, which does not say whose', [fcmError('QUOTA_EXCEEDED')]],
+      ['a QuotaFailure about something else', [quotaFailure({ subject: 'topic:news' })]],
+      ['no details at all', []],
+    ])("is the device's for %s", (_what, details) => {
+      expect(scopeOf('Quota exceeded.', details)).toBe('device');
+    });
+
+    it('leaves the scope out of answers other than 429', () => {
+      expect(fcmSendError(fcmAnswerError(503, '30', google(503, 'UNAVAILABLE', 'The service is currently unavailable.', [projectQuota])))).not.toHaveProperty('scope');
+    });
   });
 });
 
@@ -170,6 +217,7 @@ describe('fcmSendError', () => {
       code: 'rate-limited',
       message: 'messaging/message-rate-exceeded (HTTP 429): slow down',
       retryAfterMs: 7000,
+      scope: 'device',
     });
     expect(fcmSendError(adminError('messaging/message-rate-exceeded'))).not.toHaveProperty('retryAfterMs');
   });
@@ -180,6 +228,8 @@ describe('fcmSendError', () => {
     expect(failed({ status: 401, message: 'invalid_client' }).class).toBe('auth');
     expect(failed({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED' })).toMatchObject({ class: 'transient', code: 'network' });
     expect(failed({ status: 503, retryAfter: '2', message: 'busy' })).toMatchObject({ code: 'unavailable', retryAfterMs: 2000 });
-    expect(failed({ status: 429, message: 'slow down' })).toMatchObject({ code: 'rate-limited' });
+    expect(failed({ status: 503, message: 'busy' })).not.toHaveProperty('scope');
+    // Every send with this service account waits for the same token.
+    expect(failed({ status: 429, retryAfter: '2', message: 'slow down' })).toMatchObject({ code: 'rate-limited', retryAfterMs: 2000, scope: 'credential' });
   });
 });

@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import { parseRetryAfter } from '@operator/config';
-import { sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { sendError, type ErrorScope, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { fcmWireMessage, toFcmMessage } from './message';
 
 // Firebase Cloud Messaging through its HTTP v1 API over node:http2: one POST
@@ -87,6 +87,10 @@ export interface FcmResponseFacts {
   googleStatus?: string;
   /** Fields named by google.rpc.BadRequest fieldViolations, e.g. message.token. */
   fields: string[];
+  /** google.rpc.ErrorInfo: why (RATE_LIMIT_EXCEEDED), whose rule (googleapis.com), and its metadata (quota_limit, quota_unit, consumer). */
+  errorInfo?: { reason?: string; domain?: string; metadata: Record<string, string> };
+  /** google.rpc.QuotaFailure violations: what the quota check failed on (subject) and how (description). */
+  quotaViolations?: { subject?: string; description?: string }[];
 }
 
 /** Why the OAuth2 access token could not be had (the token endpoint's answer or the network error). */
@@ -135,7 +139,7 @@ export function fcmSendError(error: unknown, credentialFailure: CredentialFailur
     case 'messaging/quota-exceeded':
     case 'messaging/device-message-rate-exceeded':
     case 'messaging/topics-message-rate-exceeded':
-      return sendError('rate-limited', message, retryAfterMs);
+      return sendError('rate-limited', message, retryAfterMs, quotaScope(code, facts, text));
     case 'messaging/server-unavailable':
     case 'messaging/internal-error':
     case 'messaging/unknown-error':
@@ -156,11 +160,57 @@ export function fcmSendError(error: unknown, credentialFailure: CredentialFailur
   }
 }
 
-/** The token endpoint refused us (auth), was busy (transient), or was not reached (network). */
+// Whose quota a 429 of the send API is about. What this rests on:
+// - FCM's ErrorCode reference: QUOTA_EXCEEDED (429) is "sending limit exceeded for the message
+//   target", with "an extension of type google.rpc.QuotaFailure ... to specify which quota was
+//   exceeded": the project's message rate, one device's message rate, or one topic's.
+// - A project over its per-minute send quota, as answered to firebase/firebase-admin-go#719: status
+//   RESOURCE_EXHAUSTED with no FcmError, a google.rpc.ErrorInfo { reason RATE_LIMIT_EXCEEDED,
+//   domain googleapis.com, metadata { quota_limit SendsPerMinutePerProject, quota_unit
+//   1/min/{project}, consumer projects/..., service fcm.googleapis.com } }, and the message "Quota
+//   exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service
+//   'fcm.googleapis.com' for consumer 'project_number:...'" (Service Control's words for a
+//   consumer's quota).
+// - No sample of the device-rate answer is published. A QuotaFailure violation names its subject
+//   ("project:...", "clientip:..." in google.rpc.QuotaFailure's own docs), so one naming a device or
+//   a registration token is taken as that device's rate.
+// So: a violation about the device says `device`; one about the project, an ErrorInfo of Google's
+// quota system for the project, or Service Control's "for consumer 'project..." says `credential`.
+// An answer that says neither (a bare QUOTA_EXCEEDED, an overloaded front end's 429) is taken as
+// `device`, the safer of the two: taken wrongly for the credential it would stop every player of
+// the brand for up to PUSH_RETRY_AFTER_MAX_MS on one device's account (and a device that keeps
+// drawing 429s would keep its brand paused), which is the outage scoping exists to prevent; taken
+// wrongly for one device, the other sends go on and FCM refuses each with a 429 of its own (429s
+// do not count against the project's quota; each of those deliveries backs off in turn), and the
+// first answer that does name the project pauses the credential.
+const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
+const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
+/** google.api.ErrorReason values of Google's quota system, which counts quota per consumer (the project). */
+const PROJECT_QUOTA_REASONS = new Set(['RATE_LIMIT_EXCEEDED', 'RESOURCE_QUOTA_EXCEEDED']);
+const ABOUT_DEVICE = /device|registration[ _-]?token/i;
+const ABOUT_PROJECT = /project/i;
+const CONSUMER_QUOTA = /for consumer '?project/i;
+
+function quotaScope(code: string, facts: FcmResponseFacts | undefined, text: string): ErrorScope {
+  if (code === 'messaging/device-message-rate-exceeded') return 'device';
+  const violations = (facts?.quotaViolations ?? []).map((violation) => `${violation.subject ?? ''} ${violation.description ?? ''}`);
+  if (violations.some((violation) => ABOUT_DEVICE.test(violation))) return 'device';
+  if (violations.some((violation) => ABOUT_PROJECT.test(violation))) return 'credential';
+  const info = facts?.errorInfo;
+  const perProject = info && (/\{project\}/.test(info.metadata.quota_unit ?? '') || /PerProject/i.test(info.metadata.quota_limit ?? ''));
+  if (perProject || (info?.domain === 'googleapis.com' && PROJECT_QUOTA_REASONS.has(info.reason ?? ''))) return 'credential';
+  if (CONSUMER_QUOTA.test(text)) return 'credential';
+  return 'device';
+}
+
+/**
+ * The token endpoint refused us (auth), was busy (transient), or was not reached (network). Its 429
+ * is about the credential: every send with it waits for the same token.
+ */
 function credentialError(message: string, failure: CredentialFailure | null): SendError {
   if (!failure) return sendError('auth', message);
   if (failure.status === undefined) return failure.code ? sendError('network', message) : sendError('auth', message);
-  if (failure.status === 429) return sendError('rate-limited', message, parseRetryAfter(failure.retryAfter));
+  if (failure.status === 429) return sendError('rate-limited', message, parseRetryAfter(failure.retryAfter), 'credential');
   if (failure.status >= 500 || failure.status === 408) return sendError('unavailable', message, parseRetryAfter(failure.retryAfter));
   return sendError('auth', message);
 }
@@ -192,9 +242,31 @@ export const STATUS_ERROR_CODES: Record<number, string> = {
   503: 'messaging/server-unavailable',
 };
 
-type GoogleErrorBody = {
-  error?: { message?: string; status?: string; details?: { '@type'?: string; errorCode?: string; fieldViolations?: { field?: string }[] }[] };
+type GoogleErrorDetail = {
+  '@type'?: string;
+  errorCode?: string;
+  fieldViolations?: { field?: string }[];
+  reason?: string;
+  domain?: string;
+  metadata?: Record<string, unknown>;
+  violations?: { subject?: unknown; description?: unknown }[];
 };
+type GoogleErrorBody = { error?: { message?: string; status?: string; details?: GoogleErrorDetail[] } };
+
+const asString = (value: unknown) => (typeof value === 'string' ? value : undefined);
+
+/** What the quota details of Google's answer say (see quotaScope()): kept as strings, the rest dropped. */
+function readQuotaDetail(detail: GoogleErrorDetail, facts: FcmResponseFacts) {
+  if (detail['@type'] === ERROR_INFO_TYPE) {
+    const metadata = detail.metadata && typeof detail.metadata === 'object' ? detail.metadata : {};
+    const strings = Object.entries(metadata).filter((entry): entry is [string, string] => typeof entry[1] === 'string');
+    facts.errorInfo = { reason: asString(detail.reason), domain: asString(detail.domain), metadata: Object.fromEntries(strings) };
+  }
+  if (detail['@type'] === QUOTA_FAILURE_TYPE && Array.isArray(detail.violations)) {
+    const violations = detail.violations.filter((violation) => violation && typeof violation === 'object');
+    facts.quotaViolations = [...(facts.quotaViolations ?? []), ...violations.map((v) => ({ subject: asString(v.subject), description: asString(v.description) }))];
+  }
+}
 
 /** An error with a code fcmSendError() knows, carrying the facts of the HTTP answer when there was one. */
 function fcmError(code: string, message: string, facts?: FcmResponseFacts): Error {
@@ -215,7 +287,9 @@ export function fcmAnswerError(status: number, retryAfter: string | undefined, t
   const facts: FcmResponseFacts = { status, retryAfter, fields: [] };
   facts.googleStatus = typeof error?.status === 'string' ? error.status : undefined;
   for (const detail of Array.isArray(error?.details) ? error.details : []) {
-    if (detail?.['@type'] === FCM_ERROR_TYPE && typeof detail.errorCode === 'string') facts.fcmErrorCode = detail.errorCode;
+    if (!detail || typeof detail !== 'object') continue;
+    readQuotaDetail(detail, facts);
+    if (detail['@type'] === FCM_ERROR_TYPE && typeof detail.errorCode === 'string') facts.fcmErrorCode = detail.errorCode;
     for (const violation of Array.isArray(detail?.fieldViolations) ? detail.fieldViolations : []) {
       if (typeof violation?.field === 'string') facts.fields.push(violation.field);
     }

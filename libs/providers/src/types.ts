@@ -51,7 +51,7 @@ export interface SendError {
   code: ErrorCode;
   /** The provider's own words (reason, status, error code), for people. */
   message: string;
-  /** From a Retry-After header, when the provider gave one. */
+  /** From a Retry-After header, when the provider gave one, as given: whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
   retryAfterMs?: number;
   /**
    * What a transient error is about, and so what waits: `device` (the default) only this target;

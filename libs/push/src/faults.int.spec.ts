@@ -72,6 +72,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
         visibilityGraceMs: 30000,
         parallelMessages: 4,
         trackingSecret: 'test-tracking-secret',
+        retryAfterMaxMs: 300000,
       };
 
       expect(await processSendJob(deps, job([pushId]))).toEqual({ kind: 'done', sent: 1, failed: 0, dropped: 0 });
@@ -142,7 +143,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
 
     const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
     try {
-      const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret' };
+      const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret', retryAfterMaxMs: 300000 };
       for (const j of jobs) await processSendJob(deps, { pushIds: j.data.pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: j.timestamp });
     } finally {
       await recorder.close();

@@ -23,6 +23,8 @@ export interface SendDeps {
   parallelMessages: number;
   /** Key of each push's tracking token. */
   trackingSecret: string;
+  /** PUSH_RETRY_AFTER_MAX_MS: a provider's Retry-After delays a retry by this much at most. */
+  retryAfterMaxMs: number;
 }
 
 export interface SendJobContext {
@@ -37,17 +39,18 @@ export interface SendJobContext {
 /**
  * What the queue should do with the job. Expected conditions are values, not exceptions:
  * - done: every claimed delivery has a final outcome;
- * - retry: some deliveries failed transiently; run again after the backoff (at least delayMs);
- * - rate-limited: the provider asked us to slow down; pause this provider's queue for delayMs;
+ * - retry: some deliveries failed transiently (a 429 among them); run again after the backoff, at
+ *   least delayMs (the longest Retry-After they came with, capped), for those deliveries only;
  * - wait: not ready yet (messages not committed, deliveries held by another worker); look again later.
+ *
+ * Nothing here pauses the queue: a provider's answer is about one device, one push service origin
+ * or one credential, and what waits is that (the provider client or its registry), never the
+ * other jobs.
  */
 export type SendJobOutcome =
   | { kind: 'done'; sent: number; failed: number; dropped: number }
   | { kind: 'retry'; reason: string; delayMs: number }
-  | { kind: 'rate-limited'; delayMs: number }
   | { kind: 'wait'; reason: string; delayMs: number };
-
-const DEFAULT_RATE_LIMIT_MS = 1000;
 
 function target(delivery: ClaimedDelivery): SendTarget {
   return { deliveryId: delivery.id, token: delivery.token!, platform: delivery.platform, p256dh: delivery.p256dh, auth: delivery.auth };
@@ -69,6 +72,15 @@ function observeCall(provider: ProviderName, results: SendResult[], seconds: num
   observeSendDuration(provider, outcome, seconds);
 }
 
+/**
+ * The least wait before the job's next attempt: the longest Retry-After its deferred deliveries came
+ * with, each cut to `maxMs`, so that no provider (nor a Web Push endpoint anyone can run) holds a
+ * delivery back for longer.
+ */
+function retryDelayMs(errors: SendError[], maxMs: number): number {
+  return Math.max(0, ...errors.map((error) => Math.min(error.retryAfterMs ?? 0, maxMs)));
+}
+
 async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
@@ -84,9 +96,9 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  *
  * Only deliveries still pending are claimed, so a job that runs again (after a crash, a partial
  * failure or a retry) never sends again to a device already recorded as sent. Dead tokens
- * deactivate their device; payload errors fail the delivery; transient errors leave it pending for
- * the next attempt (and fail it on the last); credentials the provider refuses stop the job before
- * it burns through more tokens.
+ * deactivate their device; payload errors fail the delivery; transient errors (429s too) leave it
+ * pending for the next attempt and fail it on the last, while the job's other deliveries go on;
+ * credentials the provider refuses stop the job before it burns through more tokens.
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
   const { db, log } = deps;
@@ -134,8 +146,8 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     const pushId = delivery.messageId;
     if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
-    // A rate limit pauses the queue without using up an attempt, so it never makes a delivery final.
-    const final = error.class === 'dead-token' || error.class === 'payload' || (lastAttempt && error.code !== 'rate-limited');
+    // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
+    const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt;
     if (error.class === 'transient') transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
     const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
@@ -175,12 +187,8 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     log.error({ provider: deps.provider, code: authFailure.code, reason: authFailure.message }, 'provider refused our credentials; check the configuration');
     return { kind: 'retry', reason: `credentials refused: ${authFailure.message}`, delayMs: 0 };
   }
-  const rateLimited = transient.filter((error) => error.code === 'rate-limited');
-  if (rateLimited.length) {
-    return { kind: 'rate-limited', delayMs: Math.max(DEFAULT_RATE_LIMIT_MS, ...rateLimited.map((e) => e.retryAfterMs ?? 0)) };
-  }
   if (transient.length && !lastAttempt) {
-    return { kind: 'retry', reason: transient[0].message, delayMs: Math.max(0, ...transient.map((e) => e.retryAfterMs ?? 0)) };
+    return { kind: 'retry', reason: transient[0].message, delayMs: retryDelayMs(transient, deps.retryAfterMaxMs) };
   }
   if (notYetVisible) return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
   if (claim.heldElsewhere > 0) {

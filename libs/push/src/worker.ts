@@ -39,6 +39,7 @@ export async function startPushWorker<P extends ProviderName>(
     brandCredentials: config.credentials.brands,
     create: createClient,
     sandbox: config.sandbox ? createSandboxProvider(provider, (send) => log.info({ pushId: send.pushId }, 'sandbox: push accepted')) : undefined,
+    retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
   });
   // Every knob comes from this provider's row of the tuning table (libs/config/src/push-tuning.ts).
   const { tuning } = config;
@@ -83,6 +84,7 @@ export async function startPushWorker<P extends ProviderName>(
           visibilityGraceMs: tuning.visibilityGraceMs,
           parallelMessages: tuning.parallelMessages,
           trackingSecret: config.TRACKING_SECRET,
+          retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
         },
         run,
       ),

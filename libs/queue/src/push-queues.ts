@@ -64,7 +64,7 @@ export interface QueueJobCounts {
   /** Ready to run (waiting or prioritized), also while the queue is paused. */
   waiting: number;
   active: number;
-  /** Waiting for their backoff (or a rate limit) to pass. */
+  /** Waiting for their backoff to pass. */
   delayed: number;
   /** Out of attempts, kept for a week. */
   failed: number;

@@ -1,5 +1,5 @@
 import { compileChecker, type ProviderName } from '@operator/contract';
-import { DelayedError, RateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { backoffMs, type LogSink } from '@operator/config';
 import { PUSH_QUEUES, queueKeyPrefix, SendPushJobSchema, type SendPushJob } from './jobs';
 import { SEND_BACKOFF_TYPE } from './push-queues';
@@ -9,7 +9,6 @@ import type { RedisClient } from './redis';
 export type SendJobVerdict =
   | { kind: 'done' }
   | { kind: 'retry'; reason: string; delayMs: number }
-  | { kind: 'rate-limited'; delayMs: number }
   | { kind: 'wait'; reason: string; delayMs: number };
 
 export interface SendJobRun {
@@ -34,9 +33,6 @@ export interface SendWorkerOptions {
 
 const checkSendPushJob = compileChecker(SendPushJobSchema);
 
-/** Jobs a second the limiter would allow: far beyond any queue, below worker.rateLimit()'s marker (MAX_SAFE_INTEGER). */
-const RATE_LIMIT_COUNT_OUT_OF_REACH = 1e12;
-
 /** Thrown to make BullMQ retry the job; carries the provider's Retry-After for the backoff. */
 export class RetryLater extends Error {
   constructor(
@@ -49,11 +45,12 @@ export class RetryLater extends Error {
 
 /**
  * A BullMQ worker for one provider's queue. `handle` decides; this turns its verdict into queue
- * mechanics: a retry with backoff, a pause of the whole queue (the provider's rate limit), or a
- * delay that does not use up an attempt.
+ * mechanics: a retry with backoff (never sooner than the verdict's delay), or a delay that does not
+ * use up an attempt. No verdict pauses the queue: a provider's 429 is about one device or one
+ * credential, and the other jobs must not wait for it.
  */
 export function createSendWorker(provider: ProviderName, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
-  const worker: Worker<SendPushJob> = new Worker<SendPushJob>(
+  return new Worker<SendPushJob>(
     PUSH_QUEUES[provider],
     async (job: Job<SendPushJob>, token?: string) => {
       // Whatever the payload, another attempt reads the same one: a malformed job fails for good.
@@ -74,9 +71,6 @@ export function createSendWorker(provider: ProviderName, handle: (run: SendJobRu
         case 'wait':
           await job.moveToDelayed(Date.now() + verdict.delayMs, token);
           throw new DelayedError(verdict.reason);
-        case 'rate-limited':
-          await worker.rateLimit(verdict.delayMs);
-          throw new RateLimitError();
         case 'retry':
           throw new RetryLater(verdict.reason, verdict.delayMs);
       }
@@ -86,10 +80,6 @@ export function createSendWorker(provider: ProviderName, handle: (run: SendJobRu
       prefix: queueKeyPrefix(options.prefix, PUSH_QUEUES[provider]),
       concurrency: options.concurrency,
       lockDuration: options.lockDurationMs ?? 30000,
-      // BullMQ's fetch honours a rate limit set by worker.rateLimit() (a provider's 429) only when
-      // the worker has a limiter: without one, another slot takes the job back at once. The
-      // limiter's own count is set out of reach, so only the 429s ever limit the queue.
-      limiter: { max: RATE_LIMIT_COUNT_OUT_OF_REACH, duration: 1000 },
       settings: {
         backoffStrategy: (attemptsMade: number, type?: string, error?: Error) => {
           if (type !== SEND_BACKOFF_TYPE) return 0;
@@ -98,5 +88,4 @@ export function createSendWorker(provider: ProviderName, handle: (run: SendJobRu
       },
     },
   );
-  return worker;
 }

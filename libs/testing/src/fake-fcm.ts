@@ -11,7 +11,8 @@ import { testTls } from './tls';
 // ALPN (as Google's front ends do):
 // - POST /token: Google's OAuth2 JWT-bearer grant (what a `cert()` credential sends to
 //   oauth2.googleapis.com). The assertion's RS256 signature is checked with the service account's
-//   public key, and its claims (iss, aud, iat/exp, scope) as Google checks them.
+//   public key, and its claims (iss, aud, iat/exp, scope) as Google checks them; refused
+//   (refuseGrants) or answered 429 (throttleGrants) when a test asks.
 // - POST /v1/projects/{project_id}/messages:send: needs `Authorization: Bearer <issued token>`,
 //   reads `{message}`, refuses what FCM refuses (unknown field names, a bad ttl or colour, a
 //   non-https webpush link, non-string data values), and answers `{name}` or a scripted answer in
@@ -24,6 +25,9 @@ const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const ACCEPTED_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
 const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 const BAD_REQUEST_TYPE = 'type.googleapis.com/google.rpc.BadRequest';
+const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
+const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
+const HELP_TYPE = 'type.googleapis.com/google.rpc.Help';
 
 const GOOGLE_STATUS: Record<number, string> = {
   400: 'INVALID_ARGUMENT',
@@ -57,15 +61,16 @@ export interface FcmAnswer {
   delayMs?: number;
 }
 
-/** Google's error body: `{error: {code, message, status, details}}`. */
+/** Google's error body: `{error: {code, message, status, details}}`; `details` adds more after the FcmError and BadRequest ones. */
 export function googleError(
   status: number,
   message: string,
-  options: { fcmErrorCode?: string; field?: string; googleStatus?: string } = {},
+  options: { fcmErrorCode?: string; field?: string; googleStatus?: string; details?: unknown[] } = {},
 ): { error: { code: number; message: string; status: string; details?: unknown[] } } {
   const details: unknown[] = [];
   if (options.fcmErrorCode) details.push({ '@type': FCM_ERROR_TYPE, errorCode: options.fcmErrorCode });
   if (options.field) details.push({ '@type': BAD_REQUEST_TYPE, fieldViolations: [{ field: options.field, description: message }] });
+  details.push(...(options.details ?? []));
   return {
     error: {
       code: status,
@@ -82,9 +87,9 @@ const retryAfter = (seconds: number | undefined): Record<string, string> | undef
 /** Answers as FCM gives them (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode). */
 export const fcmAnswer = {
   ok: (): FcmAnswer => ({ status: 200 }),
-  error: (status: number, fcmErrorCode: string | undefined, message: string, headers?: Record<string, string>, field?: string): FcmAnswer => ({
+  error: (status: number, fcmErrorCode: string | undefined, message: string, headers?: Record<string, string>, field?: string, details?: unknown[]): FcmAnswer => ({
     status,
-    body: googleError(status, message, { fcmErrorCode, field }),
+    body: googleError(status, message, { fcmErrorCode, field, details }),
     headers,
   }),
   /** 404 UNREGISTERED: the app was uninstalled or the token expired. */
@@ -98,9 +103,49 @@ export const fcmAnswer = {
   senderIdMismatch: (): FcmAnswer => fcmAnswer.error(403, 'SENDER_ID_MISMATCH', 'SenderId mismatch'),
   /** 401 THIRD_PARTY_AUTH_ERROR: the APNs certificate or key of the project is wrong. */
   thirdPartyAuth: (): FcmAnswer => fcmAnswer.error(401, 'THIRD_PARTY_AUTH_ERROR', 'Auth error from APNS or Web Push Service'),
-  /** 429 QUOTA_EXCEEDED (RESOURCE_EXHAUSTED), with Retry-After when given. */
+  /** 429 QUOTA_EXCEEDED (RESOURCE_EXHAUSTED) that says no more: not which quota, nor whose. With Retry-After when given. */
   quotaExceeded: (retryAfterSeconds?: number): FcmAnswer =>
     fcmAnswer.error(429, 'QUOTA_EXCEEDED', 'Quota exceeded for quota metric "Send requests" of service fcm.googleapis.com.', retryAfter(retryAfterSeconds)),
+  /**
+   * 429 for the project's per-minute send quota, as Google answers it (firebase/firebase-admin-go#719):
+   * RESOURCE_EXHAUSTED with no FcmError, Service Control's message, an ErrorInfo naming the
+   * project's limit, and a Help link.
+   */
+  projectQuotaExceeded: (projectNumber: string, retryAfterSeconds?: number): FcmAnswer => ({
+    status: 429,
+    headers: retryAfter(retryAfterSeconds),
+    body: googleError(
+      429,
+      `Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:${projectNumber}'.`,
+      {
+        details: [
+          {
+            '@type': ERROR_INFO_TYPE,
+            reason: 'RATE_LIMIT_EXCEEDED',
+            domain: 'googleapis.com',
+            metadata: {
+              quota_limit_value: '600000',
+              consumer: `projects/${projectNumber}`,
+              quota_metric: 'fcm.googleapis.com/send_requests',
+              quota_unit: '1/min/{project}',
+              service: 'fcm.googleapis.com',
+              quota_location: 'global',
+              quota_limit: 'SendsPerMinutePerProject',
+            },
+          },
+          { '@type': HELP_TYPE, links: [{ description: 'Request a higher quota limit.', url: 'https://cloud.google.com/docs/quotas/help/request_increase' }] },
+        ],
+      },
+    ),
+  }),
+  /**
+   * 429 QUOTA_EXCEEDED for one device's message rate, with the google.rpc.QuotaFailure FCM's
+   * reference promises. Google publishes no sample of it: its violation's wording is ours.
+   */
+  deviceMessageRateExceeded: (retryAfterSeconds?: number): FcmAnswer =>
+    fcmAnswer.error(429, 'QUOTA_EXCEEDED', 'Device message rate exceeded.', retryAfter(retryAfterSeconds), undefined, [
+      { '@type': QUOTA_FAILURE_TYPE, violations: [{ subject: 'device', description: 'Device message rate exceeded' }] },
+    ]),
   /** 500 INTERNAL. */
   internal: (retryAfterSeconds?: number): FcmAnswer =>
     fcmAnswer.error(500, 'INTERNAL', 'Internal error encountered.', retryAfter(retryAfterSeconds)),
@@ -329,6 +374,8 @@ export class FakeFcm {
   private readonly accessTokens = new Set<string>();
   private readonly scripts = new Map<string, FcmAnswer[]>();
   private grantRefusal: string | null = null;
+  /** Retry-After (seconds, or '' for none) of the 429 every grant gets; null: grants are not throttled. */
+  private grantThrottle: string | null = null;
   private sent = 0;
   private closed = false;
 
@@ -405,6 +452,15 @@ export class FakeFcm {
     return this;
   }
 
+  /**
+   * Makes /token answer every grant 429, with Retry-After when given (pass null to grant again): a
+   * token endpoint over its rate for this service account.
+   */
+  throttleGrants(retryAfterSeconds: number | undefined | null = undefined): this {
+    this.grantThrottle = retryAfterSeconds === null ? null : retryAfterSeconds === undefined ? '' : String(retryAfterSeconds);
+    return this;
+  }
+
   /** Forgets every access token issued so far: sends with them get 401 UNAUTHENTICATED. */
   revokeAccessTokens(): this {
     this.accessTokens.clear();
@@ -417,6 +473,7 @@ export class FakeFcm {
     this.tokenGrants.length = 0;
     this.scripts.clear();
     this.grantRefusal = null;
+    this.grantThrottle = null;
     return this;
   }
 
@@ -473,9 +530,9 @@ export class FakeFcm {
   }
 
   private grant(body: string, res: FakeResponse): void {
-    const refuse = (status: number, error: string, description: string, claims: Record<string, unknown> | null = null) => {
+    const refuse = (status: number, error: string, description: string, claims: Record<string, unknown> | null = null, headers?: Record<string, string>) => {
       this.tokenGrants.push({ status, claims, reason: `${error}: ${description}`, accessToken: null });
-      this.json(res, status, { error, error_description: description });
+      this.json(res, status, { error, error_description: description }, headers);
     };
     const form = new URLSearchParams(body);
     if (form.get('grant_type') !== JWT_BEARER) return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + form.get('grant_type'));
@@ -503,6 +560,9 @@ export class FakeFcm {
     const scopes = String(claims.scope ?? '').split(/\s+/);
     if (!scopes.some((scope) => ACCEPTED_SCOPES.includes(scope))) return refuse(400, 'invalid_scope', 'Invalid OAuth scope or ID token audience provided.', claims);
     if (this.grantRefusal !== null) return refuse(400, 'invalid_grant', this.grantRefusal, claims);
+    if (this.grantThrottle !== null) {
+      return refuse(429, 'rate_limit_exceeded', 'Rate Limit Exceeded', claims, this.grantThrottle ? { 'Retry-After': this.grantThrottle } : undefined);
+    }
     const accessToken = `ya29.fake-${randomBytes(24).toString('base64url')}`;
     this.accessTokens.add(accessToken);
     this.tokenGrants.push({ status: 200, claims, reason: 'granted', accessToken });

@@ -144,6 +144,7 @@ describe('status webhook in the conversion format (PostgreSQL, a CRM receiver ov
         visibilityGraceMs: 30000,
         parallelMessages: 4,
         trackingSecret: 'test-tracking-secret',
+        retryAfterMaxMs: 300000,
       },
       { pushIds: accepted.map((push) => push.pushId), attempt: 1, maxAttempts: 4, enqueuedAt: Date.now() },
     );

@@ -167,6 +167,7 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
         visibilityGraceMs: 30000,
         parallelMessages: 4,
         trackingSecret: 'test-tracking-secret',
+        retryAfterMaxMs: 300000,
       },
       { pushIds: pushes.map((p) => p.pushId), attempt: 1, maxAttempts: 4, enqueuedAt: Date.now() },
     );
