@@ -15,6 +15,7 @@ async function main() {
       egress: config.egress,
       concurrency: providerConcurrency ?? undefined,
       timeoutMs: sendTimeoutMs,
+      retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
     }),
   );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });

@@ -2,7 +2,8 @@ import { v7 as uuidv7 } from 'uuid';
 import { createSandboxProvider } from '@operator/providers';
 import { metricsText } from '@operator/metrics';
 import { createSendWorker, createWorkerRedis, type RedisClient } from '@operator/queue';
-import { until } from '@operator/testing';
+import { testTls, until } from '@operator/testing';
+import { createWebPushProvider } from '@operator/provider-webpush';
 import { redisUrlConnection } from '@operator/config';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
@@ -126,18 +127,37 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     expect(await message(pushId)).toMatchObject({ status: 'failed', error: 'unavailable' });
   });
 
-  it('stops at refused credentials instead of burning through more devices, and retries later', async () => {
-    const phone = await device(403, 403, 403);
-    const pushIds = await accept(3);
+  it('fails the subscription a push service refuses (401/403) for that subscription only, without an alert', async () => {
+    const refusing = await device(403, 401);
+    const fine = await device();
+    const pushIds = await accept(2);
     const outcome = await processSendJob(deps({ parallelMessages: 1 }), job(pushIds, 1, 3));
-    expect(outcome).toMatchObject({ kind: 'retry', reason: expect.stringContaining('credentials refused') });
-    // One request reached the service; the other messages were not tried with those credentials.
-    expect(t.fake.requests.filter((r) => r.id === phone.id)).toHaveLength(1);
-    // Nothing was sent or failed for good: every delivery waits for the next attempt.
-    const all = (await Promise.all(pushIds.map(deliveries))).flat();
-    expect(all.map((d) => d.status)).toEqual(['pending', 'pending', 'pending']);
-    expect(all.every((d) => d.errorCode === 'auth')).toBe(true);
-    expect((await t.db.device.findUniqueOrThrow({ where: { id: phone.deviceId } })).active).toBe(true);
+    expect(outcome).toMatchObject({ kind: 'done', sent: 2, failed: 2 });
+    expect(receivedBy(fine.id)).toHaveLength(2);
+    const mine = (await Promise.all(pushIds.map(deliveries))).flat().filter((d) => d.deviceId === refusing.deviceId);
+    expect(mine.map((d) => [d.status, d.errorCode])).toEqual([
+      ['failed', 'subscription-refused'],
+      ['failed', 'subscription-refused'],
+    ]);
+    // The device is not taken for dead: the refusal may be the push service's, not the browser's.
+    expect((await t.db.device.findUniqueOrThrow({ where: { id: refusing.deviceId } })).active).toBe(true);
+  });
+
+  it('stops at refused credentials when several subscriptions of one push service refuse them, and retries later', async () => {
+    // A client of its own: refusals it remembers from other tests do not count.
+    const provider = createWebPushProvider({ vapid: t.vapid, ca: testTls().ca, allowedOrigins: t.allowedOrigins, timeoutMs: 3000 });
+    try {
+      const phones = [await device(403), await device(403), await device(403)];
+      const pushIds = await accept(3);
+      const outcome = await processSendJob(deps({ parallelMessages: 1, providerFor: () => provider }), job(pushIds, 1, 3));
+      expect(outcome).toMatchObject({ kind: 'retry', reason: expect.stringContaining('credentials refused') });
+      // The first message reached the three subscriptions; the others were not tried with those credentials.
+      expect(t.fake.requests.filter((r) => phones.some((phone) => phone.id === r.id))).toHaveLength(3);
+      const all = (await Promise.all(pushIds.map(deliveries))).flat();
+      expect(all.filter((d) => d.errorCode === 'auth' && d.status === 'pending').length).toBeGreaterThanOrEqual(7);
+    } finally {
+      await provider.close();
+    }
   });
 
   it('lets a crashed worker’s claim lapse before sending those deliveries again', async () => {

@@ -5,7 +5,7 @@ import { createWebPushProvider } from '@operator/provider-webpush';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient, type SendJobPolicy } from '@operator/queue';
 import { FakePushService, pushRequest, testTls, uniqueBrandId, uniqueName, vapidKeys, type FakePushAnswer } from '@operator/testing';
 import type { PushRequest } from '@operator/contract';
-import { parseAllowedOrigins, redisUrlConnection } from '@operator/config';
+import { parseAllowedOrigins, redisUrlConnection, type AllowedOrigin } from '@operator/config';
 import { acceptMessages } from '../accept';
 
 export const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -19,6 +19,8 @@ export class WebPushFixture {
   db!: Db;
   producer!: RedisClient;
   fake!: FakePushService;
+  /** WEBPUSH_ALLOWED_ORIGINS of the fixture's provider: the fake's origin. */
+  allowedOrigins: AllowedOrigin[] = [];
   provider!: PushProvider;
   queues!: PushQueues;
   prefix!: string;
@@ -35,6 +37,7 @@ export class WebPushFixture {
     this.fake = await FakePushService.start();
     const allowed = parseAllowedOrigins(this.fake.origin);
     if (!allowed.ok) throw new Error(allowed.problems.join('; '));
+    this.allowedOrigins = allowed.origins;
     this.provider = createWebPushProvider({ vapid: this.vapid, ca: testTls().ca, allowedOrigins: allowed.origins, timeoutMs: 3000 });
   }
 
