@@ -43,6 +43,8 @@ export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string):
     // Jobs Redis lost are found again within the run (production waits 5 minutes by default).
     PUSH_RECONCILE_INTERVAL_MS: '2000',
     PUSH_RECONCILE_AFTER_MS: '20000',
+    // At most the reconciler's wait (the workers refuse more): a Retry-After of an hour waits 15 s here.
+    PUSH_RETRY_AFTER_MAX_MS: '15000',
     WEBHOOK_CONCURRENCY: '32',
     ...providers.workerEnv(),
   };

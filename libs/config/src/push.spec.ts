@@ -437,3 +437,12 @@ describe("loadPushWorkerConfig: another provider's variables", () => {
     expect(loadPushWorkerConfig('apns', { ...VAPID, VAPID_SUBJECT: 'nope', ...apnsEnv() }).sandbox).toBe(false);
   });
 });
+
+describe('PUSH_RETRY_AFTER_MAX_MS against the reconciler', () => {
+  it('is refused above PUSH_RECONCILE_AFTER_MS, where a waiting delivery would look stranded', () => {
+    expect(() => loadPushWorkerConfig('webpush', { PUSH_RETRY_AFTER_MAX_MS: '60000', PUSH_RECONCILE_AFTER_MS: '30000' })).toThrow(
+      /PUSH_RETRY_AFTER_MAX_MS \(60000\) must not exceed PUSH_RECONCILE_AFTER_MS \(30000\)/,
+    );
+    expect(loadPushWorkerConfig('webpush', { PUSH_RETRY_AFTER_MAX_MS: '30000', PUSH_RECONCILE_AFTER_MS: '30000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(30000);
+  });
+});

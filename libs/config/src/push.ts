@@ -264,6 +264,11 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   }
   const { egress, problems: egressProblems } = egressSettings(raw, env);
   problems.push(...egressProblems);
+  // A delivery deferred for longer would look stranded to the reconciler, which would enqueue it
+  // again before its Retry-After is over.
+  if (raw.PUSH_RETRY_AFTER_MAX_MS > tuning.reconcileAfterMs) {
+    problems.push(`PUSH_RETRY_AFTER_MAX_MS (${raw.PUSH_RETRY_AFTER_MAX_MS}) must not exceed PUSH_RECONCILE_AFTER_MS (${tuning.reconcileAfterMs})`);
+  }
   if (problems.length) throw new ConfigError(problems);
   const { WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
   return { ...withoutRedisVariables(rest), redis: redis.connection, provider, credentials, sandbox, tuning, egress, webpushAllowedOrigins: webpushOrigins.origins };

@@ -12,6 +12,8 @@ export interface ClaimedDelivery {
   p256dh: string | null;
   auth: string | null;
   deviceActive: boolean;
+  /** Claims of this delivery so far, this one included, whatever job made them. */
+  attempts: number;
 }
 
 export interface ClaimedMessage {
@@ -64,20 +66,20 @@ export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Pro
        UPDATE deliveries d
           SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1, updated_at = now()
         WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
-        RETURNING d.id, d.message_id, d.device_id),
+        RETURNING d.id, d.message_id, d.device_id, d.attempts),
      delivery_rows AS (
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
-              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive",
+              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
               m.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
               NULL::int AS held
          FROM claimed c JOIN messages m ON m.id = c.message_id LEFT JOIN devices v ON v.id = c.device_id)
      SELECT * FROM delivery_rows
      UNION ALL
-     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL
+     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL
        FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id)
      UNION ALL
-     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL,
+     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL,
             (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
     [pushIds, provider, leaseMs],
   );

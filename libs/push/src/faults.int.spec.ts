@@ -187,6 +187,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
           PUSH_CLAIM_LEASE_MS: '1500',
           PUSH_RECONCILE_INTERVAL_MS: '300',
           PUSH_RECONCILE_AFTER_MS: '1000',
+          PUSH_RETRY_AFTER_MAX_MS: '1000',
           METRICS_PORT: '0',
         },
       });

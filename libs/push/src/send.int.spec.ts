@@ -160,6 +160,17 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     }
   });
 
+  it('fails a delivery once its own claims reach the attempts, even in a job enqueued again at attempt 1', async () => {
+    const phone = await device(500, 500, 500);
+    const [pushId] = await accept();
+    // Twice a first attempt: the reconciler's job for a delivery whose job was lost starts over.
+    expect(await processSendJob(deps(), job([pushId], 1, 2))).toMatchObject({ kind: 'retry' });
+    expect(await deliveries(pushId)).toEqual([expect.objectContaining({ status: 'pending', attempts: 1 })]);
+    expect(await processSendJob(deps(), job([pushId], 1, 2))).toMatchObject({ kind: 'done', failed: 1 });
+    expect(await deliveries(pushId)).toEqual([expect.objectContaining({ status: 'failed', attempts: 2, errorCode: 'unavailable' })]);
+    expect(t.fake.requests.filter((r) => r.id === phone.id)).toHaveLength(2);
+  });
+
   it('lets a crashed worker’s claim lapse before sending those deliveries again', async () => {
     const phone = await device();
     const [pushId] = await accept();

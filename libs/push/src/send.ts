@@ -147,8 +147,10 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
     // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
-    const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt;
-    if (error.class === 'transient') transient.push(error);
+    // The delivery's own claims count too: a job the reconciler enqueues again starts at attempt 1,
+    // and a delivery whose job keeps being lost and found must not be retried for ever.
+    const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt || delivery.attempts >= job.maxAttempts;
+    if (error.class === 'transient' && !final) transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
     const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
     if (error.class === 'dead-token') {
