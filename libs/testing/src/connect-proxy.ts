@@ -24,19 +24,30 @@ export interface ConnectProxy {
   targets(): string[];
   /** Requests refused (bad credentials, a refused target), by target. */
   refused: string[];
+  /** CONNECTs left unanswered (`hold`), by target. */
+  held: string[];
   close(): Promise<void>;
 }
 
 export interface ConnectProxyOptions {
+  /** Targets whose CONNECT is never answered (a proxy that hangs); listed in `held`. */
+  hold?: (target: string) => boolean;
   /** Require `Proxy-Authorization: Basic` with these credentials (407 otherwise). */
   credentials?: { username: string; password: string };
   /** Targets (`host:port`) answered 403. */
   refuse?: (target: string) => boolean;
+  /**
+   * Where the proxy connects for a target (`host:port` → `host:port`), like the DNS of the network
+   * it stands in: names the apps cannot resolve themselves (fcm.googleapis.com) reach local
+   * servers only through it. Targets it does not map are connected as asked.
+   */
+  resolve?: (target: string) => string | undefined;
 }
 
 export async function startConnectProxy(options: ConnectProxyOptions = {}): Promise<ConnectProxy> {
   const connections: ProxiedConnection[] = [];
   const refused: string[] = [];
+  const held: string[] = [];
   const sockets = new Set<net.Socket>();
   const expected = options.credentials ? `Basic ${Buffer.from(`${options.credentials.username}:${options.credentials.password}`).toString('base64')}` : null;
 
@@ -76,13 +87,17 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
 
   server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     const target = req.url ?? '';
+    if (options.hold?.(target)) {
+      held.push(target);
+      return;
+    }
     const status = allowed(target, req.headers['proxy-authorization']);
     if (status) {
       refused.push(target);
       client.end(`HTTP/1.1 ${status} ${status === 407 ? 'Proxy Authentication Required' : 'Forbidden'}\r\n\r\n`);
       return;
     }
-    const match = target.match(/^\[?([^\]]+?)\]?:(\d+)$/);
+    const match = (options.resolve?.(target) ?? target).match(/^\[?([^\]]+?)\]?:(\d+)$/);
     if (!match) {
       client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
       return;
@@ -112,6 +127,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
     port,
     connections,
     refused,
+    held,
     targets: () => [...new Set(connections.map((connection) => connection.target))],
     close: async () => {
       for (const socket of sockets) socket.destroy();
