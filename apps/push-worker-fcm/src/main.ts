@@ -9,7 +9,7 @@ async function main() {
   const log = createLogger('push-worker-fcm', config.LOG_LEVEL);
   const { providerConcurrency, sendTimeoutMs } = config.tuning;
   const worker = await startPushWorker('fcm', config, log, ({ serviceAccount, endpoint }) =>
-    createFcmProvider({ serviceAccount, endpoint, concurrency: providerConcurrency ?? undefined, timeoutMs: sendTimeoutMs }),
+    createFcmProvider({ serviceAccount, endpoint, proxy: config.egress, concurrency: providerConcurrency ?? undefined, timeoutMs: sendTimeoutMs }),
   );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }

@@ -1,10 +1,11 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import apn from '@parse/node-apn';
-import { NODE_APN_VERSION, patchNodeApn, shutdownProvider } from './node-apn-patches';
+import http2 from 'node:http2';
+import { NODE_APN_VERSION, patchNodeApn, shutdownProvider, UNREADABLE_ANSWER } from './node-apn-patches';
 
 // node-apn-patches.ts reaches into @parse/node-apn's lib/client.js. These checks fail, naming that
 // file, when the installed node-apn is not the one it was written against or when what it relies
@@ -44,23 +45,37 @@ function parameters(fn: (...args: never[]) => unknown): string[] {
 
 const rejection = (pending: Promise<unknown>) => pending.then(() => undefined, (failure: Failure) => failure);
 
-/** What Client#request sends to: one stream that answers 429 with a Retry-After header. */
-function answering429() {
+/**
+ * What Client#request sends to: one stream that answers `status` with `headers` and the body in
+ * `pieces` (one every `everyMs`), then ends unless told not to. `closed` lists the codes it was
+ * closed with.
+ */
+function answering(status: number, pieces: string[], options: { headers?: Record<string, string>; end?: boolean; everyMs?: number } = {}) {
+  const closed: number[] = [];
   const stream = Object.assign(new EventEmitter(), {
     setEncoding() {},
     write() {},
     setTimeout() {},
-    close() {},
+    close(code: number) {
+      closed.push(code);
+    },
     end() {
-      setImmediate(() => {
-        stream.emit('response', { ':status': 429, 'retry-after': '7' });
-        stream.emit('data', '{"reason":"TooManyRequests"}');
-        stream.emit('end');
+      setImmediate(async () => {
+        stream.emit('response', { ':status': status, ...options.headers });
+        for (const piece of pieces) {
+          if (closed.length > 0) return;
+          stream.emit('data', piece);
+          if (options.everyMs) await new Promise((resolve) => setTimeout(resolve, options.everyMs));
+        }
+        if (options.end !== false) stream.emit('end');
       });
     },
   });
-  return { request: () => stream };
+  return { request: () => stream, closed };
 }
+
+/** One stream that answers 429 with a Retry-After header. */
+const answering429 = () => answering(429, ['{"reason":"TooManyRequests"}'], { headers: { 'retry-after': '7' } });
 
 const notification = { headers: {}, body: '{}' };
 
@@ -113,7 +128,7 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
     expectNodeApn(plain?.status === 429, `Client#request rejected a 429 with ${JSON.stringify(plain)}`);
     expectNodeApn(plain?.retryAfter === undefined, 'Client#request now reads Retry-After itself: if Client#write keeps it on failures, the retryAfterHeader patch can go');
 
-    expect(patchNodeApn(provider)).toEqual({ retryAfterHeader: true, retryableAnswers: true });
+    expect(patchNodeApn(provider)).toEqual({ retryAfterHeader: true, retryableAnswers: true, boundedAnswers: true });
     const session = answering429();
     const request = session.request;
     const patched = await rejection(client.request(session, 'localhost', notification, '/3/device/abcd', 'POST'));
@@ -135,6 +150,88 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
 
     patchNodeApn(provider);
     expect(await rejection(client.retryRequest(answer, ...args))).toBe(answer);
+  });
+
+  it('waits for the end of an answer that trickles for ever, unless patched: then it is cancelled at the deadline', async () => {
+    const provider = makeProvider();
+    const client = clientOf(provider)!;
+    const trickle = () => answering(200, Array.from({ length: 1000 }, () => ' '), { everyMs: 10, end: false });
+    const plainSession = trickle();
+    const plain = await Promise.race([
+      client.request(plainSession, 'localhost', notification, '/3/device/abcd', 'POST').then(
+        () => 'answered',
+        () => 'failed',
+      ),
+      new Promise<string>((resolve) => setTimeout(() => resolve('waiting'), 300)),
+    ]);
+    plainSession.closed.push(http2.constants.NGHTTP2_CANCEL);
+    expectNodeApn(plain === 'waiting', `Client#request ${plain} an answer that never ends: if it now bounds the whole exchange itself, the boundedAnswers patch can go`);
+
+    patchNodeApn(provider, { deadlineMs: 100 });
+    const session = trickle();
+    const started = Date.now();
+    const failure = await rejection(client.request(session, 'localhost', notification, '/3/device/abcd', 'POST'));
+    expect(failure?.error?.message).toBe('no complete answer within 100 ms');
+    expect(Date.now() - started).toBeLessThan(250);
+    expect(session.closed).toEqual([http2.constants.NGHTTP2_CANCEL]);
+  });
+
+  it('reads an answer of any size, unless patched: then it stops at maxAnswerBytes', async () => {
+    const provider = makeProvider();
+    const client = clientOf(provider)!;
+    const huge = () => answering(400, Array.from({ length: 64 }, () => 'x'.repeat(1024)));
+    const plain = await rejection(client.request(huge(), 'localhost', notification, '/3/device/abcd', 'POST'));
+    expectNodeApn(plain?.status === undefined && /Unexpected error processing APNs response/.test(plain?.error?.message ?? ''), `Client#request rejected 64 KiB of x with ${JSON.stringify(plain)}`);
+
+    patchNodeApn(provider, { maxAnswerBytes: 1024 });
+    const session = huge();
+    const failure = await rejection(client.request(session, 'localhost', notification, '/3/device/abcd', 'POST'));
+    expect(failure).toMatchObject({ status: 400, error: { message: 'an answer longer than 1024 bytes' } });
+    expect(session.closed).toEqual([http2.constants.NGHTTP2_CANCEL]);
+    // A 2xx is APNs' acceptance, whatever follows it.
+    const accepted = answering(200, ['x'.repeat(2048)], { headers: { 'apns-id': 'the-id' } });
+    await expect(client.request(accepted, 'localhost', notification, '/3/device/abcd', 'POST')).resolves.toEqual({ 'apns-id': 'the-id' });
+  });
+
+  it(`fails an answer that is not JSON with "${UNREADABLE_ANSWER}: <the parse error>", and keeps APNs' reason as sent, unless patched`, async () => {
+    const provider = makeProvider();
+    const client = clientOf(provider)!;
+    const page = () => answering(502, ['<html>secret-token</html>']);
+    const markup = () => answering(400, [JSON.stringify({ reason: '<b>Bad</b>\u001b[31m' })]);
+    const plainPage = await rejection(client.request(page(), 'localhost', notification, '/3/device/abcd', 'POST'));
+    // After node-apn's words comes V8's parse error, which quotes the start of the body.
+    expectNodeApn(plainPage?.error?.message?.startsWith(`${UNREADABLE_ANSWER}: `) === true, `Client#request rejected a page that is not JSON with ${JSON.stringify(plainPage)}`);
+    const plainMarkup = (await rejection(client.request(markup(), 'localhost', notification, '/3/device/abcd', 'POST'))) as { response?: { reason?: string } };
+    expectNodeApn(plainMarkup?.response?.reason === '<b>Bad</b>\u001b[31m', `Client#request rejected a 400 with ${JSON.stringify(plainMarkup)}`);
+
+    patchNodeApn(provider);
+    const patchedPage = await rejection(client.request(page(), 'localhost', notification, '/3/device/abcd', 'POST'));
+    expect(patchedPage).toMatchObject({ error: { message: 'APNs answered 502 with a body that is not JSON' } });
+    expect(patchedPage).not.toHaveProperty('status');
+    const patchedMarkup = (await rejection(client.request(markup(), 'localhost', notification, '/3/device/abcd', 'POST'))) as { status?: number; response?: { reason?: string } };
+    expect(patchedMarkup).toMatchObject({ status: 400, response: { reason: 'b Bad /b [31m' } });
+  });
+
+  it("hands the Provider's options to http2.connect, so a createConnection option opens its connection", async () => {
+    const port = await freePort();
+    const opened: string[] = [];
+    const provider = new apn.Provider({
+      token: { key, keyId: 'KEYID12345', teamId: 'TEAMID1234' },
+      production: false,
+      address: 'localhost',
+      port: 443,
+      connectionRetryLimit: 0,
+      createConnection: (authority: URL) => {
+        opened.push(authority.href);
+        return connect(port, '127.0.0.1');
+      },
+    } as apn.ProviderOptions);
+    providers.push(provider);
+    const note = Object.assign(new apn.Notification(), { rawPayload: { aps: {} }, topic: 'com.example.app' });
+    const { failed } = await provider.send(note, 'abcd');
+    expectNodeApn(opened.length === 1, `Client#connect no longer opens its connection with the createConnection option (opened ${JSON.stringify(opened)}): proxiedConnection sends nothing through the proxy`);
+    expect(opened).toEqual(['https://localhost/']);
+    expect(failed).toHaveLength(1);
   });
 
   it('holds the HTTP/2 session in client.session, whose shutdown never finishes once it is destroyed', async () => {
@@ -164,7 +261,7 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
 describe('node-apn-patches.ts without the internals', () => {
   it('patches nothing and says so, and shutdownProvider still resolves after the grace period', async () => {
     const bare = { shutdown: () => undefined } as unknown as apn.Provider;
-    expect(patchNodeApn(bare)).toEqual({ retryAfterHeader: false, retryableAnswers: false });
+    expect(patchNodeApn(bare)).toEqual({ retryAfterHeader: false, retryableAnswers: false, boundedAnswers: false });
     const started = Date.now();
     await shutdownProvider(bare, 50);
     expect(Date.now() - started).toBeGreaterThanOrEqual(45);

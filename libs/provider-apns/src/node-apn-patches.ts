@@ -1,4 +1,7 @@
+import http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
 import type apn from '@parse/node-apn';
+import { connectTls, sanitizeReason, type TlsTarget } from '@operator/egress';
 
 /*
  * Every place the APNs provider reaches into @parse/node-apn's internals (lib/client.js), and why.
@@ -17,15 +20,30 @@ import type apn from '@parse/node-apn';
  *   unless the session is closed by then (write closes it after any 500): then it throws a new
  *   error without status or reason, and a 429 or 503 in the same batch as a 500 would read as a
  *   network error. The patch makes retryRequest rethrow the answer as it came.
+ * - boundedAnswers: Client#request reads the whole answer into a string, and its only timer is
+ *   requestTimeout, an idle timer on the stream: an answer that trickles a byte at a time never
+ *   ends, and one of any size is read. The patch wraps Client#request to give each request one
+ *   deadline for the whole exchange (waiting for the connection included) and to read at most
+ *   `maxAnswerBytes`, cancelling the stream (RST_STREAM CANCEL) past either; and the failure it
+ *   passes on carries none of the answer's raw text: APNs' reason is sanitised, and the error of
+ *   an answer that is not JSON (whose message quotes the body) replaced.
  * - shutdownProvider: Provider#shutdown waits for `client.session.close(callback)`, and Node never
  *   calls that back for a session already destroyed (a refused or cut connection), so shutdown
  *   would never finish. It forgets such a session first, and destroys one still busy after the
  *   grace period (close waits for requests in flight).
+ * - proxiedConnection: Client#connect opens its session with `http2.connect(url, this.config)`,
+ *   and config() keeps every Provider option it does not know, so a `createConnection` option
+ *   (http2's own) opens the connection. The APNs provider passes one that goes through the
+ *   operator's proxy (@operator/egress: Proxy-Authorization from the proxy URL, a refused CONNECT
+ *   failing the connection). node-apn's own `proxy` option sends no credentials and takes any
+ *   answer to its CONNECT as a tunnel, so a refusal reads as a TLS failure and a proxy that never
+ *   answers holds every send (its connect() waits for the tunnel, outside any timer).
  *
  * When the internals are absent, each patch leaves node-apn as it is: patchNodeApn() reports it
- * as not applied, failures come back without retryAfterHeader (the queue's own backoff applies)
- * or, for the case above, as network errors; shutdownProvider() still resolves after the grace
- * period.
+ * as not applied; failures come back without retryAfterHeader (the queue's own backoff applies)
+ * or, for the case above, as network errors; answers are bounded by node-apn's idle timer alone;
+ * shutdownProvider() still resolves after the grace period. Were createConnection no longer
+ * passed on, node-apn would connect directly, past the proxy: the spec fails then.
  */
 
 /** The @parse/node-apn version these patches were written against and checked on. */
@@ -35,6 +53,15 @@ export const NODE_APN_VERSION = '8.1.0';
 export interface NodeApnPatches {
   retryAfterHeader: boolean;
   retryableAnswers: boolean;
+  boundedAnswers: boolean;
+}
+
+/** What boundedAnswers allows one request. */
+export interface AnswerLimits {
+  /** The whole exchange, from Client#request's call to the answer's last byte. Default 5000 (node-apn's requestTimeout). */
+  deadlineMs?: number;
+  /** The most of an answer's body read (APNs' are a few dozen bytes). Default 8192. */
+  maxAnswerBytes?: number;
 }
 
 /** What retryAfterHeader adds to a node-apn failure. */
@@ -43,8 +70,12 @@ export interface RetryAfterNote {
   retryAfterHeader?: string;
 }
 
-type ResponseHeaders = Record<string, string | string[] | undefined>;
-type Stream = { once(event: 'response', listener: (headers: ResponseHeaders) => void): unknown };
+type ResponseHeaders = Record<string, string | string[] | number | undefined>;
+type Stream = {
+  once(event: 'response', listener: (headers: ResponseHeaders) => void): unknown;
+  on(event: 'data', listener: (chunk: string | Buffer) => void): unknown;
+  close(code?: number): void;
+};
 type Session = { request(...args: unknown[]): Stream; destroyed?: boolean; destroy?(): void };
 type Client = {
   request?: (this: Client, session: Session, ...rest: unknown[]) => Promise<unknown>;
@@ -58,29 +89,30 @@ function clientOf(provider: apn.Provider): Client | undefined {
 }
 
 /** Applies the send-path patches to one Provider, and says which found their internals. */
-export function patchNodeApn(provider: apn.Provider): NodeApnPatches {
+export function patchNodeApn(provider: apn.Provider, limits: AnswerLimits = {}): NodeApnPatches {
   const client = clientOf(provider);
-  return { retryAfterHeader: tapRetryAfter(client), retryableAnswers: keepRetryableAnswers(client) };
+  return {
+    retryAfterHeader: wrapRequest(client, noteRetryAfter),
+    retryableAnswers: keepRetryableAnswers(client),
+    boundedAnswers: wrapRequest(client, (stream, pending) => bound(stream, pending, limits)),
+  };
 }
 
 /**
+ * Wraps Client#request so that `watch` sees the request's stream and settles in its place.
  * Client#request calls session.request() synchronously, before its first await, so swapping
  * session.request for the duration of that call sees exactly this request's stream.
  */
-function tapRetryAfter(client: Client | undefined): boolean {
+function wrapRequest(client: Client | undefined, watch: (stream: Stream, pending: Promise<unknown>) => Promise<unknown>): boolean {
   const original = client?.request;
   if (!client || typeof original !== 'function') return false;
   client.request = function (this: Client, session: Session, ...rest: unknown[]) {
     if (!session || typeof session.request !== 'function') return original.call(this, session, ...rest);
-    let retryAfter: string | undefined;
+    let stream: Stream | undefined;
     const own = Object.prototype.hasOwnProperty.call(session, 'request');
     const request = session.request;
     session.request = function (this: unknown, ...args: unknown[]) {
-      const stream = request.apply(this, args);
-      stream.once('response', (headers) => {
-        const value = headers['retry-after'];
-        retryAfter = Array.isArray(value) ? value[0] : value;
-      });
+      stream = request.apply(this, args);
       return stream;
     };
     let pending: Promise<unknown>;
@@ -90,12 +122,75 @@ function tapRetryAfter(client: Client | undefined): boolean {
       if (own) session.request = request;
       else delete (session as Partial<Session>).request;
     }
-    return pending.catch((failure: unknown) => {
-      if (retryAfter !== undefined && failure !== null && typeof failure === 'object') (failure as RetryAfterNote).retryAfterHeader = retryAfter;
-      throw failure;
-    });
+    return stream ? watch(stream, pending) : pending;
   };
   return true;
+}
+
+function noteRetryAfter(stream: Stream, pending: Promise<unknown>): Promise<unknown> {
+  let retryAfter: string | undefined;
+  stream.once('response', (headers) => {
+    const value = headers['retry-after'];
+    retryAfter = Array.isArray(value) ? value[0] : value === undefined ? undefined : String(value);
+  });
+  return pending.catch((failure: unknown) => {
+    if (retryAfter !== undefined && failure !== null && typeof failure === 'object') (failure as RetryAfterNote).retryAfterHeader = retryAfter;
+    throw failure;
+  });
+}
+
+/** How node-apn's Client#request words the failure of an answer it could not parse (the parse error, quoting the body, follows). */
+export const UNREADABLE_ANSWER = 'Unexpected error processing APNs response';
+
+/** A node-apn failure without the answer's raw text. */
+function withoutRawText(failure: unknown, status: number | undefined): unknown {
+  if (failure === null || typeof failure !== 'object') return failure;
+  const { response, error } = failure as { response?: { reason?: unknown }; error?: { message?: unknown } };
+  if (response && typeof response === 'object' && typeof response.reason === 'string') response.reason = sanitizeReason(response.reason);
+  if (typeof error?.message === 'string' && error.message.startsWith(UNREADABLE_ANSWER)) {
+    (failure as { error: Error }).error = new Error(`APNs answered ${status ?? 'without a status'} with a body that is not JSON`);
+  }
+  return failure;
+}
+
+/** One request, settled by its deadline, its stream cancelled past it or past maxAnswerBytes. */
+function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits): Promise<unknown> {
+  const deadlineMs = limits.deadlineMs ?? 5000;
+  const maxAnswerBytes = limits.maxAnswerBytes ?? 8192;
+  let status: number | undefined;
+  let apnsId: string | undefined;
+  let bytes = 0;
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      outcome();
+    };
+    const cancel = (outcome: () => void) =>
+      settle(() => {
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        outcome();
+      });
+    const timer = setTimeout(() => cancel(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) })), deadlineMs);
+    stream.once('response', (headers) => {
+      status = Number(headers[':status']);
+      const id = headers['apns-id'];
+      apnsId = Array.isArray(id) ? id[0] : id === undefined ? undefined : String(id);
+    });
+    stream.on('data', (chunk) => {
+      bytes += Buffer.byteLength(chunk);
+      if (bytes <= maxAnswerBytes) return;
+      // A 2xx is APNs' acceptance whatever follows it; anything else is judged by its status.
+      if (status !== undefined && status >= 200 && status < 300) cancel(() => resolve({ 'apns-id': apnsId }));
+      else cancel(() => reject({ status, error: new Error(`an answer longer than ${maxAnswerBytes} bytes`) }));
+    });
+    pending.then(
+      (value) => settle(() => resolve(value)),
+      (failure: unknown) => settle(() => reject(withoutRawText(failure, status))),
+    );
+  });
 }
 
 function keepRetryableAnswers(client: Client | undefined): boolean {
@@ -122,4 +217,13 @@ export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): 
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The Provider option that opens node-apn's HTTP/2 connection to `target` through `proxy` (see
+ * proxiedConnection above). Every connection goes to `target`: node-apn's channel management
+ * session, which would take the option too, is not used here.
+ */
+export function proxiedConnection(target: TlsTarget, proxy: URL, tunnelTimeoutMs?: number): { createConnection: () => Duplex } {
+  return { createConnection: () => connectTls({ ...target, ALPNProtocols: ['h2'] }, proxy, tunnelTimeoutMs) };
 }

@@ -1,7 +1,8 @@
 import apn from '@parse/node-apn';
 import { parseRetryAfter, type ApnsCredential } from '@operator/config';
+import { proxyFor, type ProxySettings } from '@operator/egress';
 import { apnsPayload, durationSeconds, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
-import { patchNodeApn, shutdownProvider, type RetryAfterNote } from './node-apn-patches';
+import { patchNodeApn, proxiedConnection, shutdownProvider, type RetryAfterNote } from './node-apn-patches';
 
 /** A brand's APNs credential, and what tests add to reach a local fake. */
 export interface ApnsProviderOptions extends ApnsCredential {
@@ -12,8 +13,13 @@ export interface ApnsProviderOptions extends ApnsCredential {
    * provider works on without them, with the losses described there.
    */
   onPatchMissing?: (missing: string[]) => void;
-  /** How long one send waits for APNs' answer before it fails as `network` (node-apn's requestTimeout; default 5000). */
+  /**
+   * How long one send may take, from the request (waiting for the connection included) to the
+   * answer's last byte, before it is cancelled as `network` (default 5000, node-apn's requestTimeout).
+   */
   timeoutMs?: number;
+  /** The operator's proxy (HTTPS_PROXY, NO_PROXY), for the APNs host and port connected to. */
+  proxy?: ProxySettings;
 }
 
 /** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
@@ -35,6 +41,11 @@ const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic
 const AUTH_REASONS = new Set(['TopicDisallowed', 'BadTopic', 'MissingTopic', 'BadCertificate', 'BadCertificateEnvironment', 'InvalidProviderToken', 'MissingProviderToken', 'BadEnvironmentKeyInToken']);
 /** Transient on APNs' side although some come as 4xx: a new JWT is made, the server is going down, the connection idled. */
 const TRANSIENT_REASONS = new Set(['ExpiredProviderToken', 'InternalServerError', 'ServiceUnavailable', 'Shutdown', 'IdleTimeout']);
+
+/** node-apn's hosts for `production` true and false, when APNS_HOST does not name one. */
+const APNS_HOSTS = { production: 'api.push.apple.com', sandbox: 'api.sandbox.push.apple.com' };
+/** node-apn's requestTimeout. */
+const DEFAULT_TIMEOUT_MS = 5000;
 
 /** APNs device tokens are hex; anything else would not even make a valid request path. */
 const DEVICE_TOKEN = /^[0-9a-f]+$/i;
@@ -99,7 +110,10 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
  * with its backoff, where node-apn would retry 429/5xx at once. An ExpiredProviderToken answer
  * makes node-apn sign a new JWT; the push comes back `unavailable` and the retry uses the new
  * token. node-apn-patches.ts makes up for what node-apn loses on the way: the Retry-After header,
- * retryable answers once the session is closed, and a shutdown that could wait forever.
+ * retryable answers once the session is closed, and a shutdown that could wait forever; and it
+ * bounds each send (one deadline for the whole exchange, at most a few KiB of an answer read,
+ * nothing of its raw text kept) and carries the connection through the operator's proxy (a
+ * CONNECT tunnel) when one applies to the APNs host and port.
  */
 export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   const providerOptions: apn.ProviderOptions = {
@@ -110,9 +124,14 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   if (options.host !== undefined) providerOptions.address = options.host;
   if (options.port !== undefined) providerOptions.port = options.port;
   if (options.ca !== undefined) providerOptions.ca = [options.ca];
-  if (options.timeoutMs !== undefined) providerOptions.requestTimeout = options.timeoutMs;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  providerOptions.requestTimeout = timeoutMs;
+  const host = options.host ?? (options.production ? APNS_HOSTS.production : APNS_HOSTS.sandbox);
+  const port = options.port ?? 443;
+  const proxy = proxyFor(new URL(`https://${host.includes(':') ? `[${host}]` : host}:${port}`), options.proxy ?? {});
+  if (proxy) Object.assign(providerOptions, proxiedConnection({ host, port, ca: options.ca }, proxy, timeoutMs));
   const provider = new apn.Provider(providerOptions);
-  const missing = Object.entries(patchNodeApn(provider)).flatMap(([name, applied]) => (applied ? [] : [name]));
+  const missing = Object.entries(patchNodeApn(provider, { deadlineMs: timeoutMs })).flatMap(([name, applied]) => (applied ? [] : [name]));
   if (missing.length > 0) options.onPatchMissing?.(missing);
   let closed = false;
 

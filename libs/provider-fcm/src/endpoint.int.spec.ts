@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { FakeFcm, fcmToken, pushRequest } from '@operator/testing';
-import { createFcmProvider, fcmEndpointAgent } from './index';
+import { createFcmProvider } from './index';
 
 // FCM_ENDPOINT: every connection (the OAuth2 grant and the HTTP/2 sends) goes to one https origin,
 // while the requests still name Google's hosts (TLS server name and Host header or :authority).
@@ -16,8 +16,7 @@ describe('FCM endpoint override', () => {
   });
 
   it('sends the token grant and the messages to the endpoint, naming the real hosts', async () => {
-    const agent = fcmEndpointAgent(`https://127.0.0.1:${fake.port}`, { keepAlive: true, ca: fake.ca });
-    const provider = createFcmProvider({ serviceAccount: fake.serviceAccount, httpAgent: agent });
+    const provider = createFcmProvider({ serviceAccount: fake.serviceAccount, endpoint: `https://127.0.0.1:${fake.port}`, ca: fake.ca });
     const token = fcmToken();
     try {
       const [result] = await provider.send({ pushId: randomUUID(), request: pushRequest(7, 'player-1') }, [
@@ -26,13 +25,12 @@ describe('FCM endpoint override', () => {
       expect(result.ok).toBe(true);
     } finally {
       await provider.close();
-      agent.destroy();
     }
     expect(fake.tokenGrants.map((grant) => grant.status)).toEqual([200]);
     expect(fake.sendsTo(token).map((send) => [send.status, send.host, send.httpVersion])).toEqual([[200, 'fcm.googleapis.com', '2.0']]);
   });
 
   it('refuses an endpoint that is not https', () => {
-    expect(() => fcmEndpointAgent('http://127.0.0.1:8443')).toThrow(/https/);
+    expect(() => createFcmProvider({ serviceAccount: fake.serviceAccount, endpoint: 'http://127.0.0.1:8443' })).toThrow(/https/);
   });
 });

@@ -1,7 +1,6 @@
 export { toFcmMessage, type TokenMessage } from './message';
 export {
   createFcmProvider,
-  fcmEndpointAgent,
   fcmSendError,
   serviceAccountCredential,
   type FcmProviderOptions,

@@ -5,6 +5,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
+import { connectTls, proxyFor, sanitizeReason, type ProxySettings } from '@operator/egress';
 import { parseRetryAfter } from '@operator/config';
 import { sendError, type ErrorScope, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { fcmWireMessage, toFcmMessage } from './message';
@@ -24,14 +25,21 @@ import { fcmWireMessage, toFcmMessage } from './message';
 //   the HTTP status, Retry-After and FCM's error details are read from the answer itself.
 //
 // How sends go:
-// - Connections are opened with the agent's createConnection (fcmEndpointAgent() and test agents
-//   send them where they send everything else), asking for h2 by ALPN, and kept until the server
-//   closes them, sends GOAWAY or they fail; the next send opens a new one. A further connection
-//   is opened only when every open one carries as many streams as its server allows (FCM: 100),
-//   up to MAX_CONNECTIONS; past that nghttp2 queues the requests until a stream frees up.
+// - Connections go to Google's hosts, or all to FCM_ENDPOINT's origin with Google's names kept
+//   (googleConnector()), through the operator's proxy (a CONNECT tunnel) when one applies to where
+//   they go; a test's agent may open them instead. The HTTP/2 ones ask for h2 by ALPN and are
+//   kept until the server closes them, sends GOAWAY or they fail; the next send opens a new one. A
+//   further connection is opened only when every open one carries as many streams as its server
+//   allows (FCM: 100), up to MAX_CONNECTIONS; past that nghttp2 queues the requests until a
+//   stream frees up.
 // - `concurrency` caps the sends in flight across the provider (every send() call together);
 //   the others wait their turn.
 // - A send not answered within 15 s (firebase-admin's timeout; `timeoutMs`) is cancelled: `network`.
+//   The deadline is the whole send, its retries included: waiting for the access token, for a
+//   connection (a tunnel, a TLS handshake) and for the last byte of the answer.
+// - At most MAX_ANSWER_BYTES of an answer are read; past that the stream is cancelled and the
+//   answer classified by its status. What FCM said is kept as its status, its error codes and a
+//   sanitised message, never as raw text.
 // - `sdkRetry` is the retry firebase-admin made, capped: by default one immediate retry of a send
 //   answered 503 (one whose Retry-After asks for more than a second comes back at once as
 //   `unavailable` with retryAfterMs) or whose connection went down before any answer, which is
@@ -39,8 +47,8 @@ import { fcmWireMessage, toFcmMessage } from './message';
 //   here, nor a connection that could not be opened: those are results at once, and the queue
 //   retries them later instead of holding a worker.
 // - The access token comes from serviceAccountCredential() below, over the provider's https agent
-//   (HTTP/1.1); it is kept and renewed 5 minutes before it expires (firebase-admin's margin), with
-//   one token request shared by every send waiting for it.
+//   (HTTP/1.1, on the same connector); it is kept and renewed 5 minutes before it expires
+//   (firebase-admin's margin), with one token request shared by every send waiting for it.
 
 export interface FcmServiceAccount {
   project_id: string;
@@ -59,21 +67,28 @@ export interface FcmSdkRetry {
 export interface FcmProviderOptions {
   serviceAccount: FcmServiceAccount;
   /**
-   * Agent for every connection: the OAuth2 token requests go through it, and the HTTP/2
-   * connections to FCM are opened with its createConnection(). Default: a keep-alive agent of
-   * this provider.
+   * An agent that opens every connection itself (a test's): the OAuth2 token requests go through
+   * it, and the HTTP/2 connections to FCM are opened with its createConnection(). `endpoint`, `ca`
+   * and `proxy` are then not used. Default: the provider's own keep-alive agent.
    */
   httpAgent?: https.Agent;
   /**
-   * An https origin (`https://host[:port]`) that takes every connection of the default agent instead
-   * of Google's hosts (FCM_ENDPOINT: a proxy, a local test server); see fcmEndpointAgent().
+   * An https origin (`https://host[:port]`) that takes every connection instead of Google's hosts
+   * (FCM_ENDPOINT: a proxy, a local test server); see googleConnector().
    */
   endpoint?: string;
+  /** Extra certificate authorities to trust (a local server's test CA); the system roots otherwise. */
+  ca?: string | Buffer | (string | Buffer)[];
+  /** The operator's proxy (HTTPS_PROXY, NO_PROXY), applied to where each connection goes: Google's host, or `endpoint`. */
+  proxy?: ProxySettings;
   /** How many sends are in flight at once, across every send() call of the provider (default 500). */
   concurrency?: number;
   /** Retries of a send (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
   sdkRetry?: FcmSdkRetry | false;
-  /** How long one send waits for FCM's answer before it is cancelled as `network` (default 15000, firebase-admin's). */
+  /**
+   * How long one send may take, from waiting for the access token to the answer's last byte,
+   * before it is cancelled as `network` (default 15000, firebase-admin's).
+   */
   timeoutMs?: number;
 }
 
@@ -275,17 +290,28 @@ function fcmError(code: string, message: string, facts?: FcmResponseFacts): Erro
   return error;
 }
 
-/** A send FCM answered with something other than 200, as the error firebase-admin would have made of it. */
+/** Google's error messages run to 160 characters (a quota's names the consumer at its end). */
+const MAX_GOOGLE_MESSAGE = 240;
+
+/** An error code as Google writes them (UNREGISTERED, INVALID_ARGUMENT); anything else is not kept. */
+function googleCode(value: unknown): string | undefined {
+  return typeof value === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(value) ? value : undefined;
+}
+
+/**
+ * A send FCM answered with something other than 200, as the error firebase-admin would have made of
+ * it. Its message is Google's error message sanitised, never the body's raw text (a proxy's page).
+ */
 export function fcmAnswerError(status: number, retryAfter: string | undefined, text: string): Error {
   let body: GoogleErrorBody | undefined;
   try {
     body = JSON.parse(text);
   } catch {
-    // Not JSON (a proxy's page): classified by status.
+    // Not JSON (a proxy's page), or cut at MAX_ANSWER_BYTES: classified by status.
   }
   const error = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : undefined;
   const facts: FcmResponseFacts = { status, retryAfter, fields: [] };
-  facts.googleStatus = typeof error?.status === 'string' ? error.status : undefined;
+  facts.googleStatus = googleCode(error?.status);
   for (const detail of Array.isArray(error?.details) ? error.details : []) {
     if (!detail || typeof detail !== 'object') continue;
     readQuotaDetail(detail, facts);
@@ -294,10 +320,11 @@ export function fcmAnswerError(status: number, retryAfter: string | undefined, t
       if (typeof violation?.field === 'string') facts.fields.push(violation.field);
     }
   }
-  if (!error) return fcmError(STATUS_ERROR_CODES[status] ?? 'messaging/unknown-error', `unexpected answer: ${text.slice(0, 200)}`, facts);
+  facts.fcmErrorCode = googleCode(facts.fcmErrorCode);
+  if (!error) return fcmError(STATUS_ERROR_CODES[status] ?? 'messaging/unknown-error', "an answer that is not Google's JSON error", facts);
   const serverCode = facts.fcmErrorCode ?? facts.googleStatus;
-  const message = typeof error.message === 'string' && error.message ? error.message : text.slice(0, 200);
-  return fcmError((serverCode && FCM_ERROR_CODES[serverCode]) || 'messaging/unknown-error', message, facts);
+  const said = typeof error.message === 'string' ? sanitizeReason(error.message, MAX_GOOGLE_MESSAGE) : '';
+  return fcmError((serverCode && FCM_ERROR_CODES[serverCode]) || 'messaging/unknown-error', said || 'an error without a message', facts);
 }
 
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
@@ -320,6 +347,10 @@ export interface ServiceAccountCredential extends Credential {
   readonly lastFailure: CredentialFailure | null;
 }
 
+/**
+ * One POST of a form, over `agent`, with a deadline on the whole exchange (connecting through a
+ * tunnel, the answer's last byte) and at most MAX_ANSWER_BYTES of the answer read.
+ */
 function postForm(url: string, form: URLSearchParams, agent: https.Agent): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
   return new Promise((resolve, reject) => {
     const body = form.toString();
@@ -328,18 +359,34 @@ function postForm(url: string, form: URLSearchParams, agent: https.Agent): Promi
       {
         method: 'POST',
         agent,
-        timeout: TOKEN_TIMEOUT_MS,
         headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
       },
       (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
+        let size = 0;
+        const answered = () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks, size).toString('utf8') });
+        };
+        res.on('data', (chunk: Buffer) => {
+          const room = MAX_ANSWER_BYTES - size;
+          chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+          size += Math.min(room, chunk.length);
+          if (chunk.length <= room) return;
+          // The rest is not read: the connection goes, and the answer is judged on what came.
+          res.destroy();
+          answered();
+        });
+        res.on('end', answered);
+        res.on('error', failed);
       },
     );
-    req.on('timeout', () => req.destroy(Object.assign(new Error(`token request timed out after ${TOKEN_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' })));
-    req.on('error', reject);
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer to the token request within ${TOKEN_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' })), TOKEN_TIMEOUT_MS);
+    function failed(error: Error) {
+      clearTimeout(timer);
+      reject(error);
+    }
+    req.on('error', failed);
     req.end(body);
   });
 }
@@ -378,12 +425,15 @@ export function serviceAccountCredential(serviceAccount: FcmServiceAccount, agen
     try {
       json = JSON.parse(answer.text);
     } catch {
-      // Described below from the status and the raw text.
+      // Described below by the status alone.
     }
     if (answer.status === 200 && typeof json.access_token === 'string' && typeof json.expires_in === 'number') {
       return { access_token: json.access_token, expires_in: json.expires_in };
     }
-    const said = typeof json.error === 'string' ? `${json.error}${typeof json.error_description === 'string' ? `: ${json.error_description}` : ''}` : answer.text.slice(0, 200);
+    const said =
+      typeof json.error === 'string'
+        ? sanitizeReason(`${json.error}${typeof json.error_description === 'string' ? `: ${json.error_description}` : ''}`)
+        : "an answer that is not Google's JSON error";
     const retryAfter = answer.headers['retry-after'];
     throw new GoogleTokenError(`token request answered ${answer.status}: ${said}`, {
       status: answer.status === 200 ? 502 : answer.status,
@@ -409,34 +459,46 @@ export function serviceAccountCredential(serviceAccount: FcmServiceAccount, agen
   };
 }
 
+/** Opens a TLS connection for requests naming `host`, one of Google's (fcm.googleapis.com, oauth2.googleapis.com). */
+type GoogleConnect = (host: string, options: Pick<tls.ConnectionOptions, 'ALPNProtocols' | 'session'>) => Duplex;
+
 /**
- * An agent that connects every request to `origin` whatever host its URL names, keeping that host
- * as the TLS server name and Host header (`:authority` over HTTP/2): requests still name
- * fcm.googleapis.com and oauth2.googleapis.com, so the server there must hold a certificate for
- * those names that this process trusts (the system store, NODE_EXTRA_CA_CERTS, or `ca` in the
- * options). The provider's HTTP/2 connections come through createConnection() too, with ALPN.
+ * Connections to the Google host a request names, or every one to `endpoint` (FCM_ENDPOINT)
+ * whatever host it names, keeping that host as the TLS server name (and the request's Host header
+ * or `:authority`): the server there must hold a certificate for Google's names that this process
+ * trusts (the system store, NODE_EXTRA_CA_CERTS, or `ca`). A connection goes through the operator's
+ * proxy (a CONNECT tunnel) when one applies to where it goes: Google's host, or the endpoint.
  */
-export function fcmEndpointAgent(origin: string, options: https.AgentOptions = {}): https.Agent {
-  const url = new URL(origin);
-  if (url.protocol !== 'https:') throw new Error(`FCM endpoint ${origin} must be an https origin`);
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const port = Number(url.port || 443);
-  class EndpointAgent extends https.Agent {
-    // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
-    override createConnection(connection: https.RequestOptions): Duplex {
-      const { servername, ca, rejectUnauthorized, session, ALPNProtocols } = connection as tls.ConnectionOptions;
-      return tls.connect({
-        host,
-        port,
-        servername: servername || connection.hostname || connection.host || undefined,
-        ca,
-        rejectUnauthorized,
-        session,
-        ALPNProtocols,
-      });
-    }
+function googleConnector(options: { endpoint?: string; ca?: FcmProviderOptions['ca']; proxy?: ProxySettings; tunnelTimeoutMs: number }): GoogleConnect {
+  const endpoint = options.endpoint === undefined ? null : new URL(options.endpoint);
+  if (endpoint && endpoint.protocol !== 'https:') throw new Error(`FCM endpoint ${options.endpoint} must be an https origin`);
+  return (host, extra) => {
+    const to = endpoint ?? new URL(`https://${host}`);
+    const target = { ...extra, host: to.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(to.port || 443), servername: host, ca: options.ca };
+    return connectTls(target, proxyFor(to, options.proxy ?? {}), options.tunnelTimeoutMs);
+  };
+}
+
+/** A keep-alive agent whose connections `connect` opens (the token requests'). */
+class GoogleAgent extends https.Agent {
+  constructor(private readonly connect: GoogleConnect) {
+    super({ keepAlive: true });
   }
-  return new EndpointAgent(options);
+
+  // Like https.Agent's own createConnection, the socket is returned (the agent attaches it).
+  override createConnection(options: https.RequestOptions): Duplex {
+    const { servername, session } = options as tls.ConnectionOptions;
+    return this.connect(servername || String(options.hostname ?? options.host), { session });
+  }
+}
+
+/** Connections opened by a test's agent, the agent's own options (ca, ...) given as https.request would. */
+function agentConnector(agent: https.Agent): GoogleConnect {
+  return (host, extra) => {
+    const socket = agent.createConnection({ ...agent.options, ...extra, host, port: 443, servername: host } as https.RequestOptions);
+    if (!socket) throw new Error('the FCM agent did not return a connection');
+    return socket;
+  };
 }
 
 const FCM_HOST = 'fcm.googleapis.com';
@@ -446,6 +508,8 @@ const DEFAULT_TIMEOUT_MS = 15_000;
 const MAX_CONNECTIONS = 8;
 /** firebase-admin renewed its access token this long before it expired. */
 const TOKEN_RENEWAL_MS = 5 * 60_000;
+/** The most of an answer read (FCM's and the token endpoint's are well under 2 KiB); the rest is dropped. */
+const MAX_ANSWER_BYTES = 8192;
 
 /** FCM's answer to one send. */
 interface FcmAnswer {
@@ -488,7 +552,7 @@ interface FcmConnection {
 }
 
 /** HTTP/2 connections to FCM, opened with `connect` (see the notes at the top). */
-function fcmConnections(connect: () => Duplex, timeoutMs: number) {
+function fcmConnections(connect: () => Duplex) {
   /** Connections that take new streams. */
   const usable: FcmConnection[] = [];
   const all = new Set<FcmConnection>();
@@ -565,18 +629,29 @@ function fcmConnections(connect: () => Duplex, timeoutMs: number) {
     let retryAfter: string | undefined;
     let streamError: Error | undefined;
     const chunks: Buffer[] = [];
+    let size = 0;
+    let ended = false;
     stream.on('response', (answer) => {
       status = Number(answer[':status']);
       const header = answer['retry-after'];
       retryAfter = Array.isArray(header) ? header[0] : header;
     });
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    let ended = false;
+    stream.on('data', (chunk: Buffer) => {
+      if (ended) return;
+      const room = MAX_ANSWER_BYTES - size;
+      chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+      size += Math.min(room, chunk.length);
+      if (chunk.length <= room) return;
+      // The rest is not read: the stream is cancelled, and the answer judged by its status.
+      ended = true;
+      settle({ status, retryAfter, text: Buffer.concat(chunks, size).toString('utf8') });
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    });
     // A stream cut before its answer ends too, without a status.
     stream.on('end', () => {
-      if (!status) return;
+      if (!status || ended) return;
       ended = true;
-      settle({ status, retryAfter, text: Buffer.concat(chunks).toString('utf8') });
+      settle({ status, retryAfter, text: Buffer.concat(chunks, size).toString('utf8') });
     });
     stream.on('error', (error: Error) => {
       streamError = error;
@@ -589,7 +664,8 @@ function fcmConnections(connect: () => Duplex, timeoutMs: number) {
     return stream;
   }
 
-  function request(headers: OutgoingHttpHeaders, body: string): Promise<FcmAnswer> {
+  /** One send, answered or given up by `deadline` (a Date.now() time); `timeoutMs` only names it in the error. */
+  function request(headers: OutgoingHttpHeaders, body: string, deadline: number, timeoutMs: number): Promise<FcmAnswer> {
     const connection = pick();
     // Counted from here, so that sends waiting for a new connection's SETTINGS are spread too.
     connection.streams += 1;
@@ -605,11 +681,13 @@ function fcmConnections(connect: () => Duplex, timeoutMs: number) {
         if (outcome instanceof FcmTransportError) reject(outcome);
         else resolve(outcome);
       };
-      // The deadline covers opening the connection too: a server that never answers the TLS handshake is not waited on for ever.
+      // The deadline covers opening the connection too (a tunnel the proxy has not opened yet, a
+      // server that never answers the TLS handshake): until the server's SETTINGS have come, a send
+      // waits here, its timer running.
       const timer = setTimeout(() => {
         settle(new FcmTransportError(`no answer from FCM within ${timeoutMs} ms`, 'app/network-timeout', false));
         stream?.close(http2.constants.NGHTTP2_CANCEL);
-      }, timeoutMs);
+      }, Math.max(0, deadline - Date.now()));
       void connection.settings.then(() => {
         if (!settled) stream = exchange(connection, headers, body, settle);
       });
@@ -676,10 +754,22 @@ function messageName(text: string): string | null {
   }
 }
 
+/** `pending`, or `late()` thrown once `ms` have passed (pending goes on, for whoever else waits on it). */
+function before<T>(pending: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), Math.max(0, ms));
+  });
+  return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
+}
+
 export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const { serviceAccount } = options;
-  const agentOptions: https.AgentOptions = { keepAlive: true };
-  const ownAgent = options.httpAgent ? null : options.endpoint ? fcmEndpointAgent(options.endpoint, agentOptions) : new https.Agent(agentOptions);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const connect = options.httpAgent
+    ? agentConnector(options.httpAgent)
+    : googleConnector({ endpoint: options.endpoint, ca: options.ca, proxy: options.proxy, tunnelTimeoutMs: timeoutMs });
+  const ownAgent = options.httpAgent ? null : new GoogleAgent(connect);
   const agent = options.httpAgent ?? (ownAgent as https.Agent);
   const retry = options.sdkRetry ?? {};
   const maxRetries = retry === false ? 0 : Math.max(0, Math.floor(retry.maxRetries ?? 1));
@@ -689,13 +779,11 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const credential = serviceAccountCredential(serviceAccount, agent);
   const accessToken = accessTokens(credential);
   const connections = fcmConnections(() => {
-    // The agent's own options (ca, ...) as https.request would give them, naming FCM's host.
-    const socket = agent.createConnection({ ...agent.options, host: FCM_HOST, port: 443, servername: FCM_HOST, ALPNProtocols: ['h2'] } as https.RequestOptions);
-    if (!socket) throw new Error('the FCM agent did not return a connection');
+    const socket = connect(FCM_HOST, { ALPNProtocols: ['h2'] });
     // Small frames go out at once rather than waiting on Nagle's algorithm.
     if (socket instanceof net.Socket) socket.setNoDelay(true);
     return socket;
-  }, options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  });
   const path = `/v1/projects/${encodeURIComponent(serviceAccount.project_id)}/messages:send`;
   let closed: Promise<void> | null = null;
 
@@ -708,11 +796,15 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   };
 
   async function sendOne(body: string): Promise<SendResult> {
+    // One deadline for the whole send, its retries included.
+    const deadline = Date.now() + timeoutMs;
     for (let retries = 0; ; retries += 1) {
       let bearer: string;
       try {
-        bearer = await accessToken();
+        // The token request goes on for the other sends waiting on it; this one stops at its deadline.
+        bearer = await before(accessToken(), deadline - Date.now(), () => new FcmTransportError(`no access token within ${timeoutMs} ms`, 'app/network-timeout', false));
       } catch (error) {
+        if (error instanceof FcmTransportError) return { ok: false, error: fcmSendError(error) };
         const failure = error instanceof GoogleTokenError ? error.failure : credential.lastFailure;
         return { ok: false, error: fcmSendError(fcmError('app/invalid-credential', `Failed to obtain an access token: ${(error as Error).message}`), failure) };
       }
@@ -721,14 +813,16 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
         answer = await connections.request(
           { ':method': 'POST', ':authority': FCM_HOST, ':path': path, authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=UTF-8' },
           body,
+          deadline,
+          timeoutMs,
         );
       } catch (error) {
-        if (error instanceof FcmTransportError && error.unanswered && retries < maxRetries) continue;
+        if (error instanceof FcmTransportError && error.unanswered && retries < maxRetries && Date.now() < deadline) continue;
         return { ok: false, error: fcmSendError(error) };
       }
       if (answer.status === 200) return { ok: true, providerMessageId: messageName(answer.text) };
       const delay = retryDelay(answer, retries);
-      if (delay === undefined) return { ok: false, error: fcmSendError(fcmAnswerError(answer.status, answer.retryAfter, answer.text)) };
+      if (delay === undefined || Date.now() + delay >= deadline) return { ok: false, error: fcmSendError(fcmAnswerError(answer.status, answer.retryAfter, answer.text)) };
       if (delay > 0) await sleep(delay);
     }
   }

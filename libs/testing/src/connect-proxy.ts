@@ -24,10 +24,14 @@ export interface ConnectProxy {
   targets(): string[];
   /** Requests refused (bad credentials, a refused target), by target. */
   refused: string[];
+  /** CONNECTs left unanswered (`hold`), by target. */
+  held: string[];
   close(): Promise<void>;
 }
 
 export interface ConnectProxyOptions {
+  /** Targets whose CONNECT is never answered (a proxy that hangs); listed in `held`. */
+  hold?: (target: string) => boolean;
   /** Require `Proxy-Authorization: Basic` with these credentials (407 otherwise). */
   credentials?: { username: string; password: string };
   /** Targets (`host:port`) answered 403. */
@@ -43,6 +47,7 @@ export interface ConnectProxyOptions {
 export async function startConnectProxy(options: ConnectProxyOptions = {}): Promise<ConnectProxy> {
   const connections: ProxiedConnection[] = [];
   const refused: string[] = [];
+  const held: string[] = [];
   const sockets = new Set<net.Socket>();
   const expected = options.credentials ? `Basic ${Buffer.from(`${options.credentials.username}:${options.credentials.password}`).toString('base64')}` : null;
 
@@ -83,6 +88,10 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
 
   server.on('connect', (req: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     const target = req.url ?? '';
+    if (options.hold?.(target)) {
+      held.push(target);
+      return;
+    }
     const status = allowed(target, req.headers['proxy-authorization']);
     if (status) {
       refused.push(target);
@@ -119,6 +128,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
     port,
     connections,
     refused,
+    held,
     targets: () => [...new Set(connections.map((connection) => connection.target))],
     close: async () => {
       for (const socket of sockets) socket.destroy();

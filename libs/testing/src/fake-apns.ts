@@ -14,6 +14,12 @@ export interface ApnsAnswer {
   headers?: Record<string, string>;
   /** Answers only after this many milliseconds (a slow APNs). */
   delayMs?: number;
+  /** The body exactly as given instead of `{reason}` (a page that is not JSON, say). */
+  text?: string;
+  /** A body of this many bytes (`text` repeated, or `x`), written as fast as the client takes it; see answeredBytes. */
+  bodyBytes?: number;
+  /** Sends the status, then one byte of body every 100 ms, and never ends (a peer that holds the answer open). */
+  stall?: boolean;
 }
 
 /** One request the fake received, as APNs would read it. */
@@ -43,6 +49,10 @@ export interface ApnsRecordedRequest {
   responseApnsId: string;
   /** When the request arrived (ms since epoch). */
   at: number;
+  /** Bytes of answer body written to the client (for a `bodyBytes` answer: until the client stopped taking them). */
+  answeredBytes: number;
+  /** The stream was reset with CANCEL (the client gave up on the answer) rather than closed after it. */
+  cancelled: boolean;
 }
 
 /** APNs' limit for a regular remote notification payload. */
@@ -158,6 +168,10 @@ export class FakeApns {
   private handle(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, session: number): void {
     const at = Date.now();
     stream.on('error', () => undefined);
+    let recorded: ApnsRecordedRequest | undefined;
+    stream.on('close', () => {
+      if (recorded) recorded.cancelled = stream.rstCode === http2.constants.NGHTTP2_CANCEL;
+    });
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
     stream.on('end', () => {
@@ -177,7 +191,7 @@ export class FakeApns {
       };
       const responseApnsId = header('apns-id') ?? randomUUID();
       const answer = this.answer(headers[':method'] as string, match !== null, token, header('authorization'), header('apns-topic'), raw, body);
-      this.requests.push({
+      const entry: ApnsRecordedRequest = {
         method: String(headers[':method']),
         path,
         token,
@@ -195,10 +209,18 @@ export class FakeApns {
         reason: answer.reason,
         responseApnsId,
         at,
-      });
+        answeredBytes: 0,
+        cancelled: false,
+      };
+      recorded = entry;
+      this.requests.push(entry);
       const reply = () => {
         if (stream.destroyed) return;
         stream.respond({ ':status': answer.status, 'apns-id': responseApnsId, 'content-type': 'application/json', ...answer.headers });
+        if (answer.stall || answer.text !== undefined || answer.bodyBytes !== undefined) {
+          this.raw(stream, answer, entry);
+          return;
+        }
         if (answer.status === 200) {
           stream.end();
           return;
@@ -209,6 +231,29 @@ export class FakeApns {
       if (answer.delayMs) setTimeout(reply, answer.delayMs).unref();
       else reply();
     });
+  }
+
+  /** A scripted body that is not APNs' `{reason}`: a page, one too large to read, one that never ends. */
+  private raw(stream: http2.ServerHttp2Stream, answer: ApnsAnswer, recorded: ApnsRecordedRequest): void {
+    const write = (chunk: Buffer) => {
+      recorded.answeredBytes += chunk.length;
+      return stream.write(chunk);
+    };
+    if (answer.stall) {
+      const timer = setInterval(() => write(Buffer.from(' ')), 100);
+      stream.once('close', () => clearInterval(timer));
+      return;
+    }
+    const text = Buffer.from(answer.text ?? 'x');
+    const total = answer.bodyBytes ?? text.length;
+    const block = Buffer.alloc(Math.min(total, 64 * 1024), text);
+    const pump = () => {
+      while (!stream.destroyed && recorded.answeredBytes < total) {
+        if (!write(block.subarray(0, Math.min(block.length, total - recorded.answeredBytes)))) return void stream.once('drain', pump);
+      }
+      if (!stream.destroyed) stream.end();
+    };
+    pump();
   }
 
   /** APNs' own checks first (provider token, path, topic, payload), then the scripted answer. */

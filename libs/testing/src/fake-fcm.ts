@@ -16,7 +16,8 @@ import { testTls } from './tls';
 // - POST /v1/projects/{project_id}/messages:send: needs `Authorization: Bearer <issued token>`,
 //   reads `{message}`, refuses what FCM refuses (unknown field names, a bad ttl or colour, a
 //   non-https webpush link, non-string data values), and answers `{name}` or a scripted answer in
-//   Google's error shape (status, FcmError details, headers such as Retry-After).
+//   Google's error shape (status, FcmError details, headers such as Retry-After), or what a
+//   misbehaving peer sends: a page that is not JSON, a body too large to read, one that never ends.
 // Point a client at it with `fake.agent` (every connection goes to this server, with the test CA).
 // Each request records the HTTP version it came over and the connection it came on.
 
@@ -59,6 +60,12 @@ export interface FcmAnswer {
   hangUp?: boolean;
   /** Wait this long before answering. */
   delayMs?: number;
+  /** The body exactly as given, as text/html instead of JSON (a proxy's error page, say). */
+  text?: string;
+  /** A body of this many bytes (`text` repeated, or `x`), written as fast as the client takes it; see FakeFcmSend.answeredBytes. */
+  bodyBytes?: number;
+  /** Sends the status, then one byte of body every 100 ms and never ends (a peer that holds the answer open). */
+  stall?: boolean;
 }
 
 /** Google's error body: `{error: {code, message, status, details}}`; `details` adds more after the FcmError and BadRequest ones. */
@@ -182,6 +189,10 @@ export interface FakeFcmSend {
   reason: string;
   /** When the request arrived (ms since epoch). */
   at: number;
+  /** Bytes of answer body written to the client (for a `bodyBytes` answer: until the client stopped taking them). */
+  answeredBytes: number;
+  /** The client closed or reset the request before the answer was complete. */
+  cancelled: boolean;
 }
 
 /** One POST to /token. */
@@ -191,6 +202,8 @@ export interface FakeTokenGrant {
   claims: Record<string, unknown> | null;
   reason: string;
   accessToken: string | null;
+  /** Bytes of a scripted answer's body written to the client (answerGrants()); unset for the fake's own answers. */
+  answeredBytes?: number;
 }
 
 export interface FakeFcmOptions {
@@ -378,6 +391,7 @@ export class FakeFcm {
   private grantThrottle: string | null = null;
   private sent = 0;
   private closed = false;
+  private grantAnswer: FcmAnswer | null = null;
 
   private constructor(private readonly options: FakeFcmOptions) {
     const tlsMaterial = testTls();
@@ -467,8 +481,15 @@ export class FakeFcm {
     return this;
   }
 
+  /** Makes /token give this answer (a page, a huge or endless body) instead of a grant; null: grant again. */
+  answerGrants(answer: FcmAnswer | null): this {
+    this.grantAnswer = answer;
+    return this;
+  }
+
   /** Clears logs and scripts (issued access tokens stay valid). */
   reset(): this {
+    this.grantAnswer = null;
     this.requests.length = 0;
     this.tokenGrants.length = 0;
     this.scripts.clear();
@@ -534,6 +555,11 @@ export class FakeFcm {
       this.tokenGrants.push({ status, claims, reason: `${error}: ${description}`, accessToken: null });
       this.json(res, status, { error, error_description: description }, headers);
     };
+    if (this.grantAnswer) {
+      const entry = { status: this.grantAnswer.status, claims: null, reason: 'scripted', accessToken: null, answeredBytes: 0 };
+      this.tokenGrants.push(entry);
+      return this.raw(res, this.grantAnswer, entry);
+    }
     const form = new URLSearchParams(body);
     if (form.get('grant_type') !== JWT_BEARER) return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + form.get('grant_type'));
     const parts = (form.get('assertion') ?? '').split('.');
@@ -590,8 +616,12 @@ export class FakeFcm {
       status: 0,
       reason: '',
       at: Date.now(),
+      answeredBytes: 0,
+      cancelled: false,
     };
     this.requests.push(entry);
+    // Over HTTP/2 'finish' comes for a reset stream too; an answer ended by the fake has writableEnded.
+    res.once('close', () => (entry.cancelled = !res.writableEnded));
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
       entry.status = status;
       entry.reason = reason;
@@ -628,12 +658,47 @@ export class FakeFcm {
         this.hangUp(req);
         return;
       }
+      if (scripted.text !== undefined || scripted.bodyBytes !== undefined || scripted.stall) {
+        entry.status = scripted.status;
+        entry.reason = 'scripted';
+        return this.raw(res, scripted, entry);
+      }
       if (scripted.status < 200 || scripted.status >= 300 || scripted.body !== undefined) {
         return answer(scripted.status, scripted.body ?? googleError(scripted.status, 'scripted'), 'scripted', scripted.headers);
       }
     }
     const name = `projects/${projectId}/messages/${entry.validateOnly ? 'fake_message_id' : `0:${Date.now()}%${++this.sent}`}`;
     answer(scripted?.status ?? 200, { name }, 'sent', scripted?.headers);
+  }
+
+  /** A scripted answer that is not Google's JSON: a page, a body too large to read, one that never ends. */
+  private raw(res: FakeResponse, scripted: FcmAnswer, entry: { answeredBytes: number }): void {
+    const named = Object.fromEntries(Object.entries(scripted.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
+    const text = Buffer.from(scripted.text ?? 'x');
+    let closed = false;
+    res.once('close', () => (closed = true));
+    res.on('error', () => undefined);
+    const write = (chunk: Buffer) => {
+      entry.answeredBytes += chunk.length;
+      return (res as { write(chunk: Buffer): boolean }).write(chunk);
+    };
+    if (scripted.stall) {
+      res.writeHead(scripted.status, { 'content-type': 'application/json; charset=UTF-8', ...named });
+      const timer = setInterval(() => write(Buffer.from(' ')), 100);
+      res.once('close', () => clearInterval(timer));
+      return;
+    }
+    const total = scripted.bodyBytes ?? text.length;
+    res.writeHead(scripted.status, { 'content-type': 'text/html; charset=UTF-8', 'content-length': total, ...named });
+    const block = Buffer.alloc(Math.min(total, 64 * 1024), text);
+    const pump = () => {
+      while (!closed && entry.answeredBytes < total) {
+        const chunk = block.subarray(0, Math.min(block.length, total - entry.answeredBytes));
+        if (!write(chunk)) return void res.once('drain', pump);
+      }
+      if (!closed) res.end();
+    };
+    pump();
   }
 
   private json(res: FakeResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
