@@ -181,6 +181,8 @@ describe('loadPushWorkerConfig: tuning', () => {
       PUSH_CLAIM_LEASE_MS: '5000',
       PUSH_RECONCILE_INTERVAL_MS: '2000',
       PUSH_RECONCILE_AFTER_MS: '20000',
+      // Within the reconciler's wait, as the workers require.
+      PUSH_RETRY_AFTER_MAX_MS: '20000',
       PUSH_SEND_ATTEMPTS: '2',
       PUSH_SEND_BACKOFF_MS: '250',
       PUSH_PROVIDER_CONCURRENCY: '64',
