@@ -84,6 +84,7 @@ describe('deliveries (PostgreSQL)', () => {
         p256dh: null,
         auth: null,
         deviceActive: true,
+        attempts: 1,
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
