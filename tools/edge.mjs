@@ -1,0 +1,315 @@
+// `npm run edge [-- --fuzz N]`: the gateway as it faces the internet, started as an operator runs it
+// in production (NODE_ENV=production, built), and tried from outside as an attacker would: weak keys
+// refused at start, operations pages off the public port, scoped internal keys, small bodies on the
+// open routes, no GET token requests, credential guessing throttled, a trickling request cut off,
+// a duplicate key smuggling a deep value refused, and N fuzzed requests (default 20,000) answered
+// without a 5xx.
+import { spawn, execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { ensureDatabase, migrate } from './db-migrate.mjs';
+import { seed } from './seed.mjs';
+
+const args = process.argv.slice(2);
+const fuzzCount = Number(args[args.indexOf('--fuzz') + 1]) || 20_000;
+const DATABASE_URL = process.env.EDGE_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_edge';
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const results = [];
+const children = new Set();
+
+function check(name, ok, detail = '') {
+  results.push({ name, ok });
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` (${detail})` : ''}`);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const secret = () => randomBytes(32).toString('base64url');
+const freePort = () =>
+  new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+
+/** One request; `localAddress` makes it come from another loopback address (the throttle counts per address). */
+function request(base, path, { method = 'GET', headers = {}, body, localAddress } = {}) {
+  return new Promise((resolve) => {
+    const url = new URL(path, base);
+    const req = http.request(url, { method, headers, localAddress, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => {
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', (error) => resolve({ status: 0, error: error.message }));
+    req.end(body);
+  });
+}
+
+function startGateway(env) {
+  const child = spawn(process.execPath, ['dist/apps/gateway/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
+  exited.then(() => children.delete(child));
+  return { child, exited, output: () => output };
+}
+
+async function until(probe, ms = 30000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await probe().catch(() => false)) return true;
+    await sleep(200);
+  }
+  return false;
+}
+
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+await ensureDatabase(DATABASE_URL, { recreate: true });
+migrate(DATABASE_URL);
+await seed(DATABASE_URL);
+execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
+
+const [port, metricsPort] = [await freePort(), await freePort()];
+const base = `http://127.0.0.1:${port}`;
+const internalBase = `http://127.0.0.1:${metricsPort}`;
+const keys = { operator: secret(), device: secret(), admin: secret(), oauthSecret: secret() };
+const env = {
+  ...process.env,
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'warn',
+  DATABASE_URL,
+  REDIS_URL,
+  QUEUE_PREFIX: `edge-${Date.now()}`,
+  HOST: '127.0.0.1',
+  PORT: String(port),
+  METRICS_PORT: String(metricsPort),
+  OPERATOR_API_KEYS: keys.operator,
+  INTERNAL_API_KEYS: secret(),
+  INTERNAL_DEVICE_KEYS: keys.device,
+  INTERNAL_ADMIN_KEYS: keys.admin,
+  CRM_AUTH: 'api-key,oauth2',
+  CRM_OAUTH_CLIENTS: `crm-edge:${keys.oauthSecret}`,
+  CRM_OAUTH_SIGNING_KEYS: secret(),
+  TRACKING_SECRET: secret(),
+  CRM_WEBHOOK_SECRET: secret(),
+};
+delete env.ADMIN_UI;
+
+// 1. A weak key stops the start, naming the variable.
+{
+  const weak = startGateway({ ...env, OPERATOR_API_KEYS: 'k' });
+  const how = await Promise.race([weak.exited, sleep(20000).then(() => 'still running')]);
+  if (how === 'still running') weak.child.kill('SIGKILL');
+  check('a one-character OPERATOR_API_KEYS stops a production start, naming the variable', how !== 0 && how !== 'still running' && /OPERATOR_API_KEYS/.test(weak.output()), `exit ${how}`);
+}
+
+const gateway = startGateway(env);
+if (!(await until(async () => (await request(base, '/health/ready')).status === 200))) {
+  console.log(gateway.output().slice(-3000));
+  check('the production gateway becomes ready', false);
+  process.exit(1);
+}
+
+// 2. Operations off the public port.
+{
+  const onPublic = await Promise.all(['/metrics', '/docs', '/openapi.json', '/admin/queues'].map(async (path) => [path, (await request(base, path)).status]));
+  check('/metrics, /docs, /openapi.json and /admin/queues answer 404 on PORT', onPublic.every(([, status]) => status === 404), onPublic.map(([p, s]) => `${p} ${s}`).join(', '));
+  const metrics = await request(internalBase, '/metrics');
+  check('/metrics answers on METRICS_PORT', metrics.status === 200 && metrics.text.includes('# TYPE'), `status ${metrics.status}`);
+  const dashboard = await request(internalBase, '/admin/queues', { headers: { 'x-api-key': keys.admin } });
+  check('no queue dashboard unless ADMIN_UI=true', dashboard.status === 404, `status ${dashboard.status}`);
+}
+
+// 3. Scoped internal keys.
+{
+  const json = (key) => ({ 'x-api-key': key, 'content-type': 'application/json' });
+  const device = { user_id: 'edge-player', brand_id: 7, provider: 'fcm', platform: 'android', token: `edge-${randomBytes(40).toString('hex')}` };
+  const registered = await request(base, '/v1/devices', { method: 'POST', headers: json(keys.device), body: JSON.stringify(device) });
+  const refused = await request(base, '/v1/credits', { headers: json(keys.device) });
+  const read = await request(base, '/v1/credits', { headers: json(keys.admin) });
+  check(
+    'a device key registers a device and is refused on GET /v1/credits; an admin key reads it',
+    [200, 201].includes(registered.status) && [401, 403].includes(refused.status) && typeof refused.json?.error === 'string' && read.status === 200,
+    `register ${registered.status}, credits with the device key ${refused.status}, with the admin key ${read.status}`,
+  );
+}
+
+// 4. Small bodies on the open routes.
+{
+  const big = JSON.stringify({ event: 'opened', tracking_token: 'x'.repeat(64 * 1024) });
+  const tracking = await request(base, `/v1/push/${randomUUID()}/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
+  const token = await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `grant_type=client_credentials&x=${'y'.repeat(64 * 1024)}` });
+  check(
+    'a 64 KiB body to the tracking route and to /oauth/token is answered 413 {"error"}',
+    tracking.status === 413 && typeof tracking.json?.error === 'string' && token.status === 413 && typeof token.json?.error === 'string',
+    `tracking ${tracking.status}, token ${token.status}`,
+  );
+}
+
+// 5. No client secret in a query string.
+{
+  const answer = await request(base, `/oauth/token?grant_type=client_credentials&client_id=crm-edge&client_secret=${keys.oauthSecret}`);
+  check('GET /oauth/token with the secret in the query is not served', answer.status === 404 || answer.status === 405, `status ${answer.status}`);
+}
+
+// 6. A trickling request is cut off (run beside the rest: it takes tens of seconds).
+const trickle = new Promise((resolve) => {
+  const started = Date.now();
+  const socket = net.connect(port, '127.0.0.1', () => {
+    socket.write(`POST /bonus/credit HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Api-Key: ${keys.operator}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{`);
+  });
+  const timer = setInterval(() => socket.write(' '), 3000);
+  const done = (how) => {
+    clearInterval(timer);
+    socket.destroy();
+    resolve({ ms: Date.now() - started, how });
+  };
+  socket.on('data', (chunk) => done(`answered ${String(chunk).split('\r\n')[0]}`));
+  socket.on('close', () => done('closed'));
+  socket.on('error', () => done('closed'));
+  setTimeout(() => done('still open'), 60_000);
+});
+
+// 7. A duplicate key smuggling a deep value.
+const creditHeaders = () => ({
+  'x-api-key': keys.operator,
+  'content-type': 'application/json',
+  'x-service-id': `edge-${randomUUID()}`,
+  'x-service-activityid': '900',
+  'x-service-actionid': '3',
+  'x-service-actiongroupid': '2',
+  'x-service-actioncommunicationprofileid': '9',
+  'x-service-triggerhash': `th-${randomUUID()}`,
+});
+{
+  const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+  const body = `{"user_id":"edge-player","bonus_code":${deep},"bonus_code":"WELCOME"}`;
+  const answer = await request(base, '/bonus/credit', { method: 'POST', headers: creditHeaders(), body });
+  check('a credit with bonus_code twice, the first nested 100,000 levels deep, is answered 400 {"error"}', answer.status === 400 && typeof answer.json?.error === 'string', `status ${answer.status}: ${answer.text.slice(0, 120)}`);
+}
+
+// 8. Fuzzed requests: no 5xx.
+{
+  let seed = Number(process.env.EDGE_SEED) || Date.now() % 100000;
+  const firstSeed = seed;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648;
+  };
+  const pick = (list) => list[Math.floor(random() * list.length)];
+  const values = () => pick([null, true, 0, -1, 1e308, 'x', '', 'é'.repeat(300), [], {}, [[[]]], { a: { b: 1 } }, '0'.repeat(5000), 12.345678901234567, '2026-13-40']);
+  const push = () => ({ activity: { id: Math.floor(random() * 1e6), brand_id: 7, user_id: 'edge-player', activity_id: 1, action_group_id: 1, trigger_hash: 'x', action_id: 1 }, title: 'T', body: 'B', meta: { a: 1 } });
+  const targets = [
+    ['/channels/push/single', () => push()],
+    ['/channels/push/batch', () => [push(), push()]],
+    ['/bonus/credit', () => ({ user_id: 'edge-player', bonus_code: 'WELCOME' })],
+    ['/bonus/credit/funds', () => ({ user_id: 'edge-player', amount: 5, currency: 'EUR', type: 'cashback' })],
+    ['/bonus/list', () => ({ user_id: 'edge-player' })],
+  ];
+  const mutate = (value, depth = 0) => {
+    if (value && typeof value === 'object' && depth < 4 && random() < 0.7) {
+      const copy = Array.isArray(value) ? [...value] : { ...value };
+      const keys = Object.keys(copy);
+      if (keys.length) {
+        const key = pick(keys);
+        copy[key] = random() < 0.5 ? values() : mutate(copy[key], depth + 1);
+      }
+      if (!Array.isArray(copy) && random() < 0.2) copy[`extra${Math.floor(random() * 5)}`] = values();
+      return copy;
+    }
+    return values();
+  };
+  const text = (body) => {
+    let out = JSON.stringify(body);
+    const roll = random();
+    if (roll < 0.1) out = out.slice(0, Math.floor(random() * out.length));
+    else if (roll < 0.2 && out.startsWith('{')) out = `{"user_id":${'['.repeat(2000)}${']'.repeat(2000)},${out.slice(1)}`;
+    else if (roll < 0.3 && out.startsWith('{') && out.length > 2) {
+      const key = (out.match(/"([a-z_]+)":/) ?? [])[1] ?? 'x';
+      out = `{"${key}":${JSON.stringify(values())},${out.slice(1)}`;
+    } else if (roll < 0.35) out = Buffer.from(out).toString('latin1') + '\u00ff\ud800';
+    return out;
+  };
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const statuses = new Map();
+  const bad = [];
+  let sent = 0;
+  const one = () =>
+    new Promise((resolve) => {
+      const [path, make] = pick(targets);
+      const body = text(mutate(make()));
+      const headers = creditHeaders();
+      if (random() < 0.05) delete headers['x-service-id'];
+      const req = http.request(new URL(path, base), { method: 'POST', headers, agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
+          if (res.statusCode >= 500 && res.statusCode !== 503) bad.push(`${res.statusCode} ${path} ${body.slice(0, 200)}`);
+          resolve();
+        });
+      });
+      req.on('error', () => {
+        statuses.set('network', (statuses.get('network') ?? 0) + 1);
+        resolve();
+      });
+      req.end(body);
+    });
+  const started = Date.now();
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (sent < fuzzCount) {
+        sent += 1;
+        await one();
+      }
+    }),
+  );
+  agent.destroy();
+  const summary = [...statuses].map(([status, count]) => `${status}: ${count}`).join(', ');
+  check(`${fuzzCount} fuzzed requests (seed ${firstSeed}) answered without a 5xx`, bad.length === 0 && !statuses.has('network'), `${((Date.now() - started) / 1000).toFixed(0)} s; ${summary}${bad.length ? `; first: ${bad[0]}` : ''}`);
+}
+
+// 9. Credential guessing, from an address of its own (the throttle is per address).
+{
+  const form = (secretValue) => `grant_type=client_credentials&client_id=crm-edge&client_secret=${encodeURIComponent(secretValue)}`;
+  const answers = [];
+  for (let i = 0; i < 25; i += 1) {
+    answers.push(await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(secret()), localAddress: '127.0.0.2' }));
+  }
+  const throttled = answers.find((answer) => answer.status === 429);
+  const right = await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(keys.oauthSecret), localAddress: '127.0.0.2' });
+  const elsewhere = await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(keys.oauthSecret) });
+  check(
+    '25 wrong client secrets from one address meet 429 with Retry-After, and the right secret is refused too while it lasts',
+    !!throttled && Number(throttled.headers['retry-after']) > 0 && right.status === 429,
+    `first 429 after ${answers.indexOf(throttled) + 1} tries; the right secret then ${right.status}; from another address ${elsewhere.status}`,
+  );
+}
+
+{
+  const { ms, how } = await trickle;
+  check('a request whose body trickles in at a byte every 3 s is cut off within 45 s', how !== 'still open' && ms <= 45_000, `${how} after ${(ms / 1000).toFixed(1)} s`);
+}
+
+gateway.child.kill('SIGTERM');
+const how = await Promise.race([gateway.exited, sleep(30000).then(() => 'still running')]);
+check('the gateway stops on SIGTERM', how === 0, `exit ${how}`);
+
+const failed = results.filter((r) => !r.ok).length;
+console.log(`\nedge: ${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
