@@ -57,3 +57,102 @@ export function interpolateAll<T>(tree: T, env: Record<string, string | undefine
   if (tree && typeof tree === 'object') return Object.fromEntries(Object.entries(tree).map(([key, value]) => [key, interpolateAll(value, env)])) as T;
   return tree;
 }
+
+type Json = Record<string, any>;
+
+/** The volume types the restricted Pod Security Standard allows. */
+const RESTRICTED_VOLUMES = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
+
+/**
+ * What keeps a pod from the restricted Pod Security Standard (the baseline's controls with it), as
+ * the admission controller of a namespace labelled pod-security.kubernetes.io/enforce=restricted
+ * would refuse it; empty when it meets it.
+ */
+export function restrictedProblems(pod: Json): string[] {
+  const problems: string[] = [];
+  for (const host of ['hostNetwork', 'hostPID', 'hostIPC']) if (pod[host]) problems.push(`${host} is set`);
+  for (const volume of pod.volumes ?? []) {
+    const type = Object.keys(volume).find((key) => key !== 'name');
+    if (!RESTRICTED_VOLUMES.includes(type!)) problems.push(`volume ${volume.name} is a ${type}`);
+  }
+  const podContext = pod.securityContext ?? {};
+  const containers: Json[] = [...(pod.initContainers ?? []), ...(pod.containers ?? []), ...(pod.ephemeralContainers ?? [])];
+  for (const container of containers) {
+    const context = container.securityContext ?? {};
+    const where = `container ${container.name}`;
+    if (context.privileged) problems.push(`${where} is privileged`);
+    if (context.allowPrivilegeEscalation !== false) problems.push(`${where} does not set allowPrivilegeEscalation: false`);
+    if ((context.runAsNonRoot ?? podContext.runAsNonRoot) !== true) problems.push(`${where} does not run as non-root`);
+    if ((context.runAsUser ?? podContext.runAsUser) === 0) problems.push(`${where} runs as user 0`);
+    const seccomp = (context.seccompProfile ?? podContext.seccompProfile)?.type;
+    if (seccomp !== 'RuntimeDefault' && seccomp !== 'Localhost') problems.push(`${where} has no RuntimeDefault or Localhost seccomp profile`);
+    if (!(context.capabilities?.drop ?? []).includes('ALL')) problems.push(`${where} does not drop ALL capabilities`);
+    const added = (context.capabilities?.add ?? []).filter((capability: string) => capability !== 'NET_BIND_SERVICE');
+    if (added.length) problems.push(`${where} adds ${added.join(', ')}`);
+    if ((container.ports ?? []).some((port: Json) => port.hostPort)) problems.push(`${where} has a hostPort`);
+  }
+  return problems;
+}
+
+/** A pod (its namespace and labels) or, without them, a peer outside the cluster. */
+export interface Peer {
+  namespace?: string;
+  labels?: Record<string, string>;
+}
+
+/** A connection between `pod` and `peer` on `port`, `direction` as seen from the pod. */
+export interface Connection {
+  direction: 'Ingress' | 'Egress';
+  pod: Required<Peer>;
+  peer: Peer;
+  port: number;
+  protocol?: 'TCP' | 'UDP';
+}
+
+function selects(selector: Json | undefined, labels: Record<string, string> | undefined): boolean {
+  if (!selector) return true;
+  if (!labels) return false;
+  const matched = Object.entries(selector.matchLabels ?? {}).every(([key, value]) => labels[key] === value);
+  return (
+    matched &&
+    (selector.matchExpressions ?? []).every(({ key, operator, values }: Json) => {
+      if (operator === 'In') return values.includes(labels[key]);
+      if (operator === 'NotIn') return !values.includes(labels[key]);
+      if (operator === 'Exists') return key in labels;
+      if (operator === 'DoesNotExist') return !(key in labels);
+      throw new Error(`selector operator ${operator}`);
+    })
+  );
+}
+
+/** Whether one `from` or `to` entry of a rule names the peer (ipBlock: every address outside the cluster). */
+function peerMatches(entry: Json, connection: Connection): boolean {
+  const { peer, pod } = connection;
+  if (entry.ipBlock) return !peer.labels && (entry.ipBlock.except ?? []).length === 0 && ['0.0.0.0/0', '::/0'].includes(entry.ipBlock.cidr);
+  if (!peer.labels) return false;
+  // Kubernetes labels every namespace with its name.
+  const namespace = entry.namespaceSelector ? selects(entry.namespaceSelector, { 'kubernetes.io/metadata.name': peer.namespace! }) : peer.namespace === pod.namespace;
+  return namespace && selects(entry.podSelector, peer.labels);
+}
+
+/**
+ * Whether NetworkPolicies let a connection through, as Kubernetes defines them: a pod that no policy
+ * of a direction selects is open in that direction; else a rule of one of those policies must allow
+ * the peer and the port. Named ports and port ranges are not read (the manifests use numbers).
+ */
+export function networkAllows(policies: Json[], connection: Connection): boolean {
+  const { direction, pod, port, protocol = 'TCP' } = connection;
+  const selecting = policies.filter(
+    (policy) => policy.metadata.namespace === pod.namespace && selects(policy.spec.podSelector, pod.labels) && (policy.spec.policyTypes ?? ['Ingress']).includes(direction),
+  );
+  if (!selecting.length) return true;
+  const rules: Json[] = selecting.flatMap((policy) => policy.spec[direction === 'Ingress' ? 'ingress' : 'egress'] ?? []);
+  return rules.some((rule) => {
+    const peers: Json[] | undefined = rule[direction === 'Ingress' ? 'from' : 'to'];
+    const ports: Json[] | undefined = rule.ports;
+    const peerAllowed = !peers?.length || peers.some((entry) => peerMatches(entry, connection));
+    for (const entry of ports ?? []) if (typeof entry.port === 'string' || entry.endPort) throw new Error(`${JSON.stringify(entry)}: named ports and ranges are not read here`);
+    const portAllowed = !ports?.length || ports.some((entry) => (entry.protocol ?? 'TCP') === protocol && (entry.port === undefined || entry.port === port));
+    return peerAllowed && portAllowed;
+  });
+}
