@@ -313,6 +313,11 @@ describe('what the production overlay locks down', () => {
     expect(pod.automountServiceAccountToken).toBe(false);
   });
 
+  it('has the namespace, which the operator creates (README), enforce the restricted standard', () => {
+    const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
+    expect(readme).toContain(`kubectl label namespace ${NAMESPACE} pod-security.kubernetes.io/enforce=restricted`);
+  });
+
   it('holds pods to the restricted standard as the admission controller does', () => {
     const pod = () => structuredClone(podSpec(deploymentOf('gateway') as Manifest)!) as Json;
     const changed = (change: (pod: Json) => void) => {
