@@ -4,6 +4,8 @@ import { metricsText } from '@operator/metrics';
 
 export { PUBLIC_FAMILIES } from '@operator/metrics';
 
+type Json = Record<string, any>;
+
 // What the deployment checks hold the manifests and docker-compose.yml to, beyond the schemas.
 
 /** Every series name the apps export (their metric catalog, prom-client's defaults included). */
@@ -57,8 +59,6 @@ export function interpolateAll<T>(tree: T, env: Record<string, string | undefine
   if (tree && typeof tree === 'object') return Object.fromEntries(Object.entries(tree).map(([key, value]) => [key, interpolateAll(value, env)])) as T;
   return tree;
 }
-
-type Json = Record<string, any>;
 
 /** The volume types the restricted Pod Security Standard allows. */
 const RESTRICTED_VOLUMES = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
@@ -125,25 +125,33 @@ function selects(selector: Json | undefined, labels: Record<string, string> | un
   );
 }
 
-/** Whether one `from` or `to` entry of a rule names the peer (ipBlock: every address outside the cluster). */
+/** Whether one `from` or `to` entry of a rule names the peer. */
 function peerMatches(entry: Json, connection: Connection): boolean {
   const { peer, pod } = connection;
-  if (entry.ipBlock) return !peer.labels && (entry.ipBlock.except ?? []).length === 0 && ['0.0.0.0/0', '::/0'].includes(entry.ipBlock.cidr);
+  if (entry.ipBlock) {
+    // Only "every address" is read: a peer here has no address to compare with a narrower block.
+    if (!['0.0.0.0/0', '::/0'].includes(entry.ipBlock.cidr) || entry.ipBlock.except?.length) throw new Error(`${JSON.stringify(entry)}: only an ipBlock of every address is read here`);
+    return !peer.labels;
+  }
   if (!peer.labels) return false;
   // Kubernetes labels every namespace with its name.
   const namespace = entry.namespaceSelector ? selects(entry.namespaceSelector, { 'kubernetes.io/metadata.name': peer.namespace! }) : peer.namespace === pod.namespace;
   return namespace && selects(entry.podSelector, peer.labels);
 }
 
+/** A policy's directions: as written, else Ingress, and Egress when it has egress rules. */
+const policyTypes = (policy: Json): string[] => policy.spec.policyTypes ?? ['Ingress', ...(policy.spec.egress ? ['Egress'] : [])];
+
 /**
  * Whether NetworkPolicies let a connection through, as Kubernetes defines them: a pod that no policy
  * of a direction selects is open in that direction; else a rule of one of those policies must allow
- * the peer and the port. Named ports and port ranges are not read (the manifests use numbers).
+ * the peer and the port. Named ports, port ranges and narrower ipBlocks are not read (the manifests
+ * use none): they throw, rather than be judged wrongly.
  */
 export function networkAllows(policies: Json[], connection: Connection): boolean {
   const { direction, pod, port, protocol = 'TCP' } = connection;
   const selecting = policies.filter(
-    (policy) => policy.metadata.namespace === pod.namespace && selects(policy.spec.podSelector, pod.labels) && (policy.spec.policyTypes ?? ['Ingress']).includes(direction),
+    (policy) => policy.metadata.namespace === pod.namespace && selects(policy.spec.podSelector, pod.labels) && policyTypes(policy).includes(direction),
   );
   if (!selecting.length) return true;
   const rules: Json[] = selecting.flatMap((policy) => policy.spec[direction === 'Ingress' ? 'ingress' : 'egress'] ?? []);
