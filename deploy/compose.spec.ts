@@ -2,17 +2,24 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TSchema } from '@sinclair/typebox';
 import { parse } from 'yaml';
-import { APP_CONFIG_SCHEMAS } from '@operator/config';
-import { productionVariables } from './checks';
+import { APP_CONFIG_SCHEMAS, loadDispatcherConfig } from '@operator/config';
+import { interpolateAll, productionVariables } from './checks';
 
-// docker-compose.yml against what each app reads, with YAML merge keys resolved as Compose does.
+// docker-compose.yml against what each app reads, as Compose reads it with an .env that sets only
+// what it requires: the variables interpolated (the others take their defaults) and YAML merge keys
+// resolved.
 
 type Json = Record<string, any>;
 
 const ROOT = join(__dirname, '..');
 const text = readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8');
-const compose = parse(text, { merge: true });
-const services: Record<string, Json> = compose.services;
+/** The variables Compose refuses to start without (`${NAME:?message}`). */
+const REQUIRED = [...new Set([...text.matchAll(/\$\{([A-Z0-9_]+):\?/g)].map((match) => match[1]))];
+/** That .env: each required variable, with a value of its own. */
+const DOT_ENV = Object.fromEntries(REQUIRED.map((name) => [name, `${name.toLowerCase().replace(/_/g, '-')}-4f9c2a`]));
+const composeWith = (env: Record<string, string>) => interpolateAll(parse(text, { merge: true }), env);
+const services: Record<string, Json> = composeWith(DOT_ENV).services;
+const IMAGE = 'crm-operator-api:local';
 const APPS = Object.keys(APP_CONFIG_SCHEMAS);
 const PUSH_WORKERS = APPS.filter((app) => app.startsWith('push-worker-'));
 
@@ -25,11 +32,6 @@ const CREDENTIALS: Record<string, string[]> = {
 
 const serviceOf = (app: string) => Object.values(services).find((service) => (service.command ?? []).includes(`dist/apps/${app}/main.js`))!;
 const environment = (app: string): Record<string, string> => serviceOf(app).environment;
-
-/** The value Compose gives a variable when the .env file leaves it unset: `${X:-default}` gives the default. */
-function defaultOf(value: string): string {
-  return value.replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1');
-}
 
 /** A Compose duration ("75s", "1m30s") in milliseconds. */
 function durationMs(duration: string): number {
@@ -93,7 +95,7 @@ describe('docker-compose.yml', () => {
 
   it.each(APPS)('checks that %s is ready, on the port it serves, and starts it after its stores', (app) => {
     const service = serviceOf(app);
-    const port = defaultOf(environment(app)[app === 'gateway' ? 'PORT' : 'METRICS_PORT']);
+    const port = environment(app)[app === 'gateway' ? 'PORT' : 'METRICS_PORT'];
     expect(service.healthcheck.test.join(' ')).toContain(`http://127.0.0.1:${port}/health/ready`);
     const reads = APP_CONFIG_SCHEMAS[app].properties;
     expect(service.depends_on.migrate).toEqual({ condition: 'service_completed_successfully' });
@@ -104,7 +106,7 @@ describe('docker-compose.yml', () => {
   it.each(APPS)('stops %s with a grace period past its shutdown deadline and its claims', (app) => {
     const graceMs = durationMs(serviceOf(app).stop_grace_period);
     const fields = APP_CONFIG_SCHEMAS[app].properties as Record<string, TSchema>;
-    const valueOf = (name: string) => Number(defaultOf(environment(app)[name] ?? String(fields[name].default)));
+    const valueOf = (name: string) => Number(environment(app)[name] ?? fields[name].default);
     expect(graceMs).toBeGreaterThan(valueOf('SHUTDOWN_TIMEOUT_MS'));
     if ('PUSH_CLAIM_LEASE_MS' in fields) expect(graceMs).toBeGreaterThan(valueOf('PUSH_CLAIM_LEASE_MS'));
   });
@@ -119,7 +121,7 @@ describe('docker-compose.yml', () => {
     const option = (name: string) => args[args.indexOf(name) + 1];
     expect(option('--appendonly')).toBe('yes');
     expect(option('--maxmemory-policy')).toBe('noeviction');
-    expect(defaultOf(option('--maxmemory'))).toMatch(/^\d+(kb|mb|gb)$/);
+    expect(option('--maxmemory')).toMatch(/^\d+(kb|mb|gb)$/);
   });
 
   it('lists in .env.example every variable it requires, and the push worker profiles', () => {
@@ -130,6 +132,74 @@ describe('docker-compose.yml', () => {
     expect([...required, 'COMPOSE_PROFILES'].filter((name) => !listed.has(name))).toEqual([]);
     const profiles = PUSH_WORKERS.flatMap((app) => serviceOf(app).profiles);
     expect(example).toContain(`COMPOSE_PROFILES=${profiles.join(',')}`);
+  });
+
+  it('takes every password and secret from .env, and requires them: none is written in it, none has a default', () => {
+    expect(REQUIRED).toEqual(expect.arrayContaining(['POSTGRES_PASSWORD', 'REDIS_PASSWORD', 'TRACKING_SECRET', 'CRM_WEBHOOK_SECRET', 'OPERATOR_API_KEYS', 'INTERNAL_API_KEYS']));
+    const given = new Set(Object.values(DOT_ENV));
+    const secretName = /PASSWORD|_PASS$|SECRET|_KEYS?$|^REDISCLI_AUTH$/;
+    for (const [name, service] of Object.entries(services)) {
+      const env: Record<string, string> = service.environment ?? {};
+      const values = [...Object.values(env), ...(Array.isArray(service.command) ? service.command : [])].map(String);
+      const literal = [
+        ...Object.entries(env).filter(([variable, value]) => secretName.test(variable) && value !== '' && !given.has(value)).map(([variable]) => variable),
+        ...values.filter((value) => URL.canParse(value) && new URL(value).password && !given.has(decodeURIComponent(new URL(value).password))),
+      ];
+      expect({ service: name, literal }).toEqual({ service: name, literal: [] });
+    }
+    const defaulted = [...text.matchAll(/\$\{([A-Z0-9_]+):?-([^}]+)\}/g)].filter(([, variable]) => secretName.test(variable)).map(([whole]) => whole);
+    expect(defaulted).toEqual([]);
+    expect(services.postgres.environment.POSTGRES_PASSWORD).toBe(DOT_ENV.POSTGRES_PASSWORD);
+    expect(decodeURIComponent(new URL(services.migrate.environment.MIGRATE_DATABASE_URL).password)).toBe(DOT_ENV.POSTGRES_PASSWORD);
+    for (const name of REQUIRED) {
+      const { [name]: _left, ...rest } = DOT_ENV;
+      expect(() => composeWith(rest)).toThrow(`required variable ${name} is missing a value`);
+    }
+  });
+
+  it('makes Redis ask for REDIS_PASSWORD, which every app that uses it and the health check give', () => {
+    const args: string[] = services.redis.command;
+    expect(args[args.indexOf('--requirepass') + 1]).toBe(DOT_ENV.REDIS_PASSWORD);
+    // redis-cli reads the password from REDISCLI_AUTH, and answers an error, not PONG, without it.
+    expect(services.redis.environment.REDISCLI_AUTH).toBe(DOT_ENV.REDIS_PASSWORD);
+    expect(services.redis.healthcheck.test).toEqual(['CMD-SHELL', 'redis-cli ping | grep -q PONG']);
+    for (const app of APPS.filter((name) => 'REDIS_URL' in APP_CONFIG_SCHEMAS[name].properties)) {
+      expect({ app, password: environment(app).REDIS_PASSWORD }).toEqual({ app, password: DOT_ENV.REDIS_PASSWORD });
+      expect(new URL(environment(app).REDIS_URL).host).toBe('redis:6379');
+    }
+  });
+
+  it('gives the dispatcher no RabbitMQ URL of its own: with the rabbitmq transport, production refuses to start until one is set', () => {
+    const env = environment('webhook-dispatcher');
+    expect(env.CRM_EVENTS_AMQP_URL).toBe('');
+    expect(() => loadDispatcherConfig(env)).not.toThrow();
+    expect(() => loadDispatcherConfig({ ...env, CRM_EVENTS_TRANSPORT: 'rabbitmq' })).toThrow(/CRM_EVENTS_AMQP_URL/);
+    expect(() => loadDispatcherConfig({ ...env, CRM_EVENTS_TRANSPORT: 'rabbitmq', CRM_EVENTS_AMQP_URL: 'amqps://crm:s3cret@broker.crm.example:5671' })).not.toThrow();
+  });
+
+  it('publishes the gateway alone, on 127.0.0.1 unless GATEWAY_BIND opens it', () => {
+    const published = Object.entries(services).filter(([, service]) => service.ports || service.network_mode === 'host');
+    expect(published.map(([name]) => name)).toEqual(['gateway']);
+    expect(services.gateway.ports).toEqual([`127.0.0.1:3000:${environment('gateway').PORT}`]);
+    expect(composeWith({ ...DOT_ENV, GATEWAY_BIND: '0.0.0.0', GATEWAY_PORT: '8080' }).services.gateway.ports).toEqual(['0.0.0.0:8080:3000']);
+  });
+
+  it('runs every app and the migration on a read-only root filesystem, with a tmpfs at /tmp, no capabilities and no new privileges', () => {
+    const fromImage = Object.entries(services).filter(([, service]) => service.image === IMAGE);
+    expect(fromImage.map(([name]) => name).sort()).toEqual([...APPS.map((app) => Object.keys(services).find((name) => services[name] === serviceOf(app))), 'migrate'].sort());
+    for (const [name, service] of fromImage) {
+      const { read_only, cap_drop, cap_add, security_opt, tmpfs, privileged, user } = service;
+      expect({ name, read_only, cap_drop, cap_add, privileged, user }).toEqual({ name, read_only: true, cap_drop: ['ALL'], cap_add: undefined, privileged: undefined, user: undefined });
+      expect(security_opt).toContain('no-new-privileges:true');
+      expect(tmpfs).toContainEqual(expect.stringMatching(/^\/tmp(:|$)/));
+    }
+  });
+
+  it('lets no service gain privileges, and runs PgBouncer locked down like the apps', () => {
+    for (const [name, service] of Object.entries(services)) {
+      expect({ name, security_opt: service.security_opt, privileged: service.privileged }).toEqual({ name, security_opt: expect.arrayContaining(['no-new-privileges:true']), privileged: undefined });
+    }
+    expect(services.pgbouncer).toEqual(expect.objectContaining({ read_only: true, cap_drop: ['ALL'], tmpfs: [expect.stringMatching(/^\/etc\/pgbouncer(:|$)/)] }));
   });
 
   it('keeps secrets and local state out of the image', () => {

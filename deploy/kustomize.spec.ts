@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { kustomize } from './kustomize';
@@ -84,6 +84,19 @@ spec:
     expect(deployment.metadata.labels).toEqual({ team: 'push' });
     expect(deployment.spec.template.metadata.labels).toEqual({ app: 'app', team: 'push' });
     expect(deployment.spec.selector.matchLabels).toEqual({ app: 'app' });
+  });
+
+  it('pins an image by digest, with or without its tag, as kustomize does', () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const imageWith = (entry: string) => {
+      write('overlay/kustomization.yaml', `resources: [../base]\nimages: [${entry}]\n`);
+      return (kustomize(join(dir, 'overlay'))[0] as any).spec.template.spec.containers[0].image;
+    };
+    expect(imageWith(`{ name: crm-operator-api, newName: registry.example.com/api, newTag: "2.0", digest: "${digest}" }`)).toBe(`registry.example.com/api:2.0@${digest}`);
+    expect(imageWith(`{ name: crm-operator-api, newName: registry.example.com/api, digest: "${digest}" }`)).toBe(`registry.example.com/api@${digest}`);
+    write('base/app.yaml', readFileSync(join(dir, 'base/app.yaml'), 'utf8').replace('image: crm-operator-api', `image: crm-operator-api:1.0@${digest}`));
+    expect(imageWith('{ name: crm-operator-api, newTag: "2.0" }')).toBe('crm-operator-api:2.0');
+    expect(imageWith('{ name: crm-operator-api, newName: registry.example.com/api }')).toBe(`registry.example.com/api:1.0@${digest}`);
   });
 
   it('refuses what it does not render', () => {

@@ -26,11 +26,19 @@ interface ConfigMapGenerator {
   options?: { disableNameSuffixHash?: boolean; labels?: Record<string, string> };
 }
 
+/** An `images` entry: a new name, and a new tag, a digest or both (either replaces the image's own). */
+interface Image {
+  name: string;
+  newName?: string;
+  newTag?: string;
+  digest?: string;
+}
+
 interface Kustomization {
   namespace?: string;
   labels?: { pairs: Record<string, string>; includeSelectors?: boolean; includeTemplates?: boolean }[];
   resources?: string[];
-  images?: { name: string; newName?: string; newTag?: string }[];
+  images?: Image[];
   configMapGenerator?: ConfigMapGenerator[];
   patches?: { path: string }[];
 }
@@ -40,7 +48,7 @@ const SUPPORTED: Record<string, string[]> = {
   generator: ['name', 'behavior', 'literals', 'files', 'options'],
   generatorOptions: ['disableNameSuffixHash', 'labels'],
   labels: ['pairs', 'includeSelectors', 'includeTemplates'],
-  images: ['name', 'newName', 'newTag'],
+  images: ['name', 'newName', 'newTag', 'digest'],
   patches: ['path'],
 };
 
@@ -202,11 +210,12 @@ function renameConfigMapReferences(pod: Json, names: Map<string, string>) {
   for (const volume of (pod.volumes as Json[]) ?? []) rename(volume.configMap as { name?: string });
 }
 
-function retag(image: string, { name, newName, newTag }: { name: string; newName?: string; newTag?: string }): string {
-  const [, repository, tag] = image.match(/^(.*?)(?::([^:/]+))?$/)!;
+/** kustomize's image transformer: a new tag or digest replaces both the tag and the digest the image had. */
+function retag(image: string, { name, newName, newTag, digest }: Image): string {
+  const [, repository, tag, pinned] = image.match(/^(.*?)(?::([^:/@]+))?(?:@(.+))?$/)!;
   if (repository !== name) return image;
-  const finalTag = newTag ?? tag;
-  return `${newName ?? repository}${finalTag ? `:${finalTag}` : ''}`;
+  const [finalTag, finalDigest] = newTag || digest ? [newTag, digest] : [tag, pinned];
+  return `${newName ?? repository}${finalTag ? `:${finalTag}` : ''}${finalDigest ? `@${finalDigest}` : ''}`;
 }
 
 function mergeInto(target: Json, patch: Json) {

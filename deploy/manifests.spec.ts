@@ -9,10 +9,12 @@ import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Job } from 'kubernetes-models/batch/v1/Job';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
-import { exportedMetrics, productionVariables, PUBLIC_FAMILIES } from './checks';
+import { parse } from 'yaml';
+import { exportedMetrics, networkAllows, productionVariables, PUBLIC_FAMILIES, restrictedProblems, type Peer } from './checks';
 import { kustomize, podContainers, podSpec, type Manifest } from './kustomize';
 
 // The production overlay, rendered as `kubectl kustomize` does, checked against the Kubernetes and
@@ -21,7 +23,9 @@ import { kustomize, podContainers, podSpec, type Manifest } from './kustomize';
 type Json = Record<string, any>;
 
 const KUBERNETES = join(__dirname, 'kubernetes');
-const rendered = kustomize(join(KUBERNETES, 'overlays/production'));
+const OVERLAY = join(KUBERNETES, 'overlays/production');
+const rendered = kustomize(OVERLAY);
+const NAMESPACE = 'operator-api';
 const APPS = Object.keys(APP_CONFIG_SCHEMAS);
 
 const MODELS: Record<string, { new (data: any): { validate(): void } }> = {
@@ -29,6 +33,7 @@ const MODELS: Record<string, { new (data: any): { validate(): void } }> = {
   'v1/Service': Service,
   'apps/v1/Deployment': Deployment,
   'batch/v1/Job': Job,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
@@ -103,7 +108,7 @@ const secretKeys = () => {
 describe('the production overlay', () => {
   it.each(rendered.map((manifest) => [`${manifest.kind} ${manifest.metadata.name}`, manifest]))('%s is valid against its schema', (_name, manifest) => {
     const manifestJson = manifest as Manifest;
-    expect(manifestJson.metadata.namespace).toBe('operator-api');
+    expect(manifestJson.metadata.namespace).toBe(NAMESPACE);
     if (manifestJson.kind === 'ServiceMonitor') return; // checked below
     const Model = MODELS[`${manifestJson.apiVersion}/${manifestJson.kind}`];
     expect(Model).toBeDefined();
@@ -171,7 +176,7 @@ describe('the production overlay', () => {
         expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
         expect(Object.keys(container.resources.requests).sort()).toEqual(['cpu', 'memory']);
         expect(Object.keys(container.resources.limits).sort()).toEqual(['cpu', 'memory']);
-        expect(container.image).toBe('registry.example.com/crm-operator-api:0.1.0');
+        expect(container.image).toMatch(/^registry\.example\.com\/crm-operator-api:0\.1\.0@sha256:[0-9a-f]{64}$/);
       }
       const tmp = pod.volumes.find((volume: Json) => volume.emptyDir)?.name;
       expect(pod.containers[0].volumeMounts).toContainEqual({ name: tmp, mountPath: '/tmp' });
@@ -288,6 +293,110 @@ describe('the production overlay', () => {
       const scraped = monitor.spec.endpoints.filter((endpoint: Json) => service.spec.ports.some((port: Json) => port.name === endpoint.port));
       expect(scraped).toEqual([expect.objectContaining({ path: '/metrics' })]);
     }
+  });
+});
+
+describe('what the production overlay locks down', () => {
+  const workloads = [...ofKind('Deployment'), ...ofKind('Job')];
+  const policies = ofKind('NetworkPolicy');
+  const podOf = (workload: Json) => ({ namespace: NAMESPACE, labels: workload.spec.template.metadata.labels as Record<string, string> });
+  const outside: Peer = {};
+  const allows = (direction: 'Ingress' | 'Egress', workload: Json, peer: Peer, port: number, protocol: 'TCP' | 'UDP' = 'TCP') =>
+    networkAllows(policies, { direction, pod: podOf(workload), peer, port, protocol });
+  const gatewayPort = () => Number(settingOf('gateway', 'PORT'));
+  const containerPorts = (workload: Json): number[] => podContainers(podSpec(workload as Manifest)!).flatMap((container) => ((container.ports as Json[]) ?? []).map((port) => port.containerPort));
+  const prometheus: Peer = { namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'prometheus' } };
+
+  it.each(workloads.map((workload) => [workload.metadata.name, workload]))('runs %s under the restricted Pod Security Standard, without a service account token', (_name, workload) => {
+    const pod = podSpec(workload as Manifest)! as Json;
+    expect(restrictedProblems(pod)).toEqual([]);
+    expect(pod.automountServiceAccountToken).toBe(false);
+  });
+
+  it('has the namespace, which the operator creates (README), enforce the restricted standard', () => {
+    const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
+    expect(readme).toContain(`kubectl label namespace ${NAMESPACE} pod-security.kubernetes.io/enforce=restricted`);
+  });
+
+  it('holds pods to the restricted standard as the admission controller does', () => {
+    const pod = () => structuredClone(podSpec(deploymentOf('gateway') as Manifest)!) as Json;
+    const changed = (change: (pod: Json) => void) => {
+      const candidate = pod();
+      change(candidate);
+      return restrictedProblems(candidate);
+    };
+    expect(changed(() => undefined)).toEqual([]);
+    expect(changed((candidate) => delete candidate.securityContext.runAsNonRoot)).toEqual(['container wait-for-migrations does not run as non-root', 'container gateway does not run as non-root']);
+    expect(changed((candidate) => delete candidate.containers[0].securityContext.allowPrivilegeEscalation)).toEqual(['container gateway does not set allowPrivilegeEscalation: false']);
+    expect(changed((candidate) => (candidate.containers[0].securityContext.capabilities = { drop: ['ALL'], add: ['NET_ADMIN'] }))).toEqual(['container gateway adds NET_ADMIN']);
+    expect(changed((candidate) => (candidate.securityContext.seccompProfile = { type: 'Unconfined' }))).toHaveLength(2);
+    expect(changed((candidate) => candidate.volumes.push({ name: 'host', hostPath: { path: '/' } }))).toEqual(['volume host is a hostPath']);
+    expect(changed((candidate) => (candidate.hostNetwork = true))).toEqual(['hostNetwork is set']);
+  });
+
+  it("pulls every image through the overlay's images, the apps' by digest", () => {
+    const { images } = parse(readFileSync(join(OVERLAY, 'kustomization.yaml'), 'utf8')) as { images: Json[] };
+    const listed = new Map(images.map((image) => [image.newName ?? image.name, image]));
+    for (const workload of workloads) {
+      for (const container of podContainers(podSpec(workload as Manifest)!)) {
+        const repository = (container.image as string).replace(/@.*$/, '').replace(/:[^:/]+$/, '');
+        expect({ image: container.image, listed: listed.has(repository) }).toEqual({ image: container.image, listed: true });
+      }
+    }
+    for (const deployment of deployments) expect(mainContainer(deployment).image).toMatch(/@sha256:[0-9a-f]{64}$/);
+  });
+
+  it('denies every pod of the namespace all traffic, in and out, but what the other NetworkPolicies allow', () => {
+    const denyAll = policies.filter((policy) => Object.keys(policy.spec.podSelector).length === 0 && !policy.spec.ingress && !policy.spec.egress);
+    expect(denyAll.map((policy) => policy.spec.policyTypes)).toEqual([['Ingress', 'Egress']]);
+  });
+
+  it('lets in from outside the namespace only what goes to the gateway, on its port', () => {
+    const strangers: Peer[] = [outside, { namespace: 'default', labels: { app: 'anything' } }];
+    for (const peer of strangers) {
+      expect(allows('Ingress', deploymentOf('gateway'), peer, gatewayPort())).toBe(true);
+      for (const workload of workloads) {
+        for (const port of containerPorts(workload).filter((candidate) => workload !== deploymentOf('gateway') || candidate !== gatewayPort())) {
+          expect({ workload: workload.metadata.name, port, allowed: allows('Ingress', workload, peer, port) }).toEqual({ workload: workload.metadata.name, port, allowed: false });
+        }
+      }
+    }
+  });
+
+  it.each(APPS.filter((app) => app !== 'gateway'))("lets Prometheus, from the monitoring namespace, scrape %s's METRICS_PORT, and no one else", (app) => {
+    const port = Number(settingOf(app, 'METRICS_PORT'));
+    expect(allows('Ingress', deploymentOf(app), prometheus, port)).toBe(true);
+    expect(allows('Ingress', deploymentOf(app), { ...prometheus, namespace: 'default' }, port)).toBe(false);
+    expect(allows('Ingress', deploymentOf(app), { namespace: 'monitoring', labels: { 'app.kubernetes.io/name': 'grafana' } }, port)).toBe(false);
+    expect(allows('Ingress', deploymentOf(app), podOf(deploymentOf('gateway')), port)).toBe(false);
+  });
+
+  it('lets the apps, and them only, connect to PgBouncer', () => {
+    const port = (podSpec(pgbouncer as Manifest)!.containers as Json[])[0].ports[0].containerPort;
+    for (const deployment of deployments) {
+      expect(allows('Egress', deployment, podOf(pgbouncer), port)).toBe(true);
+      expect(allows('Ingress', pgbouncer, podOf(deployment), port)).toBe(true);
+    }
+    expect(allows('Ingress', pgbouncer, outside, port)).toBe(false);
+    expect(allows('Ingress', pgbouncer, { namespace: 'default', labels: podOf(deploymentOf('gateway')).labels }, port)).toBe(false);
+  });
+
+  const STORES_AND_HTTPS = [5432, 6432, 6379, 26379, 5671, 5672, 443];
+  const CLOSED = [22, 25, 80, 3128, 8080, 9464, 3000, 2197];
+
+  it.each(APPS)("lets %s reach DNS, PostgreSQL, PgBouncer, Redis, Sentinel, RabbitMQ and HTTPS, and nothing else", (app) => {
+    const deployment = deploymentOf(app);
+    expect(allows('Egress', deployment, outside, 53, 'UDP')).toBe(true);
+    expect(allows('Egress', deployment, outside, 53, 'TCP')).toBe(true);
+    expect(STORES_AND_HTTPS.filter((port) => !allows('Egress', deployment, outside, port))).toEqual([]);
+    expect(CLOSED.filter((port) => allows('Egress', deployment, outside, port))).toEqual([]);
+    expect(allows('Egress', deployment, outside, 443, 'UDP')).toBe(false);
+  });
+
+  it('lets PgBouncer reach DNS and PostgreSQL only', () => {
+    expect(allows('Egress', pgbouncer, outside, 53, 'UDP')).toBe(true);
+    expect(allows('Egress', pgbouncer, outside, 5432)).toBe(true);
+    expect([...STORES_AND_HTTPS.filter((port) => port !== 5432 && port !== 6432), ...CLOSED].filter((port) => allows('Egress', pgbouncer, outside, port))).toEqual([]);
   });
 });
 

@@ -4,13 +4,14 @@ import { freePort, TcpProxy, until } from '@operator/testing';
 
 // The dispatcher as it runs in production, a process of its own: its operations port answers
 // /metrics, /health/live and /health/ready, readiness follows PostgreSQL, a taken METRICS_PORT
-// stops it with one line, and SIGTERM ends it cleanly.
+// stops it with one line, SIGTERM ends it cleanly, and its log names the CRM's URLs by origin only.
 
 const ROOT = path.join(__dirname, '../../..');
 const BUNDLE = path.join(ROOT, 'dist/apps/webhook-dispatcher/main.js');
 
 interface Running {
   child: ChildProcess;
+  stdout: () => string;
   stderr: () => string;
   exited: Promise<number | string | null>;
 }
@@ -20,10 +21,10 @@ describe('webhook dispatcher operations port', () => {
   let port: number;
   let app: Running;
 
-  function start(metricsPort: number): Running {
+  function start(metricsPort: number, settings: Record<string, string> = {}): Running {
     const child = spawn(process.execPath, [BUNDLE], {
       cwd: ROOT,
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,
         DATABASE_URL: proxy.urlFor(process.env.DATABASE_URL!),
@@ -32,12 +33,14 @@ describe('webhook dispatcher operations port', () => {
         CRM_STATUS_WEBHOOK_URL: '',
         CRM_EVENTS_BASE_URL: '',
         RETENTION_DAYS: '0',
+        ...settings,
       },
     });
-    let stderr = '';
+    let [stdout, stderr] = ['', ''];
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
     child.stderr!.on('data', (chunk) => (stderr += chunk));
     const exited = new Promise<number | string | null>((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
-    return { child, stderr: () => stderr, exited };
+    return { child, stdout: () => stdout, stderr: () => stderr, exited };
   }
 
   const get = async (url: string) => {
@@ -95,6 +98,24 @@ describe('webhook dispatcher operations port', () => {
     const second = start(port);
     expect(await second.exited).toBe(1);
     expect(second.stderr()).toBe(`METRICS_PORT ${port} is already in use: set METRICS_PORT to a free port (0 takes any)\n`);
+  });
+
+  it("logs the CRM's URLs by their origin, never with their credentials, path or query", async () => {
+    // Nowhere to post (the .invalid domain never resolves), and nothing to post from this database.
+    const second = start(0, {
+      LOG_LEVEL: 'info',
+      CRM_STATUS_WEBHOOK_URL: 'https://crm-user:hook-s3cret@crm.invalid:8443/hooks/push-status?token=query-s3cret',
+      CRM_EVENTS_BASE_URL: 'https://events-user:base-s3cret@events.crm.invalid/tenant-s3cret',
+    });
+    try {
+      await until(async () => second.stdout().includes('webhook dispatcher started'), 'the dispatcher to start', 15000);
+      const started = second.stdout().split('\n').map((line) => (line ? JSON.parse(line) : {})).find((line) => line.msg === 'webhook dispatcher started');
+      expect(started).toEqual(expect.objectContaining({ statusUrl: 'https://crm.invalid:8443', eventsBase: 'https://events.crm.invalid' }));
+      expect(second.stdout()).not.toMatch(/s3cret|crm-user|events-user|hooks/);
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
   });
 
   it('closes the port and exits 0 on SIGTERM', async () => {

@@ -2,7 +2,7 @@
 // balance events to CRM_EVENTS_BASE_URL or, with CRM_EVENTS_TRANSPORT=rabbitmq, to the CRM's RabbitMQ.
 // Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
-import { createLogger, loadDispatcherConfig, onShutdown, runMain } from '@operator/config';
+import { createLogger, loadDispatcherConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
 import { closeDb, countDeadLetters, createDb, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { createAmqpPublisher, createDispatcher } from '@operator/webhooks';
@@ -69,7 +69,11 @@ async function main() {
     intervalMs: config.RETENTION_INTERVAL_MS,
     feedOnly: !config.CRM_STATUS_WEBHOOK_URL,
   });
-  log.info({ statusUrl: config.CRM_STATUS_WEBHOOK_URL || null, statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: eventsBase || null, metricsPort: metrics.port }, 'webhook dispatcher started');
+  // By origin only: the URLs may carry credentials, in their user info, path or query.
+  log.info(
+    { statusUrl: urlOrigin(config.CRM_STATUS_WEBHOOK_URL), statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: urlOrigin(eventsBase), metricsPort: metrics.port },
+    'webhook dispatcher started',
+  );
 
   onShutdown({
     log,

@@ -20,6 +20,18 @@ export function createLogger(name: string, level: string): Logger {
   return pino({ name, level, redact: { paths: REDACTED_PATHS, censor: '[Redacted]' } });
 }
 
+/**
+ * A configured URL as a log line may show it: `protocol//host[:port]`, never its user and password,
+ * path, query or fragment, which may carry credentials (a webhook's token, a broker's vhost and
+ * password). Null for an empty setting; never the text itself when it is not a URL with a host.
+ */
+export function urlOrigin(url: string | undefined): string | null {
+  if (!url) return null;
+  const parsed = URL.canParse(url) ? new URL(url) : undefined;
+  // URL's own `origin` is "null" for schemes it does not know (amqp:, redis:, postgresql:).
+  return parsed?.host ? `${parsed.protocol}//${parsed.host}` : '(not a URL with a host)';
+}
+
 export type { Logger };
 
 /** What the libraries log through; a pino logger is one. */

@@ -252,6 +252,8 @@ describe('RabbitMQ event transport (PostgreSQL, the local RabbitMQ)', () => {
       ['info', 'RabbitMQ reachable again'],
     ]);
     expect(JSON.stringify(lines)).not.toContain('guest');
+    // The broker by its origin only.
+    expect(outage.map((line) => (line.details as { broker?: string }).broker)).toEqual([`amqp://127.0.0.1:${proxy.port}`, `amqp://127.0.0.1:${proxy.port}`]);
   });
 
   it('loses nothing and sends each event as one message across a broker restart mid-stream', async () => {

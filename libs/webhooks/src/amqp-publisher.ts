@@ -1,5 +1,5 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
-import { backoffMs, errorReason, type LogSink } from '@operator/config';
+import { backoffMs, errorReason, urlOrigin, type LogSink } from '@operator/config';
 import type { PostOutcome, Publish } from './dispatcher';
 import { firstOutcome } from './first-outcome';
 
@@ -35,12 +35,6 @@ interface Link {
   returned: Set<string>;
 }
 
-/** The broker's address without its credentials, for the logs. */
-export function brokerAddress(url: string): string {
-  const { protocol, host, pathname } = new URL(url);
-  return `${protocol}//${host}${pathname}`;
-}
-
 const failed = (error: string): PostOutcome => ({ ok: false, retry: true, error, retryAfterMs: 0 });
 
 /**
@@ -56,7 +50,7 @@ export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublishe
   const { log, exchange, timeoutMs } = options;
   const reconnectMs = options.reconnectMs ?? 250;
   const maxReconnectMs = options.maxReconnectMs ?? 10000;
-  const broker = brokerAddress(options.url);
+  const broker = urlOrigin(options.url);
 
   let link: Link | undefined;
   let closed = false;
