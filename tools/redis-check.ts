@@ -5,7 +5,7 @@ import { describeRedis, redisConnectionOf, type Env } from '@operator/config';
 import { createProducerRedis, redisServer, type RedisClient } from '@operator/queue';
 
 const HOW: Record<string, string> = {
-  standalone: 'start it (with Docker: docker compose up -d redis) or set REDIS_URL',
+  standalone: 'start it (redis-server, or with Docker: docker run -d -p 127.0.0.1:6379:6379 redis:7) or set REDIS_URL',
   sentinel: 'start them or set REDIS_SENTINELS and REDIS_SENTINEL_NAME',
   cluster: 'start it or set REDIS_CLUSTER_NODES',
 };

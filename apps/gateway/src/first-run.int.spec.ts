@@ -33,7 +33,7 @@ describe('npm start without its stores', () => {
     const run = await start({ DATABASE_URL: process.env.DATABASE_URL!, REDIS_URL: `redis://127.0.0.1:${port}` });
     expect(run.code).toBe(1);
     expect(run.stderr.trim()).toBe(
-      `Redis is not reachable at 127.0.0.1:${port} (ECONNREFUSED): start it (with Docker: docker compose up -d redis) or set REDIS_URL`,
+      `Redis is not reachable at 127.0.0.1:${port} (ECONNREFUSED): start it (redis-server, or with Docker: docker run -d -p 127.0.0.1:6379:6379 redis:7) or set REDIS_URL`,
     );
     expect(run.stdout).not.toMatch(/built|started/);
   });
