@@ -6,6 +6,7 @@ import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
 import { requireApiKey } from './auth';
+import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
@@ -76,6 +77,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
   registerErrorHandling(app);
   registerMetrics(app, { db, queues });
+  throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.

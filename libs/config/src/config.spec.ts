@@ -49,6 +49,11 @@ describe('loadGatewayConfig: defaults', () => {
       internalApiKeys: ['dev-internal-key'],
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
+      AUTH_FAILURE_LIMIT: 20,
+      AUTH_FAILURE_WINDOW: '5m',
+      edge: {
+        authFailures: { limit: 20, windowMs: 300000 },
+      },
     });
   });
 

@@ -27,7 +27,7 @@ function formFields(body: string): Record<string, string | string[]> {
 }
 
 /** A Basic user name or password as RFC 6749 (2.3.1) has clients write it: form-encoded. */
-function formDecoded(text: string): string | undefined {
+export function formDecoded(text: string): string | undefined {
   try {
     return decodeURIComponent(text.replace(/\+/g, ' '));
   } catch {
