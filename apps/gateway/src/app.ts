@@ -44,7 +44,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   const app = Fastify({
     logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
     bodyLimit: config.BODY_LIMIT_BYTES,
-    trustProxy: true,
+    // X-Forwarded-For is believed only from the proxies TRUST_PROXY lists.
+    trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
     return503OnClosing: true,
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
     // below answers it like every other refusal, with {"error"}.

@@ -4,7 +4,8 @@ import { Harness } from './test/harness';
 
 // Repeated failed authentications lock out the address they come from, and the Basic user or OAuth
 // client they name: 429 with Retry-After on every authenticated route and on /oauth/token, the
-// right credentials included, while it lasts.
+// right credentials included, while it lasts. X-Forwarded-For names the client only when a proxy
+// of TRUST_PROXY sends it.
 
 const USER = 'crm-user';
 const PASSWORD = 'crm-password';
@@ -163,5 +164,32 @@ describe('failed authentications', () => {
     await open({ AUTH_FAILURE_LIMIT: '0' });
     expect(await statuses(50, () => tokenRequest(CLIENT, 'wrong-secret'))).toEqual(Array(50).fill(401));
     expect((await tokenRequest(CLIENT, SECRET)).statusCode).toBe(200);
+  });
+
+  describe('behind proxies', () => {
+    const PROXY = '10.0.0.7';
+
+    it('does not believe X-Forwarded-For from an address TRUST_PROXY does not list', async () => {
+      await open({ TRUST_PROXY: '10.1.0.0/16' });
+      const forged = await statuses(LIMIT + 1, (i) => bonusList({ 'x-api-key': 'wrong-key', 'x-forwarded-for': `192.0.2.${i + 1}` }));
+      expect(forged).toEqual([...Array(LIMIT).fill(401), 429]);
+      expectLockedOut(await bonusList({ 'x-api-key': OPERATOR_KEY, 'x-forwarded-for': '192.0.2.250' }));
+    });
+
+    it('does not believe X-Forwarded-For by default', async () => {
+      await open();
+      await statuses(LIMIT, (i) => bonusList({ 'x-api-key': 'wrong-key', 'x-forwarded-for': `192.0.2.${i + 1}` }, PROXY));
+      expectLockedOut(await bonusList({ 'x-api-key': OPERATOR_KEY, 'x-forwarded-for': CRM }, PROXY));
+    });
+
+    it("believes a listed proxy's X-Forwarded-For: the client behind it is locked out, not the proxy's other clients", async () => {
+      await open({ TRUST_PROXY: '10.0.0.0/24' });
+      const via = (headers: Record<string, string>, client: string) => bonusList({ ...headers, 'x-forwarded-for': client }, PROXY);
+      expect(await statuses(LIMIT, () => via({ 'x-api-key': 'wrong-key' }, ATTACKER))).toEqual(Array(LIMIT).fill(401));
+      expectLockedOut(await via({ 'x-api-key': OPERATOR_KEY }, ATTACKER));
+      expect((await via({ 'x-api-key': OPERATOR_KEY }, CRM)).statusCode).toBe(200);
+      // A client cannot name another address in front of the proxy's: the proxy appends the real one.
+      expectLockedOut(await via({ 'x-api-key': OPERATOR_KEY }, `${CRM}, ${ATTACKER}`));
+    });
   });
 });

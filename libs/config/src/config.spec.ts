@@ -51,8 +51,10 @@ describe('loadGatewayConfig: defaults', () => {
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
       AUTH_FAILURE_LIMIT: 20,
       AUTH_FAILURE_WINDOW: '5m',
+      TRUST_PROXY: '',
       edge: {
         authFailures: { limit: 20, windowMs: 300000 },
+        trustedProxies: [],
       },
     });
   });

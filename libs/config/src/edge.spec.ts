@@ -1,7 +1,7 @@
 import { loadGatewayConfig } from './config';
 import { configErrorOf } from './test/config-error';
 
-// The gateway's edge: the failed authentication limit.
+// The gateway's edge: the failed authentication limit, TRUST_PROXY.
 
 describe('loadGatewayConfig: failed authentications', () => {
   it('locks out after 20 failures in 5 minutes by default', () => {
@@ -17,5 +17,25 @@ describe('loadGatewayConfig: failed authentications', () => {
     expect(configErrorOf(() => loadGatewayConfig({ AUTH_FAILURE_LIMIT: '-1' })).problems).toEqual([expect.stringMatching(/^AUTH_FAILURE_LIMIT /)]);
     expect(configErrorOf(() => loadGatewayConfig({ AUTH_FAILURE_WINDOW: '0m' })).problems).toEqual(['AUTH_FAILURE_WINDOW must be longer than 0']);
     expect(configErrorOf(() => loadGatewayConfig({ AUTH_FAILURE_WINDOW: '5 minutes' })).problems).toEqual([expect.stringMatching(/^AUTH_FAILURE_WINDOW /)]);
+  });
+});
+
+describe('loadGatewayConfig: TRUST_PROXY', () => {
+  it('believes no proxy by default', () => {
+    expect(loadGatewayConfig({}).edge.trustedProxies).toEqual([]);
+  });
+
+  it('reads proxies as addresses, CIDR ranges and range names', () => {
+    const config = loadGatewayConfig({ TRUST_PROXY: ' 10.0.0.0/8, 192.168.1.7 ,fd00::/8,::1, loopback,uniquelocal' });
+    expect(config.edge.trustedProxies).toEqual(['10.0.0.0/8', '192.168.1.7', 'fd00::/8', '::1', 'loopback', 'uniquelocal']);
+  });
+
+  it('names every entry that is not an address or range', () => {
+    const error = configErrorOf(() => loadGatewayConfig({ TRUST_PROXY: '10.0.0.0/33,proxy.internal,10.0.0.1/8/8,10.0.0.1,::1/129,10.0.0.0/x' }));
+    expect(error.problems).toEqual(
+      ['10.0.0.0/33', 'proxy.internal', '10.0.0.1/8/8', '::1/129', '10.0.0.0/x'].map(
+        (entry) => `TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of loopback, linklocal, uniquelocal`,
+      ),
+    );
   });
 });
