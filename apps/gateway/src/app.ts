@@ -115,7 +115,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   });
 
   // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
-  if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth });
+  if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth, allowGet: config.edge.oauthAllowGet });
 
   app.register(async (internal) => {
     requireApiKey(internal, config.internalApiKeys, 'internalApiKey');

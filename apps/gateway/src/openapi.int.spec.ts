@@ -124,6 +124,7 @@ describe('the OpenAPI document', () => {
     expect(security('/bonus/credit', 'post')).toEqual(crm);
     expect(security('/oauth/token', 'post')).toBeUndefined();
     expect(security('/oauth/token', 'get')).toBeUndefined();
+    expect(Object.keys(document.paths['/oauth/token'].get.responses)).toContain('405');
     expect(security('/v1/devices', 'post')).toEqual([{ internalApiKey: [] }]);
     expect(security('/v1/credits/{id}', 'get')).toEqual([{ internalApiKey: [] }]);
     expect(security('/health/ready', 'get')).toBeUndefined();

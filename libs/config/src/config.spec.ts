@@ -52,9 +52,11 @@ describe('loadGatewayConfig: defaults', () => {
       AUTH_FAILURE_LIMIT: 20,
       AUTH_FAILURE_WINDOW: '5m',
       TRUST_PROXY: '',
+      CRM_OAUTH_ALLOW_GET: false,
       edge: {
         authFailures: { limit: 20, windowMs: 300000 },
         trustedProxies: [],
+        oauthAllowGet: false,
       },
     });
   });

@@ -1,7 +1,7 @@
 import { loadGatewayConfig } from './config';
 import { configErrorOf } from './test/config-error';
 
-// The gateway's edge: the failed authentication limit, TRUST_PROXY.
+// The gateway's edge: the failed authentication limit, TRUST_PROXY, GET /oauth/token.
 
 describe('loadGatewayConfig: failed authentications', () => {
   it('locks out after 20 failures in 5 minutes by default', () => {
@@ -37,5 +37,12 @@ describe('loadGatewayConfig: TRUST_PROXY', () => {
         (entry) => `TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of loopback, linklocal, uniquelocal`,
       ),
     );
+  });
+});
+
+describe('loadGatewayConfig: CRM_OAUTH_ALLOW_GET', () => {
+  it('refuses GET /oauth/token by default, and takes it when asked', () => {
+    expect(loadGatewayConfig({}).edge.oauthAllowGet).toBe(false);
+    expect(loadGatewayConfig({ CRM_OAUTH_ALLOW_GET: 'true' }).edge.oauthAllowGet).toBe(true);
   });
 });

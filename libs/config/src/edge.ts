@@ -18,6 +18,7 @@ export const EdgeEnv = Type.Object({
     default: '',
     description: 'Comma-separated addresses or CIDR ranges of the proxies whose X-Forwarded-For names the client (loopback, linklocal, uniquelocal for those ranges); empty: none',
   }),
+  CRM_OAUTH_ALLOW_GET: Type.Boolean({ default: false, description: 'Take GET /oauth/token with the client secret in the query string (405 otherwise)' }),
 });
 type EdgeRaw = Static<typeof EdgeEnv>;
 
@@ -26,6 +27,7 @@ export interface EdgeSettings {
   authFailures: { limit: number; windowMs: number };
   /** The proxies whose X-Forwarded-For is believed; none: the client is whoever opened the connection. */
   trustedProxies: string[];
+  oauthAllowGet: boolean;
 }
 
 /** The names @fastify/proxy-addr gives to ranges. */
@@ -53,6 +55,7 @@ export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: 
     settings: {
       authFailures: { limit: raw.AUTH_FAILURE_LIMIT, windowMs },
       trustedProxies,
+      oauthAllowGet: raw.CRM_OAUTH_ALLOW_GET,
     },
     problems,
   };
