@@ -125,7 +125,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   });
 
   // Devices report with the push's tracking token, never an API key.
-  app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
+  app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
 
   if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalApiKeys });
 

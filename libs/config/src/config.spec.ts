@@ -53,10 +53,12 @@ describe('loadGatewayConfig: defaults', () => {
       AUTH_FAILURE_WINDOW: '5m',
       TRUST_PROXY: '',
       CRM_OAUTH_ALLOW_GET: false,
+      TRACKING_TOKEN_TTL: '30d',
       edge: {
         authFailures: { limit: 20, windowMs: 300000 },
         trustedProxies: [],
         oauthAllowGet: false,
+        trackingTokenTtlMs: 30 * 86400000,
       },
     });
   });

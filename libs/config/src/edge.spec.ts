@@ -1,7 +1,8 @@
 import { loadGatewayConfig } from './config';
 import { configErrorOf } from './test/config-error';
 
-// The gateway's edge: the failed authentication limit, TRUST_PROXY, GET /oauth/token.
+// The gateway's edge: the failed authentication limit, TRUST_PROXY, GET /oauth/token, the
+// tracking tokens' lifetime.
 
 describe('loadGatewayConfig: failed authentications', () => {
   it('locks out after 20 failures in 5 minutes by default', () => {
@@ -44,5 +45,18 @@ describe('loadGatewayConfig: CRM_OAUTH_ALLOW_GET', () => {
   it('refuses GET /oauth/token by default, and takes it when asked', () => {
     expect(loadGatewayConfig({}).edge.oauthAllowGet).toBe(false);
     expect(loadGatewayConfig({ CRM_OAUTH_ALLOW_GET: 'true' }).edge.oauthAllowGet).toBe(true);
+  });
+});
+
+describe('loadGatewayConfig: TRACKING_TOKEN_TTL', () => {
+  it('keeps tracking tokens 30 days by default, and reads a duration', () => {
+    expect(loadGatewayConfig({}).edge.trackingTokenTtlMs).toBe(30 * 86400000);
+    expect(loadGatewayConfig({ TRACKING_TOKEN_TTL: '7d' }).edge.trackingTokenTtlMs).toBe(7 * 86400000);
+    expect(loadGatewayConfig({ TRACKING_TOKEN_TTL: '3600' }).edge.trackingTokenTtlMs).toBe(3600000);
+  });
+
+  it('refuses zero and what is not a duration', () => {
+    expect(configErrorOf(() => loadGatewayConfig({ TRACKING_TOKEN_TTL: '0' })).problems).toEqual(['TRACKING_TOKEN_TTL must be longer than 0']);
+    expect(configErrorOf(() => loadGatewayConfig({ TRACKING_TOKEN_TTL: '30 days' })).problems).toEqual([expect.stringMatching(/^TRACKING_TOKEN_TTL /)]);
   });
 });

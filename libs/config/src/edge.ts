@@ -19,6 +19,7 @@ export const EdgeEnv = Type.Object({
     description: 'Comma-separated addresses or CIDR ranges of the proxies whose X-Forwarded-For names the client (loopback, linklocal, uniquelocal for those ranges); empty: none',
   }),
   CRM_OAUTH_ALLOW_GET: Type.Boolean({ default: false, description: 'Take GET /oauth/token with the client secret in the query string (405 otherwise)' }),
+  TRACKING_TOKEN_TTL: Type.String({ default: '30d', pattern: DURATION, description: "How long after a push is accepted its device may report it with the push's tracking token" }),
 });
 type EdgeRaw = Static<typeof EdgeEnv>;
 
@@ -28,6 +29,7 @@ export interface EdgeSettings {
   /** The proxies whose X-Forwarded-For is believed; none: the client is whoever opened the connection. */
   trustedProxies: string[];
   oauthAllowGet: boolean;
+  trackingTokenTtlMs: number;
 }
 
 /** The names @fastify/proxy-addr gives to ranges. */
@@ -51,11 +53,14 @@ export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: 
   for (const entry of trustedProxies.filter((entry) => !isProxyEntry(entry))) {
     problems.push(`TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of ${RANGE_NAMES.join(', ')}`);
   }
+  const trackingTokenTtlMs = durationMs(raw.TRACKING_TOKEN_TTL);
+  if (trackingTokenTtlMs === 0) problems.push('TRACKING_TOKEN_TTL must be longer than 0');
   return {
     settings: {
       authFailures: { limit: raw.AUTH_FAILURE_LIMIT, windowMs },
       trustedProxies,
       oauthAllowGet: raw.CRM_OAUTH_ALLOW_GET,
+      trackingTokenTtlMs,
     },
     problems,
   };
