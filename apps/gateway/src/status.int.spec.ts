@@ -542,6 +542,24 @@ describe('push status: polling, engagement reports and dead letters', () => {
       expect((await engage(pushId, 'opened')).json()).toEqual({ push_id: pushId, status: 'opened', changed: true });
     });
 
+    it('answers repeated and late reports of a push without a transaction, and records them once', async () => {
+      const [pushId] = await sentPushes();
+      expect((await engage(pushId, 'opened')).json()).toEqual({ push_id: pushId, status: 'opened', changed: true });
+      const connect = jest.spyOn(h.stores.db.pool, 'connect');
+      try {
+        const replays = await Promise.all(Array.from({ length: 200 }, (_, i) => engage(pushId, i % 2 ? 'opened' : 'delivered')));
+        expect(replays.map((reply) => reply.statusCode)).toEqual(Array(200).fill(200));
+        expect(new Set(replays.map((reply) => reply.body))).toEqual(new Set([JSON.stringify({ push_id: pushId, status: 'opened', changed: false })]));
+        expect(connect).not.toHaveBeenCalled();
+      } finally {
+        connect.mockRestore();
+      }
+      expect(await statuses(pushId)).toEqual(['sent', 'opened']);
+      // A report that moves the push still does.
+      expect((await engage(pushId, 'clicked')).json()).toEqual({ push_id: pushId, status: 'clicked', changed: true });
+      expect(await statuses(pushId)).toEqual(['sent', 'opened', 'clicked']);
+    });
+
     it('answers 404 for an unknown push, even with a token computed for it', async () => {
       // A UUIDv7 like every push id, and a UUIDv4, which no push id is.
       for (const unknown of [uuidv7(), randomUUID()]) {

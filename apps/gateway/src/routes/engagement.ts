@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
 import { inTransaction, type Db } from '@operator/db';
-import { isValidTrackingToken, pushAcceptedAt, recordEngagement } from '@operator/push';
+import { isValidTrackingToken, KnownStatuses, pushAcceptedAt, recordEngagement } from '@operator/push';
 import { orUnavailable } from './unavailable';
 
 const CORS = {
@@ -20,6 +20,8 @@ const TAGS = ['Devices: engagement'];
  * the operator's site can call it.
  */
 export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string; tokenTtlMs: number }> = async (app, { db, trackingSecret, tokenTtlMs }) => {
+  const known = new KnownStatuses();
+
   app.options(
     '/v1/push/:push_id/events',
     { schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }) } } },
@@ -57,8 +59,12 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
       const acceptedAt = pushAcceptedAt(pushId);
       if (acceptedAt === undefined) return reply.code(404).send({ error: `no push ${pushId}` });
       if (Date.now() - acceptedAt > tokenTtlMs) return reply.code(403).send({ error: 'tracking token has expired' });
-      const result = await orUnavailable(inTransaction(db, (sql) => recordEngagement(sql, pushId, request.body.type)));
+      const { type } = request.body;
+      const status = known.settled(pushId, type);
+      if (status !== undefined) return { push_id: pushId, status, changed: false };
+      const result = await orUnavailable(inTransaction(db, (sql) => recordEngagement(sql, pushId, type)));
       if (!result.found) return reply.code(404).send({ error: `no push ${pushId}` });
+      known.remember(pushId, result.status);
       return { push_id: pushId, status: result.status, changed: result.changed };
     },
   );
