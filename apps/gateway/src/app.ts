@@ -6,6 +6,7 @@ import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
 import { requireApiKey } from './auth';
+import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
@@ -43,7 +44,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   const app = Fastify({
     logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
     bodyLimit: config.BODY_LIMIT_BYTES,
-    trustProxy: true,
+    // X-Forwarded-For is believed only from the proxies TRUST_PROXY lists.
+    trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
     return503OnClosing: true,
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
     // below answers it like every other refusal, with {"error"}.
@@ -76,6 +78,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
   registerErrorHandling(app);
   registerMetrics(app, { db, queues });
+  throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
@@ -112,7 +115,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   });
 
   // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
-  if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth });
+  if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth, allowGet: config.edge.oauthAllowGet });
 
   app.register(async (internal) => {
     requireApiKey(internal, config.internalApiKeys, 'internalApiKey');
@@ -122,7 +125,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   });
 
   // Devices report with the push's tracking token, never an API key.
-  app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
+  app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
 
   if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalApiKeys });
 

@@ -20,6 +20,8 @@ const EVERY_METHOD = {
   CRM_OAUTH_CLIENTS: `${CLIENT}:${SECRET},other-client:other-secret,${ODD_CLIENT}:${ODD_SECRET}`,
   CRM_OAUTH_SIGNING_KEYS: `${NEW_KEY},${OLD_KEY}`,
   CRM_OAUTH_TOKEN_TTL: '600',
+  // The token endpoint's GET is tested beside its POST; it is off by default (see below).
+  CRM_OAUTH_ALLOW_GET: 'true',
 };
 
 const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
@@ -305,6 +307,26 @@ describe('CRM_AUTH=basic only', () => {
     const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ grant_type: 'client_credentials' }) });
     expect(response.statusCode).toBe(404);
     expect(response.json()).toEqual({ error: 'no route for POST /oauth/token' });
+  });
+});
+
+describe('GET /oauth/token by default', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.open({ ...EVERY_METHOD, CRM_OAUTH_ALLOW_GET: '' });
+  });
+  afterAll(() => h.close());
+
+  it('answers 405 with Allow: POST and {error}, even for the right client, issuing no token', async () => {
+    const response = await h.app.inject({ method: 'GET', url: '/oauth/token', query: { grant_type: 'client_credentials', client_id: CLIENT, client_secret: SECRET } });
+    expect(response.statusCode).toBe(405);
+    expect(response.headers.allow).toBe('POST');
+    expect(response.json()).toEqual({ error: expect.stringMatching(/^GET \/oauth\/token is turned off.*POST/) });
+  });
+
+  it('still answers POST', async () => {
+    const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ grant_type: 'client_credentials', client_id: CLIENT, client_secret: SECRET }) });
+    expect(response.statusCode).toBe(200);
   });
 });
 

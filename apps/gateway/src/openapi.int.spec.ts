@@ -105,6 +105,8 @@ describe('the OpenAPI document', () => {
       expect({ name, statuses: Object.keys(operation.responses).sort() }).toEqual({ name, statuses: statuses.sort() });
       // A route behind a key says which one, and that it answers 401 without it.
       if (operation.security?.length) expect({ name, answers401: '401' in operation.responses }).toEqual({ name, answers401: true });
+      // And every route that answers 401 answers 429 once its caller has failed too often.
+      if ('401' in operation.responses) expect({ name, answers429: '429' in operation.responses }).toEqual({ name, answers429: true });
     }
   });
 
@@ -122,6 +124,7 @@ describe('the OpenAPI document', () => {
     expect(security('/bonus/credit', 'post')).toEqual(crm);
     expect(security('/oauth/token', 'post')).toBeUndefined();
     expect(security('/oauth/token', 'get')).toBeUndefined();
+    expect(Object.keys(document.paths['/oauth/token'].get.responses)).toContain('405');
     expect(security('/v1/devices', 'post')).toEqual([{ internalApiKey: [] }]);
     expect(security('/v1/credits/{id}', 'get')).toEqual([{ internalApiKey: [] }]);
     expect(security('/health/ready', 'get')).toBeUndefined();

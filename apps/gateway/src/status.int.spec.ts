@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
+import { v7 as uuidv7 } from 'uuid';
 import type { ProviderName } from '@operator/contract';
 import { createSandboxProvider } from '@operator/providers';
-import { createSendRecorder, processSendJob, trackingToken, type SendRecorder } from '@operator/push';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createSendRecorder, processSendJob, pushAcceptedAt, trackingToken, type SendRecorder } from '@operator/push';
 import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
+import { buildApp } from './app';
 import { Harness } from './test/harness';
 
 const SECRET = 'status-spec-tracking-secret';
@@ -516,12 +519,55 @@ describe('push status: polling, engagement reports and dead letters', () => {
       expect(refused.headers['access-control-allow-origin']).toBe('*');
     });
 
+    it("refuses with 403 a token older than TRACKING_TOKEN_TTL, counted from the push's acceptance, and records nothing", async () => {
+      const [pushId] = await sentPushes();
+      const { config } = h.stores;
+      const shortLived = buildApp({ ...h.stores, config: { ...config, edge: { ...config.edge, trackingTokenTtlMs: 1000 } } });
+      try {
+        await shortLived.ready();
+        await sleep(1100 - (Date.now() - pushAcceptedAt(pushId)!));
+        const expired = await shortLived.inject({
+          method: 'POST',
+          url: `/v1/push/${pushId}/events`,
+          headers: { 'content-type': 'application/json' },
+          payload: JSON.stringify({ type: 'opened', token: trackingToken(SECRET, pushId) }),
+        });
+        expect(expired.statusCode).toBe(403);
+        expect(expired.json()).toEqual({ error: 'tracking token has expired' });
+        expect(await statuses(pushId)).toEqual(['sent']);
+      } finally {
+        await shortLived.close();
+      }
+      // The same token is taken while the push is younger than the default 30 days.
+      expect((await engage(pushId, 'opened')).json()).toEqual({ push_id: pushId, status: 'opened', changed: true });
+    });
+
+    it('answers repeated and late reports of a push without a transaction, and records them once', async () => {
+      const [pushId] = await sentPushes();
+      expect((await engage(pushId, 'opened')).json()).toEqual({ push_id: pushId, status: 'opened', changed: true });
+      const connect = jest.spyOn(h.stores.db.pool, 'connect');
+      try {
+        const replays = await Promise.all(Array.from({ length: 200 }, (_, i) => engage(pushId, i % 2 ? 'opened' : 'delivered')));
+        expect(replays.map((reply) => reply.statusCode)).toEqual(Array(200).fill(200));
+        expect(new Set(replays.map((reply) => reply.body))).toEqual(new Set([JSON.stringify({ push_id: pushId, status: 'opened', changed: false })]));
+        expect(connect).not.toHaveBeenCalled();
+      } finally {
+        connect.mockRestore();
+      }
+      expect(await statuses(pushId)).toEqual(['sent', 'opened']);
+      // A report that moves the push still does.
+      expect((await engage(pushId, 'clicked')).json()).toEqual({ push_id: pushId, status: 'clicked', changed: true });
+      expect(await statuses(pushId)).toEqual(['sent', 'opened', 'clicked']);
+    });
+
     it('answers 404 for an unknown push, even with a token computed for it', async () => {
-      const unknown = randomUUID();
-      const response = await engage(unknown, 'delivered');
-      expect(response.statusCode).toBe(404);
-      expect(response.json()).toEqual({ error: expect.any(String) });
-      expect(await eventCount(unknown)).toBe(0);
+      // A UUIDv7 like every push id, and a UUIDv4, which no push id is.
+      for (const unknown of [uuidv7(), randomUUID()]) {
+        const response = await engage(unknown, 'delivered');
+        expect(response.statusCode).toBe(404);
+        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(await eventCount(unknown)).toBe(0);
+      }
     });
   });
 

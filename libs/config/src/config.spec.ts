@@ -49,6 +49,17 @@ describe('loadGatewayConfig: defaults', () => {
       internalApiKeys: ['dev-internal-key'],
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
+      AUTH_FAILURE_LIMIT: 20,
+      AUTH_FAILURE_WINDOW: '5m',
+      TRUST_PROXY: '',
+      CRM_OAUTH_ALLOW_GET: false,
+      TRACKING_TOKEN_TTL: '30d',
+      edge: {
+        authFailures: { limit: 20, windowMs: 300000 },
+        trustedProxies: [],
+        oauthAllowGet: false,
+        trackingTokenTtlMs: 30 * 86400000,
+      },
     });
   });
 

@@ -6,6 +6,7 @@ import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './even
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
+import { EdgeEnv, edgeSettings, type EdgeSettings } from './edge';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys.
@@ -33,7 +34,7 @@ export const GatewayEnv = Type.Object({
   ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (internal key); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 /** The CRM's credentials are read into `crmAuth` only. */
@@ -48,6 +49,8 @@ export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API
   crmAuth: CrmAuthSettings;
   /** WEBPUSH_ALLOWED_ORIGINS: where a registered Web Push subscription may point. */
   webpushAllowedOrigins: AllowedOrigin[];
+  /** Proxies believed, authentication failures, GET /oauth/token, tracking tokens' lifetime. */
+  edge: EdgeSettings;
 };
 
 /** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
@@ -80,7 +83,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   }
   const bonus = raw ? bonusSettings(raw, raw.NODE_ENV) : undefined;
   const crmAuth = raw ? crmAuthSettings(raw) : undefined;
-  if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems);
+  const edge = raw ? edgeSettings(raw) : undefined;
+  if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems, ...edge!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
   const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
   return {
@@ -92,5 +96,6 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     bonus: bonus!.settings,
     crmAuth: crmAuth!.settings,
     webpushAllowedOrigins: webpushOrigins.origins,
+    edge: edge!.settings,
   };
 }

@@ -1,4 +1,4 @@
-import { engagementSteps, STATUS_RANK } from './engagement';
+import { engagementSteps, KnownStatuses, STATUS_RANK } from './engagement';
 
 describe('engagementSteps', () => {
   it('moves a push forward only, writing sent first when the send is not recorded yet', () => {
@@ -17,5 +17,33 @@ describe('engagementSteps', () => {
   it('ranks sent and failed as one step, below every report', () => {
     expect(STATUS_RANK.sent).toBe(STATUS_RANK.failed);
     for (const report of ['delivered', 'opened', 'clicked']) expect(STATUS_RANK[report]).toBeGreaterThan(STATUS_RANK.sent);
+  });
+});
+
+describe('KnownStatuses', () => {
+  it('answers a report that would not move its push, and nothing for one that would or for an unknown push', () => {
+    const known = new KnownStatuses();
+    expect(known.settled('p', 'delivered')).toBeUndefined();
+    known.remember('p', 'opened');
+    expect(known.settled('p', 'delivered')).toBe('opened');
+    expect(known.settled('p', 'opened')).toBe('opened');
+    expect(known.settled('p', 'clicked')).toBeUndefined();
+  });
+
+  it('never moves a push back', () => {
+    const known = new KnownStatuses();
+    known.remember('p', 'clicked');
+    known.remember('p', 'delivered');
+    expect(known.settled('p', 'opened')).toBe('clicked');
+  });
+
+  it('keeps at most its number of pushes, forgetting the one remembered longest ago', () => {
+    const known = new KnownStatuses(2);
+    known.remember('a', 'delivered');
+    known.remember('b', 'delivered');
+    known.remember('c', 'delivered');
+    expect(known.size).toBe(2);
+    expect(known.settled('a', 'delivered')).toBeUndefined();
+    expect(known.settled('c', 'delivered')).toBe('delivered');
   });
 });

@@ -27,3 +27,33 @@ export async function recordEngagement(sql: Sql, pushId: string, type: Engagemen
   await advanceMessage(sql, pushId, steps);
   return { found: true, changed: true, status: type };
 }
+
+/**
+ * The furthest status each recent push is known to have reached, in this process's memory, so a
+ * report that cannot move its push (a device that reports twice, a replayed token) is answered
+ * without a transaction. Bounded: past `maxPushes` the push remembered longest ago is forgotten.
+ */
+export class KnownStatuses {
+  private readonly statuses = new Map<string, string>();
+
+  constructor(private readonly maxPushes = 10_000) {}
+
+  /** The status known for `pushId` when a report of `type` would not move it; undefined otherwise. */
+  settled(pushId: string, type: EngagementType): string | undefined {
+    const status = this.statuses.get(pushId);
+    return status !== undefined && !engagementSteps(status, type).length ? status : undefined;
+  }
+
+  /** Remembers that `pushId` reached `status` (a status further than the one known). */
+  remember(pushId: string, status: string): void {
+    const known = this.statuses.get(pushId);
+    if (known !== undefined && STATUS_RANK[known] >= STATUS_RANK[status]) return;
+    this.statuses.delete(pushId);
+    this.statuses.set(pushId, status);
+    if (this.statuses.size > this.maxPushes) this.statuses.delete(this.statuses.keys().next().value!);
+  }
+
+  get size(): number {
+    return this.statuses.size;
+  }
+}

@@ -15,3 +15,14 @@ export function isValidTrackingToken(secret: string, pushId: string, token: unkn
   const given = Buffer.from(token);
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
+
+/**
+ * When a push was accepted, in milliseconds since the epoch: its id is a UUIDv7 (accept.ts), whose
+ * first 48 bits are that time. A token proves its id, so it proves the time too. Undefined for an
+ * id that is no UUIDv7, which no push of this service has.
+ */
+export function pushAcceptedAt(pushId: string): number | undefined {
+  const hex = pushId.replace(/-/g, '');
+  if (!/^[0-9a-f]{12}7[0-9a-f]{19}$/i.test(hex)) return undefined;
+  return parseInt(hex.slice(0, 12), 16);
+}

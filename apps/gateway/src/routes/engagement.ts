@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
 import { inTransaction, type Db } from '@operator/db';
-import { isValidTrackingToken, recordEngagement } from '@operator/push';
+import { isValidTrackingToken, KnownStatuses, pushAcceptedAt, recordEngagement } from '@operator/push';
 import { orUnavailable } from './unavailable';
 
 const CORS = {
@@ -16,9 +16,12 @@ const TAGS = ['Devices: engagement'];
 
 /**
  * Reports from the player's device (app or service worker): no API key, the push's tracking token
- * instead. Open to any origin, so a service worker on the operator's site can call it.
+ * instead, valid `tokenTtlMs` from the push's acceptance. Open to any origin, so a service worker on
+ * the operator's site can call it.
  */
-export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string }> = async (app, { db, trackingSecret }) => {
+export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string; tokenTtlMs: number }> = async (app, { db, trackingSecret, tokenTtlMs }) => {
+  const known = new KnownStatuses();
+
   app.options(
     '/v1/push/:push_id/events',
     { schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }) } } },
@@ -36,7 +39,7 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
         response: {
           200: EngagementRecordedSchema,
           400: BadRequest,
-          403: errorResponse('The tracking token is not the one of this push'),
+          403: errorResponse('The tracking token is not the one of this push, or it has expired (TRACKING_TOKEN_TTL after the push was accepted)'),
           404: errorResponse('No push has this id'),
           413: TooLarge,
           503: Unavailable,
@@ -52,8 +55,16 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
       if (!isValidTrackingToken(trackingSecret, pushId, request.body.token)) {
         return reply.code(403).send({ error: 'tracking token does not match this push' });
       }
-      const result = await orUnavailable(inTransaction(db, (sql) => recordEngagement(sql, pushId, request.body.type)));
+      // Every push id is a UUIDv7: one that is not was never a push.
+      const acceptedAt = pushAcceptedAt(pushId);
+      if (acceptedAt === undefined) return reply.code(404).send({ error: `no push ${pushId}` });
+      if (Date.now() - acceptedAt > tokenTtlMs) return reply.code(403).send({ error: 'tracking token has expired' });
+      const { type } = request.body;
+      const status = known.settled(pushId, type);
+      if (status !== undefined) return { push_id: pushId, status, changed: false };
+      const result = await orUnavailable(inTransaction(db, (sql) => recordEngagement(sql, pushId, type)));
       if (!result.found) return reply.code(404).send({ error: `no push ${pushId}` });
+      known.remember(pushId, result.status);
       return { push_id: pushId, status: result.status, changed: result.changed };
     },
   );

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CrmAuthSettings } from '@operator/config';
 import {
+  errorResponse,
   OAuthBadRequest,
   OAuthUnauthorized,
   TokenQuerySchema,
@@ -27,7 +28,7 @@ function formFields(body: string): Record<string, string | string[]> {
 }
 
 /** A Basic user name or password as RFC 6749 (2.3.1) has clients write it: form-encoded. */
-function formDecoded(text: string): string | undefined {
+export function formDecoded(text: string): string | undefined {
   try {
     return decodeURIComponent(text.replace(/\+/g, ' '));
   } catch {
@@ -37,14 +38,17 @@ function formDecoded(text: string): string | undefined {
 
 export interface OAuthTokenOptions {
   auth: CrmAuthSettings;
+  /** CRM_OAUTH_ALLOW_GET: take the client's secret in the query string of a GET (405 otherwise). */
+  allowGet: boolean;
 }
 
 /**
  * The token endpoint of the client credentials grant (RFC 6749, 4.4): a client of
- * CRM_OAUTH_CLIENTS, authenticated with client_id and client_secret in the body, the query
- * (GET) or an Authorization: Basic header, gets a bearer token for the CRM endpoints.
+ * CRM_OAUTH_CLIENTS, authenticated with client_id and client_secret in the body, an
+ * Authorization: Basic header or, with CRM_OAUTH_ALLOW_GET, the query of a GET, gets a bearer token
+ * for the CRM endpoints.
  */
-export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth }) => {
+export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth, allowGet }) => {
   const isClient = credentialMatcher(auth.oauthClients);
   /** The client of Basic credentials, written as they are or form-encoded, if they are a client's. */
   const basicClient = ({ id, secret }: { id: string; secret: string }) => {
@@ -111,12 +115,27 @@ export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = as
     (request, reply) => token(request, request.body ?? {}, reply),
   );
 
+  // RFC 6749 (2.3.1) keeps the secret out of URLs, which proxies and access logs keep; some CRMs
+  // still send it so, and only an operator who accepts that turns it on.
   app.get(
     TOKEN_PATH,
     {
-      schema: { tags: TAGS, summary: 'Get an access token, the fields as query parameters', querystring: TokenQuerySchema, response: responses },
+      schema: {
+        tags: TAGS,
+        summary: 'Get an access token, the fields as query parameters (only with CRM_OAUTH_ALLOW_GET=true)',
+        querystring: TokenQuerySchema,
+        response: { ...responses, 405: errorResponse('GET is turned off (CRM_OAUTH_ALLOW_GET): POST the fields instead', { headers: { Allow: { type: 'string' } } }) },
+      },
       attachValidation: true,
     },
-    (request, reply) => token(request, request.query, reply),
+    async (request, reply) => {
+      if (!allowGet) {
+        return reply
+          .code(405)
+          .header('allow', 'POST')
+          .send({ error: 'GET /oauth/token is turned off: a client secret in the URL is kept by proxies and access logs; POST the fields as a form or JSON body' });
+      }
+      return token(request, request.query, reply);
+    },
   );
 };

@@ -1,0 +1,67 @@
+import net from 'node:net';
+import { Type, type Static } from '@sinclair/typebox';
+import { splitList } from './env';
+import { durationMs } from './events';
+
+// The gateway's public edge: what it believes of, and allows, whoever calls it from outside.
+
+const DURATION = '^\\d+\\s*[smhd]?$';
+
+export const EdgeEnv = Type.Object({
+  AUTH_FAILURE_LIMIT: Type.Integer({
+    default: 20,
+    minimum: 0,
+    description: 'Failed authentications from one address (or for one Basic user or OAuth client) within AUTH_FAILURE_WINDOW that lock it out for as long (0: no limit)',
+  }),
+  AUTH_FAILURE_WINDOW: Type.String({ default: '5m', pattern: DURATION, description: 'The window of AUTH_FAILURE_LIMIT, and how long a lockout lasts ("5m", "1h", "300")' }),
+  TRUST_PROXY: Type.String({
+    default: '',
+    description: 'Comma-separated addresses or CIDR ranges of the proxies whose X-Forwarded-For names the client (loopback, linklocal, uniquelocal for those ranges); empty: none',
+  }),
+  CRM_OAUTH_ALLOW_GET: Type.Boolean({ default: false, description: 'Take GET /oauth/token with the client secret in the query string (405 otherwise)' }),
+  TRACKING_TOKEN_TTL: Type.String({ default: '30d', pattern: DURATION, description: "How long after a push is accepted its device may report it with the push's tracking token" }),
+});
+type EdgeRaw = Static<typeof EdgeEnv>;
+
+export interface EdgeSettings {
+  /** `limit` failed authentications within `windowMs` lock a key out for `windowMs`; limit 0: never. */
+  authFailures: { limit: number; windowMs: number };
+  /** The proxies whose X-Forwarded-For is believed; none: the client is whoever opened the connection. */
+  trustedProxies: string[];
+  oauthAllowGet: boolean;
+  trackingTokenTtlMs: number;
+}
+
+/** The names @fastify/proxy-addr gives to ranges. */
+const RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** An address, a CIDR range (`10.0.0.0/8`, `fd00::/8`) or a range's name: what Fastify's trustProxy takes. */
+function isProxyEntry(entry: string): boolean {
+  if (RANGE_NAMES.includes(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  const family = net.isIP(address);
+  if (family === 0 || rest.length) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/** Checks EdgeEnv values that the schema cannot: durations above zero, proxy entries. */
+export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: string[] } {
+  const problems: string[] = [];
+  const windowMs = durationMs(raw.AUTH_FAILURE_WINDOW);
+  if (windowMs === 0) problems.push('AUTH_FAILURE_WINDOW must be longer than 0');
+  const trustedProxies = splitList(raw.TRUST_PROXY);
+  for (const entry of trustedProxies.filter((entry) => !isProxyEntry(entry))) {
+    problems.push(`TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of ${RANGE_NAMES.join(', ')}`);
+  }
+  const trackingTokenTtlMs = durationMs(raw.TRACKING_TOKEN_TTL);
+  if (trackingTokenTtlMs === 0) problems.push('TRACKING_TOKEN_TTL must be longer than 0');
+  return {
+    settings: {
+      authFailures: { limit: raw.AUTH_FAILURE_LIMIT, windowMs },
+      trustedProxies,
+      oauthAllowGet: raw.CRM_OAUTH_ALLOW_GET,
+      trackingTokenTtlMs,
+    },
+    problems,
+  };
+}
