@@ -9,6 +9,7 @@ import { requireApiKey } from './auth';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
+import { registerJsonBodies } from './json-bodies';
 import { loggedRequest } from './log-redaction';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
@@ -21,13 +22,6 @@ import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The request body as received, for the JSON bodies of this API. */
-    rawBody?: string;
-  }
-}
 
 export interface GatewayDeps {
   config: GatewayConfig;
@@ -63,17 +57,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     }
   });
   app.setValidatorCompiler(typeboxValidatorCompiler);
-  // Every body of this API is JSON, whatever Content-Type a client declares. The text is kept too:
-  // the CRM's `meta` is stored and returned exactly as it was written.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
-    // The JSON parser skips a leading byte order mark; the kept text must not have it either.
-    request.rawBody = (body as string).replace(/^\uFEFF/, '');
-    parseJson(request, body as string, done);
-  };
-  app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseKeepingText);
-  app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
+  registerJsonBodies(app);
   registerErrorHandling(app);
   registerMetrics(app, { db, queues });
 
