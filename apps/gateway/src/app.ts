@@ -22,6 +22,7 @@ import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
+import { serverTimeouts } from './timeouts';
 
 export interface GatewayDeps {
   config: GatewayConfig;
@@ -34,6 +35,7 @@ export { REDACTED_PATHS };
 
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
+  const { http: httpTimeouts, ...timeouts } = serverTimeouts(config);
   const app = Fastify({
     logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
     bodyLimit: config.BODY_LIMIT_BYTES,
@@ -41,7 +43,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     return503OnClosing: true,
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
     // below answers it like every other refusal, with {"error"}.
-    http: { requireHostHeader: false },
+    http: { requireHostHeader: false, ...httpTimeouts },
+    ...timeouts,
     // Path parameters are read percent-encoded: room for the longest user_id with every byte of
     // its UTF-8 encoded (3 bytes a character, 3 characters a byte).
     routerOptions: { maxParamLength: MAX_USER_ID_LENGTH * 9 },
