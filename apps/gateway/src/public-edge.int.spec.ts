@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
+import { OPEN_ROUTE_BODY_LIMIT_BYTES } from '@operator/contract';
 import { Harness } from './test/harness';
 import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from './timeouts';
 
-// What anyone on the internet can make the gateway hold: a connection only as long as the deadlines.
+// What anyone on the internet can make the gateway hold: a connection only as long as the
+// deadlines, and on the routes open without a key, a body of a few KiB, refused before it is read.
 
 const REQUEST_TIMEOUT_MS = 2000;
 /** Node looks for requests past their deadline once a second. */
@@ -57,6 +59,21 @@ function trickle(socket: net.Socket, text: string, everyMs: number, wrote: (byte
   socket.on('close', () => clearInterval(timer));
 }
 
+/** Streams chunks of 1 KiB without Content-Length (chunked), every few ms, until the server answers; up to 1 MiB. */
+function streamChunked(socket: net.Socket, head: string, wrote: (bytes: number) => void) {
+  socket.write(`${head}Transfer-Encoding: chunked\r\n\r\n`);
+  let chunks = 0;
+  let answered = false;
+  socket.once('data', () => (answered = true));
+  const timer = setInterval(() => {
+    if (answered || socket.destroyed || !socket.writable || chunks === 1024) return clearInterval(timer);
+    socket.write(`400\r\n${'x'.repeat(1024)}\r\n`);
+    wrote(1024);
+    chunks++;
+  }, 5);
+  socket.on('close', () => clearInterval(timer));
+}
+
 function statusOf(received: string): { status: number; body: unknown; headers: string } {
   const [head, ...rest] = received.split('\r\n\r\n');
   return { status: Number(head.split(' ')[1]), headers: head.toLowerCase(), body: JSON.parse(rest.join('\r\n\r\n')) };
@@ -67,7 +84,7 @@ describe('the public edge', () => {
   let port: number;
 
   beforeAll(async () => {
-    h = await Harness.open({ REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS) });
+    h = await Harness.open({ REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), CRM_AUTH: 'api-key,oauth2', CRM_OAUTH_CLIENTS: 'crm:crm-secret' });
     await h.app.listen({ port: 0, host: '127.0.0.1' });
     port = (h.app.server.address() as AddressInfo).port;
   });
@@ -139,6 +156,53 @@ describe('the public edge', () => {
       } finally {
         await defaults.close();
       }
+    });
+  });
+
+  describe(`bodies of the routes open without a key: ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes`, () => {
+    const tooLarge = { error: `request body is larger than ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes` };
+    const events = () => `/v1/push/${randomUUID()}/events`;
+    const open: [string, () => string, string, (bytes: number) => string][] = [
+      ['a device event', events, 'application/json', (bytes) => JSON.stringify({ type: 'delivered', token: 'x'.repeat(bytes) })],
+      ['a JSON token request', () => '/oauth/token', 'application/json', (bytes) => JSON.stringify({ grant_type: 'client_credentials', scope: 'x'.repeat(bytes) })],
+      ['a form token request', () => '/oauth/token', 'application/x-www-form-urlencoded', (bytes) => `grant_type=client_credentials&scope=${'x'.repeat(bytes)}`],
+    ];
+
+    it.each(open)('refuses %s of 64 KiB with 413 {"error"}', async (_name, url, contentType, body) => {
+      const response = await h.app.inject({ method: 'POST', url: url(), headers: { 'content-type': contentType }, payload: body(64 * 1024) });
+      expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 413, body: tooLarge });
+    });
+
+    it.each(open)('still reads %s just under the limit', async (_name, url, contentType, body) => {
+      const response = await h.app.inject({ method: 'POST', url: url(), headers: { 'content-type': contentType }, payload: body(OPEN_ROUTE_BODY_LIMIT_BYTES - 100) });
+      expect(response.statusCode).not.toBe(413);
+      expect(response.statusCode).toBeLessThan(500);
+    });
+
+    it.each(open)('refuses %s from its Content-Length alone, before any of the body is sent', async (_name, url, contentType) => {
+      const result = await exchange(port, (socket) => socket.write(`POST ${url()} HTTP/1.1\r\nHost: gateway\r\nContent-Type: ${contentType}\r\nContent-Length: 65536\r\n\r\n`));
+      expect(statusOf(result.received)).toEqual({ status: 413, headers: expect.stringContaining('connection: close'), body: tooLarge });
+      expect(result.closedAfterMs).toBeLessThan(1000);
+    });
+
+    it.each(open)('stops reading %s streamed without Content-Length once it is past the limit', async (_name, url, contentType) => {
+      const result = await exchange(port, (socket, wrote) => streamChunked(socket, `POST ${url()} HTTP/1.1\r\nHost: gateway\r\nContent-Type: ${contentType}\r\n`, wrote));
+      expect(statusOf(result.received)).toEqual({ status: 413, headers: expect.stringContaining('connection: close'), body: tooLarge });
+      // Answered and closed while the client was still sending: a few KiB were read, not the MiB it had.
+      expect(result.sentBeforeAnswer).toBeGreaterThan(OPEN_ROUTE_BODY_LIMIT_BYTES);
+      expect(result.sentBeforeAnswer).toBeLessThan(32 * 1024);
+    });
+
+    it('refuses a CORS preflight with a body over the limit too', async () => {
+      const response = await h.app.inject({ method: 'OPTIONS', url: events(), headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ x: 'x'.repeat(64 * 1024) }) });
+      expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 413, body: tooLarge });
+    });
+
+    it('leaves the CRM routes at BODY_LIMIT_BYTES', async () => {
+      const batch = JSON.stringify([{ title: 'x'.repeat(64 * 1024) }]);
+      const response = await h.post('/channels/push/batch', batch);
+      expect(response.statusCode).toBe(200);
+      expect(response.json().failed).toHaveLength(1);
     });
   });
 });

@@ -1,6 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
+import {
+  BadRequest,
+  EngagementRecordedSchema,
+  EngagementSchema,
+  errorResponse,
+  isUuid,
+  OPEN_ROUTE_BODY_LIMIT_BYTES,
+  OpenRouteTooLarge,
+  PushIdParamsSchema,
+  Unavailable,
+} from '@operator/contract';
 import { inTransaction, type Db } from '@operator/db';
 import { isValidTrackingToken, recordEngagement } from '@operator/push';
 import { orUnavailable } from './unavailable';
@@ -16,12 +26,16 @@ const TAGS = ['Devices: engagement'];
 
 /**
  * Reports from the player's device (app or service worker): no API key, the push's tracking token
- * instead. Open to any origin, so a service worker on the operator's site can call it.
+ * instead. Open to any origin, so a service worker on the operator's site can call it; open to
+ * anyone, so a body over OPEN_ROUTE_BODY_LIMIT_BYTES is refused before more of it is read.
  */
 export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string }> = async (app, { db, trackingSecret }) => {
   app.options(
     '/v1/push/:push_id/events',
-    { schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }) } } },
+    {
+      schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }), 413: OpenRouteTooLarge } },
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
+    },
     async (_request, reply) => reply.code(204).headers(CORS).send(null),
   );
 
@@ -38,10 +52,11 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
           400: BadRequest,
           403: errorResponse('The tracking token is not the one of this push'),
           404: errorResponse('No push has this id'),
-          413: TooLarge,
+          413: OpenRouteTooLarge,
           503: Unavailable,
         },
       },
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
       onRequest: async (_request, reply) => {
         reply.headers(CORS);
       },
