@@ -64,10 +64,12 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   registerErrorHandling(app);
   registerMetrics(app, { db, queues });
 
-  if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
+  if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
+    // Memory is resident memory: request bodies are read into buffers outside the JavaScript heap.
     app.register(underPressure, {
       maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
+      maxRssBytes: config.MAX_RSS_BYTES,
       retryAfter: RETRY_AFTER_SECONDS,
       pressureHandler: (_request, reply) => {
         reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'server is overloaded, retry later' });

@@ -23,6 +23,7 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
     INTERNAL_API_KEYS: INTERNAL_KEY,
     QUEUE_PREFIX: uniqueName('test'),
     MAX_EVENT_LOOP_DELAY_MS: '0',
+    MAX_RSS_BYTES: '0',
     ...env,
   });
   const db = createDb({ url: config.DATABASE_URL, poolSize: 5 });
