@@ -10,6 +10,7 @@ import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
+import { registerJsonBodies } from './json-bodies';
 import { loggedRequest } from './log-redaction';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
@@ -22,13 +23,7 @@ import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The request body as received, for the JSON bodies of this API. */
-    rawBody?: string;
-  }
-}
+import { serverTimeouts } from './timeouts';
 
 export interface GatewayDeps {
   config: GatewayConfig;
@@ -41,6 +36,7 @@ export { REDACTED_PATHS };
 
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
+  const { http: httpTimeouts, ...timeouts } = serverTimeouts(config);
   const app = Fastify({
     logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
     bodyLimit: config.BODY_LIMIT_BYTES,
@@ -49,7 +45,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     return503OnClosing: true,
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
     // below answers it like every other refusal, with {"error"}.
-    http: { requireHostHeader: false },
+    http: { requireHostHeader: false, ...httpTimeouts },
+    ...timeouts,
     // Path parameters are read percent-encoded: room for the longest user_id with every byte of
     // its UTF-8 encoded (3 bytes a character, 3 characters a byte).
     routerOptions: { maxParamLength: MAX_USER_ID_LENGTH * 9 },
@@ -65,25 +62,17 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     }
   });
   app.setValidatorCompiler(typeboxValidatorCompiler);
-  // Every body of this API is JSON, whatever Content-Type a client declares. The text is kept too:
-  // the CRM's `meta` is stored and returned exactly as it was written.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
-  const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
-    // The JSON parser skips a leading byte order mark; the kept text must not have it either.
-    request.rawBody = (body as string).replace(/^\uFEFF/, '');
-    parseJson(request, body as string, done);
-  };
-  app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseKeepingText);
-  app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
+  registerJsonBodies(app);
   registerErrorHandling(app);
   registerMetrics(app, { db, queues });
   throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
 
-  if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
+  if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
+    // Memory is resident memory: request bodies are read into buffers outside the JavaScript heap.
     app.register(underPressure, {
       maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
+      maxRssBytes: config.MAX_RSS_BYTES,
       retryAfter: RETRY_AFTER_SECONDS,
       pressureHandler: (_request, reply) => {
         reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'server is overloaded, retry later' });

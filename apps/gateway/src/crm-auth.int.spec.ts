@@ -153,6 +153,16 @@ describe('CRM authentication with every method on', () => {
       expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/) });
     });
 
+    it('answers a JSON body with a key given twice with 400 {error} naming it, and issues no token', async () => {
+      for (const [payload, message] of [
+        [`{"grant_type":"client_credentials","client_id":"other-client","client_secret":"other-secret","client_id":"${CLIENT}"}`, /^client_id is given twice$/],
+        [`{"grant_type":"client_credentials","client_id":"${CLIENT}","client_secret":"${SECRET}","scope":{"a":1,"a":2}}`, /^scope\.a is given twice$/],
+      ] as const) {
+        const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload });
+        expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 400, body: { error: expect.stringMatching(message) } });
+      }
+    });
+
     it('reads form bodies on the token endpoint only: the CRM endpoints still read every body as JSON', async () => {
       const response = await h.app.inject({
         method: 'POST',

@@ -13,7 +13,7 @@ export function registerErrorHandling(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode ?? 500;
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return reply.code(413).send({ error: `request body is larger than ${app.initialConfig.bodyLimit} bytes` });
+      return reply.code(413).send({ error: `request body is larger than ${request.routeOptions.bodyLimit} bytes` });
     }
     if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
       return reply.code(400).send({ error: 'request body is empty; a JSON body is required' });

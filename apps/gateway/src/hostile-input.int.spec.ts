@@ -119,6 +119,72 @@ describe('hostile input at the edge', () => {
     });
   });
 
+  describe('one reading of every body: a key given twice', () => {
+    it('answers 400 {"error"} to the credit the fuzzer found: bonus_code nested 100,000 levels deep, then given again as text', async () => {
+      const { code } = await createBonus('10.00', 1);
+      const attack = `{"user_id":${JSON.stringify(player)},"bonus_code":${'['.repeat(100_000)}${']'.repeat(100_000)},"bonus_code":"${code}"}`;
+      expectRefused(await h.post('/bonus/credit', attack, crmHeaders()), 400, /bonus_code is nested more than 64 levels deep/);
+      // Shallow, the same trick is a key given twice.
+      const shallow = `{"user_id":${JSON.stringify(player)},"bonus_code":[[["x"]]],"bonus_code":"${code}"}`;
+      expectRefused(await h.post('/bonus/credit', shallow, crmHeaders()), 400, /^bonus_code is given twice$/);
+      expect(await h.stores.db.credit.count({ where: { userId: player } })).toBe(0);
+      expect((await h.internal('GET', '/v1/credits?limit=1000')).statusCode).toBe(200);
+    });
+
+    /** `text` with `"key": value` added to the end of the object that opens at `anchor` (its first key, as written). */
+    const withMember = (text: string, anchor: string, member: string) => text.replace(anchor, `${member},${anchor}`);
+
+    it.each([
+      ['at the top', (text: string) => withMember(text, '"title"', '"title":"first"'), /^title is given twice$/],
+      ['in activity', (text: string) => withMember(text, '"brand_id"', '"user_id":"someone-else"'), /^activity\.user_id is given twice$/],
+      ['deep in meta', (text: string) => text.replace('"meta":{', '"meta":{"k":[1,{"x":{"y":1,"y":2}}],'), /^meta\.k\[1\]\.x\.y is given twice$/],
+      ['written once with escapes', (text: string) => withMember(text, '"title"', '"t\\u0069tle":"first"'), /^title is given twice$/],
+    ])('answers 400 naming a key given twice %s in a single push', async (_where, mutate, message) => {
+      const request = pushRequest(brand, player);
+      expectRefused(await h.single(mutate(JSON.stringify(request))), 400, message);
+      expect(await h.messageRows(brand)).toEqual([]);
+    });
+
+    it('puts a batch message with a key given twice in failed, with the reason, and stores the others', async () => {
+      const [first, twice, last] = [pushRequest(brand, player), pushRequest(brand, player), pushRequest(brand, player)];
+      const bad = JSON.stringify(twice).replace('"meta":{', '"meta":{"k":{"x":1,"x":2},');
+      const response = await h.batch(`[${JSON.stringify(first)},${bad},${JSON.stringify(last)}]`);
+      expect(response.statusCode).toBe(200);
+      expect(response.json()).toEqual({
+        successful: [
+          { id: first.activity.id, push_id: expect.any(String) },
+          { id: last.activity.id, push_id: expect.any(String) },
+        ],
+        failed: [{ id: twice.activity.id, error: 'message 1: meta.k.x is given twice' }],
+        fatal: [],
+      });
+      expect((await h.messageRows(brand)).map((m) => Number(m.crmMessageId)).sort()).toEqual([first.activity.id, last.activity.id].sort());
+    });
+
+    it('answers 400 naming a key given twice in either credit, at the top or deep in an extra field', async () => {
+      const { code } = await createBonus('10.00', 1);
+      const user = JSON.stringify(player);
+      expectRefused(await h.post('/bonus/credit', `{"user_id":${user},"bonus_code":"${code}","validity_amount":{"a":[{"b":1,"b":2}]}}`, crmHeaders()), 400, /^validity_amount\.a\[0\]\.b is given twice$/);
+      expectRefused(await h.post('/bonus/credit/funds', `{"user_id":${user},"amount":5,"currency":"EUR","amount":5000}`, crmHeaders()), 400, /^amount is given twice$/);
+      expectRefused(await h.post('/bonus/credit/funds', `{"user_id":${user},"amount":5,"currency":"EUR","extra":{"x":{"y":[],"y":{}}}}`, crmHeaders()), 400, /^extra\.x\.y is given twice$/);
+      expect(await h.stores.db.credit.count({ where: { userId: player } })).toBe(0);
+    });
+
+    it('answers 400 naming a key given twice in a device registration', async () => {
+      const subscription = { endpoint: 'https://fcm.googleapis.com/fcm/send/abc', keys: { p256dh: 'B'.repeat(87), auth: 'A'.repeat(22) } };
+      const webpush = JSON.stringify({ user_id: player, brand_id: brand, provider: 'webpush', subscription }).replace('"auth":', '"auth":"B","auth":');
+      const token = `{"user_id":${JSON.stringify(player)},"brand_id":${brand},"provider":"fcm","token":"${fcmToken()}","token":"${fcmToken()}"}`;
+      for (const [body, message] of [
+        [webpush, /^subscription\.keys\.auth is given twice$/],
+        [token, /^token is given twice$/],
+      ] as const) {
+        const response = await h.app.inject({ method: 'POST', url: '/v1/devices', headers: { 'x-api-key': INTERNAL_KEY, 'content-type': 'application/json' }, payload: body });
+        expectRefused(response, 400, message);
+      }
+      expect(await h.stores.db.device.count({ where: { brandId: BigInt(brand), userId: player } })).toBe(1);
+    });
+  });
+
   describe('CRM headers', () => {
     // Node reads header bytes as latin1: each byte over 0x7f is a character of two UTF-8 bytes.
     // Random, so PostgreSQL cannot compress them into an index entry.

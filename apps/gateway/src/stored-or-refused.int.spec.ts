@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { rawField } from '@operator/contract';
 import { fcmToken, INTERNAL_KEY, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';
 
@@ -52,6 +53,41 @@ function storedHeaders(headers: Record<string, string>) {
   const keys: Record<string, string> = { 'X-Service-Id': 'id', 'X-Service-Activityid': 'activity_id', 'X-Service-Actionid': 'action_id', 'X-Service-Triggerhash': 'trigger_hash' };
   return Object.fromEntries(Object.entries(headers).filter(([, value]) => value !== '').map(([name, value]) => [keys[name], value]));
 }
+
+/** Each key of a JSON text without whitespace (JSON.stringify's), as written, quotes included, and where it starts. */
+function keysOf(text: string): { key: string; at: number }[] {
+  const keys: { key: string; at: number }[] = [];
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] !== '"') continue;
+    let end = i + 1;
+    while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+    if (text[end + 1] === ':') keys.push({ key: text.slice(i, end + 1), at: i });
+    i = end;
+  }
+  return keys;
+}
+
+/**
+ * A hostile edit of a request's JSON text, at one of its keys (any depth): the key given once more
+ * before it (`twice`; JSON.parse keeps the later, the kept text both, as in the credit that once
+ * reached PostgreSQL as a 500), or a member nested about MAX_JSON_DEPTH levels deep or far past it.
+ */
+type TextEdit = { kind: 'twice' | 'deep'; at: number; value: string };
+const nest = fc.oneof(fc.integer({ min: 55, max: 70 }), fc.constantFrom(1000, 100_000)).map((levels) => `${'['.repeat(levels)}${']'.repeat(levels)}`);
+const textEdit: fc.Arbitrary<TextEdit | undefined> = fc.oneof(
+  { arbitrary: fc.constant(undefined), weight: 3 },
+  { arbitrary: fc.record({ kind: fc.constantFrom<TextEdit['kind']>('twice', 'deep'), at: fc.nat(), value: fc.oneof(nest, json.map((value) => JSON.stringify(value))) }), weight: 1 },
+);
+
+function edited(text: string, edit: TextEdit | undefined): string {
+  if (!edit) return text;
+  const keys = keysOf(text);
+  const { key, at } = keys[edit.at % keys.length];
+  return `${text.slice(0, at)}${edit.kind === 'twice' ? key : '"deep_extra"'}:${edit.value},${text.slice(at)}`;
+}
+
+/** What a key given twice is answered with: the first problem the one reading of the text finds. */
+const TWICE = /is given twice|is nested more than 64 levels deep/;
 
 const RUNS = 200;
 
@@ -112,29 +148,37 @@ describe('every input is stored as sent or refused with a 4xx', () => {
       { requiredKeys: ['user_id', 'title', 'body', 'trigger_hash'] },
     );
     await fc.assert(
-      fc.asyncProperty(push, crmHeaders, fc.boolean(), async ({ user_id, trigger_hash, origin, raw, ...fields }, headers, asBatch) => {
+      fc.asyncProperty(push, crmHeaders, fc.boolean(), textEdit, async ({ user_id, trigger_hash, origin, raw, ...fields }, headers, asBatch, edit) => {
         const message = { activity: { id: uniqueId(), brand_id: brand, user_id, activity_id: 1, action_group_id: 2, trigger_hash, action_id: 3, origin }, ...fields };
-        const payload = withRaw(message, raw);
+        const payload = edited(withRaw(message, raw), edit);
         const response = asBatch ? await h.batch(`[${payload}]`, headers) : await h.single(payload, headers);
-        if (!expectStoredOrRefused(response)) return;
+        const twice = edit?.kind === 'twice';
+        if (!expectStoredOrRefused(response)) {
+          // A batch's headers are checked before its messages: one that cannot be stored refuses the batch.
+          if (twice && !asBatch) expect(response.json().error).toMatch(TWICE);
+          return;
+        }
         let pushId: string = response.json().push_id;
         if (asBatch) {
           // A batch is always 200: each message is in successful or failed, never in fatal.
           const result = response.json();
           expect(result.fatal).toEqual([]);
+          if (twice) expect({ successful: result.successful, failed: result.failed.map((entry: { error: string }) => entry.error) }).toEqual({ successful: [], failed: [expect.stringMatching(TWICE)] });
           tally(result.successful.length > 0);
           if (!result.successful.length) return;
           pushId = result.successful[0].push_id;
         } else {
+          expect(twice).toBe(false);
           tally(true);
         }
+        const rawMeta = rawField(payload, 'meta') as string | undefined;
         const { rows } = await h.stores.db.pool.query(`SELECT user_id, trigger_hash, origin, meta::text AS meta, payload->>'title' AS title, crm_headers FROM messages WHERE id = $1`, [pushId]);
         expect(rows).toEqual([
           {
             user_id,
             trigger_hash,
             origin: origin ?? null,
-            meta: fields.meta == null ? null : JSON.stringify(fields.meta),
+            meta: rawMeta === undefined || rawMeta === 'null' ? null : rawMeta,
             title: fields.title,
             crm_headers: storedHeaders(headers),
           },
@@ -157,9 +201,14 @@ describe('every input is stored as sent or refused with a 4xx', () => {
       { requiredKeys: ['user_id', 'brand_id', 'provider', 'token'] },
     );
     await fc.assert(
-      fc.asyncProperty(device, async (body) => {
-        const response = await h.internal('POST', '/v1/devices', body);
-        if (!expectStoredOrRefused(response)) return;
+      fc.asyncProperty(device, textEdit, async (body, edit) => {
+        const payload = edited(JSON.stringify(body), edit);
+        const response = await h.app.inject({ method: 'POST', url: '/v1/devices', headers: { 'x-api-key': INTERNAL_KEY, 'content-type': 'application/json' }, payload });
+        if (!expectStoredOrRefused(response)) {
+          if (edit?.kind === 'twice') expect(response.json().error).toMatch(TWICE);
+          return;
+        }
+        expect(edit?.kind).not.toBe('twice');
         tally(true);
         const row = await h.stores.db.device.findUnique({ where: { id: response.json().id } });
         expect({ userId: row?.userId, token: row?.token, brandId: row?.brandId }).toEqual({ userId: body.user_id, token: body.token, brandId: BigInt(body.brand_id as number) });
@@ -198,10 +247,14 @@ describe('every input is stored as sent or refused with a 4xx', () => {
     // A repeat of the same activity, action, player and trigger hash is answered with the first credit.
     const first = new Map<string, unknown>();
     await fc.assert(
-      fc.asyncProperty(credit, headers, fc.constantFrom('/bonus/credit', '/bonus/credit/funds'), async ({ raw, ...body }, sent, route) => {
-        const payload = withRaw(body, raw);
+      fc.asyncProperty(credit, headers, fc.constantFrom('/bonus/credit', '/bonus/credit/funds'), textEdit, async ({ raw, ...body }, sent, route, edit) => {
+        const payload = edited(withRaw(body, raw), edit);
         const response = await h.post(route, payload, sent);
-        if (!expectStoredOrRefused(response)) return;
+        if (!expectStoredOrRefused(response)) {
+          if (edit?.kind === 'twice') expect(response.json().error).toMatch(TWICE);
+          return;
+        }
+        expect(edit?.kind).not.toBe('twice');
         tally(true);
         const id: string = response.json().credit_id;
         const expected = first.get(id) ?? { user_id: body.user_id, request: payload, crm_headers: storedHeaders(sent) };

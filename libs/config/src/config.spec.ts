@@ -31,6 +31,8 @@ describe('loadGatewayConfig: defaults', () => {
       PUSH_SINGLE_GROUP_WINDOW_MS: 2,
       PUSH_SINGLE_GROUP_MAX: 500,
       MAX_EVENT_LOOP_DELAY_MS: 1000,
+      MAX_RSS_BYTES: 384 * 1024 * 1024,
+      REQUEST_TIMEOUT_MS: 30000,
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
       TRACKING_SECRET: 'dev-tracking-secret',
@@ -103,6 +105,8 @@ describe('loadGatewayConfig: values from the environment', () => {
       BODY_LIMIT_BYTES: '2048',
       PUSH_JOB_MAX_MESSAGES: '50',
       MAX_EVENT_LOOP_DELAY_MS: '0',
+      MAX_RSS_BYTES: '0',
+      REQUEST_TIMEOUT_MS: '10000',
     });
     expect(config.PORT).toBe(8080);
     expect(config.BATCH_MAX_MESSAGES).toBe(250);
@@ -110,6 +114,8 @@ describe('loadGatewayConfig: values from the environment', () => {
     expect(config.BODY_LIMIT_BYTES).toBe(2048);
     expect(config.PUSH_JOB_MAX_MESSAGES).toBe(50);
     expect(config.MAX_EVENT_LOOP_DELAY_MS).toBe(0);
+    expect(config.MAX_RSS_BYTES).toBe(0);
+    expect(config.REQUEST_TIMEOUT_MS).toBe(10000);
   });
 
   it('keeps strings as given', () => {

@@ -31,6 +31,8 @@ export const GatewayEnv = Type.Object({
   }),
   PUSH_SINGLE_GROUP_MAX: Type.Integer({ default: 500, minimum: 1, description: 'Single pushes stored together at most; a full group is stored at once (1: no grouping)' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
+  MAX_RSS_BYTES: Type.Integer({ default: 384 * 1024 * 1024, minimum: 0, description: 'Above this resident memory requests are shed with 503 and Retry-After (0: off)' }),
+  REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 1000, description: "A request's headers and body must arrive within this; past it the answer is 408 and the connection is closed" }),
   ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (internal key); false: 404' }),
 });
 

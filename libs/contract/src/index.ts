@@ -3,6 +3,7 @@ export * from './device';
 export * from './headers';
 export * from './validation';
 export * from './raw-json';
+export * from './json-text';
 export * from './ids';
 export * from './limits';
 export * from './storable';

@@ -48,3 +48,10 @@ export const MAX_AMOUNT_MINOR = 10n ** 14n;
 
 /** The largest wagering requirement of a catalog bonus (times the bonus amount). */
 export const MAX_WAGERING_MULTIPLE = 10_000;
+
+/**
+ * The body of a route anyone may call without a key (a device's engagement report, the OAuth token
+ * request), in bytes: what they carry is a few hundred. Refused with 413 from its Content-Length,
+ * or once that much has arrived, before it is parsed; BODY_LIMIT_BYTES is for the CRM's routes.
+ */
+export const OPEN_ROUTE_BODY_LIMIT_BYTES = 4096;

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { OPEN_ROUTE_BODY_LIMIT_BYTES } from './limits';
 
 // Every refusal of the gateway is `{"error": "..."}`. One schema per meaning, so the OpenAPI page
 // says, for each status a route can answer, when it does.
@@ -13,6 +14,7 @@ export const TooManyFailures = errorResponse(
   { headers: { 'Retry-After': { type: 'integer', description: 'Seconds until the lockout ends' } } },
 );
 export const TooLarge = errorResponse('The body is larger than BODY_LIMIT_BYTES');
+export const OpenRouteTooLarge = errorResponse(`The body is larger than ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes, the limit of the routes open without a key`);
 export const Unavailable = errorResponse('A store cannot be reached, the gateway is shedding load, or it is closing: retry after Retry-After seconds', {
   headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying' } },
 });

@@ -1,6 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { BadRequest, EngagementRecordedSchema, EngagementSchema, errorResponse, isUuid, PushIdParamsSchema, TooLarge, Unavailable } from '@operator/contract';
+import {
+  BadRequest,
+  EngagementRecordedSchema,
+  EngagementSchema,
+  errorResponse,
+  isUuid,
+  OPEN_ROUTE_BODY_LIMIT_BYTES,
+  OpenRouteTooLarge,
+  PushIdParamsSchema,
+  Unavailable,
+} from '@operator/contract';
 import { inTransaction, type Db } from '@operator/db';
 import { isValidTrackingToken, KnownStatuses, pushAcceptedAt, recordEngagement } from '@operator/push';
 import { orUnavailable } from './unavailable';
@@ -17,14 +27,18 @@ const TAGS = ['Devices: engagement'];
 /**
  * Reports from the player's device (app or service worker): no API key, the push's tracking token
  * instead, valid `tokenTtlMs` from the push's acceptance. Open to any origin, so a service worker on
- * the operator's site can call it.
+ * the operator's site can call it; open to anyone, so a body over OPEN_ROUTE_BODY_LIMIT_BYTES is
+ * refused before more of it is read.
  */
 export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string; tokenTtlMs: number }> = async (app, { db, trackingSecret, tokenTtlMs }) => {
   const known = new KnownStatuses();
 
   app.options(
     '/v1/push/:push_id/events',
-    { schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }) } } },
+    {
+      schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }), 413: OpenRouteTooLarge } },
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
+    },
     async (_request, reply) => reply.code(204).headers(CORS).send(null),
   );
 
@@ -41,10 +55,11 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
           400: BadRequest,
           403: errorResponse('The tracking token is not the one of this push, or it has expired (TRACKING_TOKEN_TTL after the push was accepted)'),
           404: errorResponse('No push has this id'),
-          413: TooLarge,
+          413: OpenRouteTooLarge,
           503: Unavailable,
         },
       },
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
       onRequest: async (_request, reply) => {
         reply.headers(CORS);
       },

@@ -5,6 +5,8 @@ import {
   errorResponse,
   OAuthBadRequest,
   OAuthUnauthorized,
+  OPEN_ROUTE_BODY_LIMIT_BYTES,
+  OpenRouteTooLarge,
   TokenQuerySchema,
   TokenRequestSchema,
   TokenResponseSchema,
@@ -107,8 +109,10 @@ export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = as
         description: 'The body is JSON or application/x-www-form-urlencoded.',
         consumes: ['application/json', 'application/x-www-form-urlencoded'],
         body: TokenRequestSchema,
-        response: responses,
+        response: { ...responses, 413: OpenRouteTooLarge },
       },
+      // Anyone may call it: a body of more than a few fields is refused before it is read further.
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
       // The handler answers a malformed request as OAuth says, with invalid_request.
       attachValidation: true,
     },

@@ -94,6 +94,8 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
         }),
         response: { 200: BatchResultSchema, ...errors },
       },
+      // A message that cannot be read as one (a key given twice, nested too deep) is refused alone.
+      config: { answersEachItem: true },
     },
     async (request, reply) => {
       // The headers are the whole batch's: one that cannot be stored refuses the batch.
@@ -107,7 +109,8 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       const result: BatchResult = { successful: [], failed: [], fatal: [] };
       const valid: { index: number; message: PushRequest }[] = [];
       items.forEach((item, index) => {
-        const checked = checkPushRequest(item);
+        const problem = request.itemProblems?.get(index);
+        const checked = problem === undefined ? checkPushRequest(item) : { ok: false as const, error: problem };
         if (checked.ok) valid.push({ index, message: checked.value });
         else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.error}` });
       });

@@ -1,0 +1,95 @@
+import fc from 'fast-check';
+import { checkJsonText } from './json-text';
+import { MAX_JSON_DEPTH } from './limits';
+import { checkStorable } from './storable';
+
+const problem = (text: string, maxDepth?: number) => checkJsonText(text, maxDepth).problem;
+
+/** `levels` arrays nested in each other, as text. */
+const arrays = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+
+describe('checkJsonText', () => {
+  it('finds nothing in a document without repeated keys', () => {
+    expect(checkJsonText('{"a": 1, "b": {"a": 2, "c": [{"a": 3}, {"a": 4}]}, "c": "a\\"b"}')).toEqual({ problem: null, items: new Map() });
+    for (const text of ['{}', '[]', '"text"', ' 12 ', 'null', '[1, "two", {}, []]', '{"": 1, " ": 2}']) expect(problem(text)).toBeNull();
+  });
+
+  it('names a key given twice, at any depth, with the path to it', () => {
+    expect(problem('{"bonus_code": "a", "user_id": "p", "bonus_code": "b"}')).toBe('bonus_code is given twice');
+    expect(problem('{"activity": {"id": 1, "user_id": "p", "id": 2}}')).toBe('activity.id is given twice');
+    expect(problem('{"meta": {"a": [1, {"b": {"c": 1, "c": 2}}]}}')).toBe('meta.a[1].b.c is given twice');
+  });
+
+  it('tells a key written with escapes from its text, and sees it as the key it stands for', () => {
+    expect(problem('{"meta": 1, "m\\u0065ta": 2}')).toBe('meta is given twice');
+    expect(problem('{"m\\u0065ta": 1, "meta": 2}')).toBe('meta is given twice');
+    expect(problem('{"a\\"": 1, "a": 2, "a\\\\": 3}')).toBeNull();
+    expect(problem('{"x": "\\\\", "\\\\": 1, "y": "\\"", "\\\\": 2}')).toBe('\\ is given twice');
+  });
+
+  it('does not take a string value for a key', () => {
+    expect(problem('{"a": "b", "b": "a", "c": ["a", "a"], "d": {"a": "a"}}')).toBeNull();
+  });
+
+  it('keeps the keys of each object apart, in objects of any size', () => {
+    const many = (n: number, extra = '') => `{${Array.from({ length: n }, (_, i) => `"k${i}": {"k${i}": ${i}}`).join(',')}${extra}}`;
+    expect(problem(many(10))).toBeNull();
+    expect(problem(many(5000))).toBeNull();
+    expect(problem(many(5000, ',"k4321": 0'))).toBe('k4321 is given twice');
+    expect(problem(many(15, ',"k3": 0'))).toBe('k3 is given twice');
+    expect(problem(many(16, ',"k3": 0'))).toBe('k3 is given twice');
+  });
+
+  it(`names the top field of a value nested more than ${MAX_JSON_DEPTH} levels, as checkStorable does`, () => {
+    const at = (levels: number) => `{"a": 1, "meta": {"x": ${arrays(levels - 1)}}}`;
+    expect(problem(at(MAX_JSON_DEPTH))).toBeNull();
+    expect(problem(at(MAX_JSON_DEPTH + 1))).toBe(`meta is nested more than ${MAX_JSON_DEPTH} levels deep`);
+    expect(checkStorable(JSON.parse(at(MAX_JSON_DEPTH + 1)))).toBe(problem(at(MAX_JSON_DEPTH + 1)));
+    expect(problem(at(1_000_000))).toBe(`meta is nested more than ${MAX_JSON_DEPTH} levels deep`);
+    expect(problem(`[${arrays(MAX_JSON_DEPTH + 1)}]`)).toBeNull();
+    expect(problem(`[${arrays(MAX_JSON_DEPTH + 2)}]`)).toBe(`item 0: request is nested more than ${MAX_JSON_DEPTH} levels deep`);
+  });
+
+  it('refuses the attack: a key first nested 100,000 levels deep, then given again as text', () => {
+    expect(problem(`{"user_id": "p", "bonus_code": ${arrays(100_000)}, "bonus_code": "WELCOME"}`)).toBe(`bonus_code is nested more than ${MAX_JSON_DEPTH} levels deep`);
+    expect(problem(`{"user_id": "p", "bonus_code": ${arrays(3)}, "bonus_code": "WELCOME"}`)).toBe('bonus_code is given twice');
+  });
+
+  it('reads each item of an array as a document of its own, and goes on past a bad one', () => {
+    const text = `[{"a": 1}, {"a": 1, "a": 2}, 7, "s", {"b": {"c": ${arrays(70)}, "c": 1}}, {"d": [{"e": 1, "e": 2}]}, {"a": 1}]`;
+    expect(checkJsonText(text)).toEqual({
+      problem: 'item 1: a is given twice',
+      items: new Map([
+        [1, 'a is given twice'],
+        [4, `b is nested more than ${MAX_JSON_DEPTH} levels deep`],
+        [5, 'd[0].e is given twice'],
+      ]),
+    });
+  });
+
+  it('agrees with JSON.parse about every generated document', () => {
+    // A key given twice makes JSON.parse keep fewer keys than the text has; a document without
+    // one has as many. Counted over the whole tree, with the text's keys counted as written.
+    const keysIn = (value: unknown): number =>
+      value !== null && typeof value === 'object'
+        ? (Array.isArray(value) ? 0 : Object.keys(value).length) + Object.values(value).reduce((sum: number, item) => sum + keysIn(item), 0)
+        : 0;
+    const key = fc.constantFrom('a', 'b', 'ab', 'a\\u0062', '\\u0061', 'é', '\\"', '\\\\');
+    const value: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        fc.constantFrom('1', '"a"', '"\\"a"', 'null', '"\\\\"'),
+        fc.array(tie('value'), { maxLength: 4 }).map((items) => `[${items.join(', ')}]`),
+        fc.array(fc.tuple(key, tie('value')), { maxLength: 5 }).map((members) => `{${members.map(([k, v]) => `"${k}": ${v}`).join(',')}}`),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(value, (text) => {
+        const parsed = JSON.parse(text);
+        const written = [...text.matchAll(/"((?:[^"\\]|\\.)*)"\s*:/g)].length;
+        expect(checkJsonText(text, 1000).problem === null).toBe(keysIn(parsed) === written);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});

@@ -1,0 +1,232 @@
+import { MAX_JSON_DEPTH } from './limits';
+
+// What JSON.parse lets through without a word, found in the text it parsed: a key written twice in
+// one object, of which JSON.parse keeps the last while the text kept for storage holds both (the
+// checks would read one value, PostgreSQL the other), and nesting deeper than MAX_JSON_DEPTH. The
+// text must already be valid JSON (it was parsed first); this only reads it, once, without
+// recursion, and decodes a key only when it has escapes.
+
+export interface JsonTextProblems {
+  /** The first problem of the document (of an array: `item <i>: ` and its item's problem), or null. */
+  problem: string | null;
+  /** For an array: each item's first problem, by index, each item read as a document of its own. */
+  items: Map<number, string>;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+
+/** Keys an object holds before they are looked up in a Set rather than one by one. */
+const LINEAR_KEYS = 16;
+
+const isWhitespace = (code: number) => code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+
+function skipWhitespace(text: string, at: number): number {
+  while (at < text.length && isWhitespace(text.charCodeAt(at))) at++;
+  return at;
+}
+
+/** Index just past the scalar (number, true, false, null) starting at `at`. */
+function scalarEnd(text: string, at: number): number {
+  let end = at;
+  while (end < text.length) {
+    const code = text.charCodeAt(end);
+    if (code === COMMA || code === CLOSE_BRACE || code === CLOSE_BRACKET || isWhitespace(code)) break;
+    end++;
+  }
+  return end;
+}
+
+/** The decoded text of the valid JSON string whose opening quote is at `at`. */
+function stringAt(text: string, at: number): string {
+  let i = at + 1;
+  while (text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
+  return JSON.parse(text.slice(at, i + 1)) as string;
+}
+
+/** One reading of one text; its stacks are reused from one item of an array to the next. */
+class Reader {
+  /** Index of the first backslash after the last string read began (text.length: none). */
+  private backslash = -1;
+  /** Whether the string closingQuote last read has escapes. */
+  private escaped = false;
+  // One entry per open container, the outermost first: whether it is an object; in an object,
+  // where the key being read starts (its opening quote), in an array the index being read; and,
+  // for an object, how many keys it has, and the Set of them once it has many or one has escapes.
+  private readonly isObject: boolean[] = [];
+  private readonly position: number[] = [];
+  private readonly keyCount: number[] = [];
+  private readonly keySet: (Set<string> | undefined)[] = [];
+  private readonly keysFrom: number[] = [];
+  // Where the keys of the open objects not yet in a Set lie in the text, the innermost last:
+  // compared where they lie, nothing is copied out of the text.
+  private readonly keyStart: number[] = [];
+  private readonly keyEnd: number[] = [];
+
+  constructor(
+    readonly text: string,
+    private readonly maxDepth: number,
+  ) {}
+
+  /** Index of the quote that ends the string whose opening quote is at `at`. */
+  closingQuote(at: number): number {
+    const { text } = this;
+    const quote = text.indexOf('"', at + 1);
+    if (quote < 0) throw new SyntaxError('unterminated string');
+    if (this.backslash <= at) {
+      const found = text.indexOf('\\', at + 1);
+      this.backslash = found < 0 ? text.length : found;
+    }
+    this.escaped = this.backslash < quote;
+    if (!this.escaped) return quote;
+    for (let i = this.backslash; i < text.length; i++) {
+      const code = text.charCodeAt(i);
+      if (code === BACKSLASH) i++;
+      else if (code === QUOTE) return i;
+    }
+    throw new SyntaxError('unterminated string');
+  }
+
+  /** `meta.a[2].b`, as the validation messages name a field: the path to `level`'s key. */
+  private pathTo(level: number): string {
+    let path = '';
+    for (let l = 0; l <= level; l++) {
+      path = this.isObject[l] ? (path ? `${path}.${stringAt(this.text, this.position[l])}` : stringAt(this.text, this.position[l])) : `${path}[${this.position[l]}]`;
+    }
+    return path;
+  }
+
+  /** Whether the key between `start` and `end` (its quotes excluded) is among those at `from` and after. */
+  private isListed(start: number, end: number, from: number, to: number): boolean {
+    const { text, keyStart, keyEnd } = this;
+    const length = end - start;
+    for (let k = from; k < to; k++) {
+      if (keyEnd[k] - keyStart[k] !== length) continue;
+      const shift = keyStart[k] - start;
+      let c = start;
+      while (c < end && text.charCodeAt(c) === text.charCodeAt(c + shift)) c++;
+      if (c === end) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Reads the object or array that starts at `at` (level 0) and answers the index just past it
+   * and its first problem. With `untilProblem`, stops at the first problem (the end is then not known).
+   */
+  container(at: number, untilProblem: boolean): { end: number; problem: string | null } {
+    const { text, maxDepth, isObject, position, keyCount, keySet, keysFrom, keyStart, keyEnd } = this;
+    let keysTop = 0;
+    let level = -1;
+    let expectKey = false;
+    let problem: string | null = null;
+    // Once a problem is found, containers are only counted, to find the end.
+    let uncounted = 0;
+
+    for (let i = at; i < text.length; i++) {
+      const code = text.charCodeAt(i);
+      if (code === QUOTE) {
+        const end = this.closingQuote(i);
+        if (expectKey && problem === null) {
+          expectKey = false;
+          const count = keyCount[level];
+          let set = keySet[level];
+          if (!set && (this.escaped || count + 1 === LINEAR_KEYS)) {
+            // Decoded from here on: a key written with escapes may be one written without.
+            set = keySet[level] = new Set();
+            for (let k = keysFrom[level]; k < keysTop; k++) set.add(text.slice(keyStart[k], keyEnd[k]));
+            keysTop = keysFrom[level];
+          }
+          let seen: boolean;
+          if (set) {
+            const key = this.escaped ? stringAt(text, i) : text.slice(i + 1, end);
+            seen = set.has(key);
+            set.add(key);
+          } else {
+            seen = this.isListed(i + 1, end, keysFrom[level], keysTop);
+            keyStart[keysTop] = i + 1;
+            keyEnd[keysTop++] = end;
+          }
+          keyCount[level] = count + 1;
+          position[level] = i;
+          if (seen) {
+            problem = `${this.pathTo(level)} is given twice`;
+            if (untilProblem) return { end: -1, problem };
+          }
+        }
+        i = end;
+      } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+        if (problem !== null) {
+          uncounted++;
+          continue;
+        }
+        if (level + 1 > maxDepth) {
+          problem = `${isObject[0] ? stringAt(text, position[0]) : 'request'} is nested more than ${maxDepth} levels deep`;
+          if (untilProblem) return { end: -1, problem };
+          uncounted++;
+          continue;
+        }
+        level++;
+        isObject[level] = code === OPEN_BRACE;
+        position[level] = 0;
+        keyCount[level] = 0;
+        keySet[level] = undefined;
+        keysFrom[level] = keysTop;
+        expectKey = code === OPEN_BRACE;
+      } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
+        if (uncounted > 0) {
+          uncounted--;
+          continue;
+        }
+        if (isObject[level]) keysTop = keysFrom[level];
+        level--;
+        if (level < 0) return { end: i + 1, problem };
+      } else if (code === COMMA) {
+        if (uncounted > 0) continue;
+        if (isObject[level]) expectKey = true;
+        else position[level]++;
+      }
+    }
+    throw new SyntaxError('unterminated container');
+  }
+}
+
+/**
+ * The problems of a valid JSON text that JSON.parse does not report: a key given twice in one
+ * object, at any depth, and a value nested more than `maxDepth` levels of objects and arrays (the
+ * document is level 0, as in checkStorable). Each item of an array is read as a document of its
+ * own, so one bad message of a batch can be refused alone.
+ */
+export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {
+  const items = new Map<number, string>();
+  const reader = new Reader(text, maxDepth);
+  let i = skipWhitespace(text, 0);
+  const first = text.charCodeAt(i);
+  if (first === OPEN_BRACE) return { problem: reader.container(i, true).problem, items };
+  if (first !== OPEN_BRACKET) return { problem: null, items };
+  let problem: string | null = null;
+  i = skipWhitespace(text, i + 1);
+  if (text.charCodeAt(i) === CLOSE_BRACKET) return { problem, items };
+  for (let index = 0; ; index++) {
+    const code = text.charCodeAt(i);
+    let end: number;
+    if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      const read = reader.container(i, false);
+      if (read.problem !== null) {
+        items.set(index, read.problem);
+        problem ??= `item ${index}: ${read.problem}`;
+      }
+      end = read.end;
+    } else {
+      end = code === QUOTE ? reader.closingQuote(i) + 1 : scalarEnd(text, i);
+    }
+    i = skipWhitespace(text, end);
+    if (text.charCodeAt(i) !== COMMA) return { problem, items };
+    i = skipWhitespace(text, i + 1);
+  }
+}
