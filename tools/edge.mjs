@@ -2,7 +2,7 @@
 // in production (NODE_ENV=production, built), and tried from outside as an attacker would: weak keys
 // refused at start, operations pages off the public port, scoped internal keys, small bodies on the
 // open routes, no GET token requests, credential guessing throttled, a trickling request cut off,
-// a duplicate key smuggling a deep value refused, and N fuzzed requests (default 20,000) answered
+// a duplicate key smuggling a deep value refused, and N fuzzed requests (default 100,000) answered
 // without a 5xx.
 import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -12,7 +12,7 @@ import { ensureDatabase, migrate } from './db-migrate.mjs';
 import { seed } from './seed.mjs';
 
 const args = process.argv.slice(2);
-const fuzzCount = Number(args[args.indexOf('--fuzz') + 1]) || 20_000;
+const fuzzCount = Number(args[args.indexOf('--fuzz') + 1]) || 100_000;
 const DATABASE_URL = process.env.EDGE_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_edge';
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const results = [];
