@@ -4,11 +4,15 @@ import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { configErrorOf } from './test/config-error';
 import { webpushAllowedOriginsOf } from './origins';
 
-const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
+const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';
+// Keys as production takes them: 32+ characters, random.
+const CRM_KEY = 'crm-key-Zq3VfN1xLw5Tb7Ry2Kp9Hs4M';
+const CRM_KEY_2 = 'crm-key-Ue6Wd0Qa8Jg3Xn1Vc5Bm7Lr2';
+const BACKEND_KEY = 'backend-key-Pt4Ys9Fk2Hw6Nz1Rd8Gx';
 
 const configError = (env: Env) => configErrorOf(() => loadGatewayConfig(env));
 
-const REAL_KEYS = { OPERATOR_API_KEYS: 'crm-key-1,crm-key-2', INTERNAL_API_KEYS: 'backend-key' };
+const REAL_KEYS = { OPERATOR_API_KEYS: `${CRM_KEY},${CRM_KEY_2}`, INTERNAL_API_KEYS: BACKEND_KEY };
 
 describe('loadGatewayConfig: defaults', () => {
   it('runs with an empty environment on development defaults', () => {
@@ -206,7 +210,7 @@ describe('loadGatewayConfig: problems', () => {
 
 describe('loadGatewayConfig: production', () => {
   it('refuses the development tracking secret', () => {
-    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' });
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: CRM_KEY, INTERNAL_API_KEYS: BACKEND_KEY });
     expect(error.problems).toEqual(['TRACKING_SECRET holds the development secret; set a real one in production']);
   });
 
@@ -228,7 +232,7 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses the development keys when listed among real ones', () => {
-    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: `crm-key, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},backend-key` });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: `${CRM_KEY}, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},${BACKEND_KEY}` });
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
       'INTERNAL_API_KEYS holds the development key; set real keys in production',
@@ -236,15 +240,15 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses only the list that holds a development key', () => {
-    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY, INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
     expect(error.problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
   });
 
   it('accepts real keys', () => {
     const config = loadGatewayConfig({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS });
     expect(config.NODE_ENV).toBe('production');
-    expect(config.operatorApiKeys).toEqual(['crm-key-1', 'crm-key-2']);
-    expect(config.internalApiKeys).toEqual(['backend-key']);
+    expect(config.operatorApiKeys).toEqual([CRM_KEY, CRM_KEY_2]);
+    expect(config.internalApiKeys).toEqual([BACKEND_KEY]);
   });
 
   it('allows the development keys outside production', () => {
@@ -258,6 +262,7 @@ describe('loadGatewayConfig: production', () => {
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key',
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
+      'INTERNAL_API_KEYS: the 1st key is shorter than 32 characters',
     ]);
   });
 });

@@ -6,9 +6,10 @@ import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './even
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
+import { weakSecretProblems } from './secrets';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
-// no configuration; production refuses the development keys.
+// no configuration; production refuses the development keys and every weak secret (secrets.ts).
 
 export const DEV_OPERATOR_KEY = 'dev-operator-key';
 export const DEV_INTERNAL_KEY = 'dev-internal-key';
@@ -50,7 +51,10 @@ export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API
   webpushAllowedOrigins: AllowedOrigin[];
 };
 
-/** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
+/**
+ * Checks that span variables: the keys must exist, be distinct per class, and in production be
+ * neither the development ones nor weak.
+ */
 function keyProblems(env: Env, operatorApiKeys: string[], internalApiKeys: string[]): string[] {
   const problems: string[] = [];
   if (!operatorApiKeys.length) problems.push('OPERATOR_API_KEYS must name at least one key');
@@ -61,6 +65,10 @@ function keyProblems(env: Env, operatorApiKeys: string[], internalApiKeys: strin
   if (env.NODE_ENV === 'production') {
     if (operatorApiKeys.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
     if (internalApiKeys.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
+    problems.push(
+      ...weakSecretProblems('OPERATOR_API_KEYS', operatorApiKeys, { development: DEV_OPERATOR_KEY }),
+      ...weakSecretProblems('INTERNAL_API_KEYS', internalApiKeys, { development: DEV_INTERNAL_KEY }),
+    );
   }
   return problems;
 }

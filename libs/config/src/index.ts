@@ -12,3 +12,4 @@ export * from './retry';
 export * from './shutdown';
 export * from './apps';
 export * from './origins';
+export * from './secrets';
