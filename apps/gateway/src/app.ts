@@ -5,7 +5,7 @@ import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
-import { requireApiKey } from './auth';
+import { requireInternalKey } from './auth';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocs } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
@@ -114,17 +114,21 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
   if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth });
 
-  app.register(async (internal) => {
-    requireApiKey(internal, config.internalApiKeys, 'internalApiKey');
-    await internal.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
-    await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
-    await internal.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
+  // The operator's back end: device keys register devices; admin keys open these and the rest.
+  app.register(async (devices) => {
+    requireInternalKey(devices, config.internalKeys, 'devices');
+    await devices.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
+  });
+  app.register(async (admin) => {
+    requireInternalKey(admin, config.internalKeys, 'admin');
+    await admin.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
+    await admin.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
   });
 
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
 
-  if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalApiKeys });
+  if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
 
   return app;
 }

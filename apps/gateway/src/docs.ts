@@ -15,7 +15,18 @@ export const SECURITY_SCHEMES = {
     description: 'A bearer token the CRM gets at /oauth/token as a client of CRM_OAUTH_CLIENTS',
     flows: { clientCredentials: { tokenUrl: '/oauth/token', scopes: {} } },
   },
-  internalApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The operator back end's key: one of INTERNAL_API_KEYS" },
+  internalDeviceKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Api-Key',
+    description: "The operator back end's device key: one of INTERNAL_DEVICE_KEYS, which open the device routes and nothing else",
+  },
+  internalAdminKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Api-Key',
+    description: "The operator back end's admin key: one of INTERNAL_ADMIN_KEYS or INTERNAL_API_KEYS, which open every internal route",
+  },
 } as const;
 export type SecurityScheme = keyof typeof SECURITY_SCHEMES;
 

@@ -50,7 +50,7 @@ describe('loadGatewayConfig: defaults', () => {
       EXCHANGE_RATES: '{}',
       bonus: { platformUrl: undefined, exchangeRates: {} },
       operatorApiKeys: ['dev-operator-key'],
-      internalApiKeys: ['dev-internal-key'],
+      internalKeys: { devices: ['dev-internal-key'], admin: ['dev-internal-key'] },
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
     });
@@ -63,8 +63,7 @@ describe('loadGatewayConfig: defaults', () => {
 
   it('does not expose the raw key variables', () => {
     const config = loadGatewayConfig({}) as Record<string, unknown>;
-    expect('OPERATOR_API_KEYS' in config).toBe(false);
-    expect('INTERNAL_API_KEYS' in config).toBe(false);
+    for (const name of ['OPERATOR_API_KEYS', 'INTERNAL_API_KEYS', 'INTERNAL_DEVICE_KEYS', 'INTERNAL_ADMIN_KEYS']) expect(name in config).toBe(false);
   });
 
   it('treats an empty variable as unset', () => {
@@ -117,12 +116,53 @@ describe('loadGatewayConfig: values from the environment', () => {
   it('splits comma-separated keys, trimming and dropping empty entries', () => {
     const config = loadGatewayConfig({ OPERATOR_API_KEYS: 'a, b,,c', INTERNAL_API_KEYS: ' internal-1 ,internal-2, ' });
     expect(config.operatorApiKeys).toEqual(['a', 'b', 'c']);
-    expect(config.internalApiKeys).toEqual(['internal-1', 'internal-2']);
+    expect(config.internalKeys).toEqual({ devices: ['internal-1', 'internal-2'], admin: ['internal-1', 'internal-2'] });
   });
 
   it('refuses a key list with no key in it', () => {
     const error = configError({ OPERATOR_API_KEYS: ' , ,', INTERNAL_API_KEYS: ',' });
     expect(error.problems).toEqual(['OPERATOR_API_KEYS must name at least one key', 'INTERNAL_API_KEYS must name at least one key']);
+  });
+});
+
+describe('loadGatewayConfig: internal keys by what they open', () => {
+  it('opens everything with INTERNAL_API_KEYS, as before there were scoped keys', () => {
+    expect(loadGatewayConfig({ INTERNAL_API_KEYS: 'backend' }).internalKeys).toEqual({ devices: ['backend'], admin: ['backend'] });
+  });
+
+  it('opens the device routes alone with INTERNAL_DEVICE_KEYS, and every internal route with INTERNAL_ADMIN_KEYS', () => {
+    const config = loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app-1,app-2', INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: 'legacy' });
+    expect(config.internalKeys).toEqual({ devices: ['app-1', 'app-2', 'ops', 'legacy'], admin: ['ops', 'legacy'] });
+  });
+
+  it('falls back to the development key only while no internal key of any class is set', () => {
+    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app' }).internalKeys).toEqual({ devices: ['app'], admin: [] });
+    expect(loadGatewayConfig({ INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: '' }).internalKeys).toEqual({ devices: ['ops'], admin: ['ops'] });
+    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: ' , ' }).internalKeys).toEqual({ devices: [DEV_INTERNAL_KEY], admin: [DEV_INTERNAL_KEY] });
+  });
+
+  it('takes scoped keys alone in production, and refuses the development key there', () => {
+    const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY };
+    const config = loadGatewayConfig({ ...env, INTERNAL_DEVICE_KEYS: CRM_KEY_2, INTERNAL_ADMIN_KEYS: BACKEND_KEY });
+    expect(config.internalKeys).toEqual({ devices: [CRM_KEY_2, BACKEND_KEY], admin: [BACKEND_KEY] });
+    expect(configError(env).problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
+  });
+
+  it('refuses a key in two classes, naming both, for every pair', () => {
+    const error = configError({ OPERATOR_API_KEYS: 'crm,a', INTERNAL_API_KEYS: 'b,c', INTERNAL_DEVICE_KEYS: 'a,d', INTERNAL_ADMIN_KEYS: 'd,c' });
+    expect(error.problems).toEqual([
+      'OPERATOR_API_KEYS and INTERNAL_DEVICE_KEYS must not share a key',
+      'INTERNAL_API_KEYS and INTERNAL_ADMIN_KEYS must not share a key',
+      'INTERNAL_DEVICE_KEYS and INTERNAL_ADMIN_KEYS must not share a key',
+    ]);
+  });
+
+  it('refuses a weak device or admin key in production, naming its variable and place', () => {
+    const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY };
+    expect(configError({ ...env, INTERNAL_DEVICE_KEYS: `${CRM_KEY_2},app`, INTERNAL_ADMIN_KEYS: 'o'.repeat(32) }).problems).toEqual([
+      'INTERNAL_DEVICE_KEYS: the 2nd key is shorter than 32 characters',
+      'INTERNAL_ADMIN_KEYS: the 1st key is one character repeated',
+    ]);
   });
 });
 
@@ -248,7 +288,7 @@ describe('loadGatewayConfig: production', () => {
     const config = loadGatewayConfig({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS });
     expect(config.NODE_ENV).toBe('production');
     expect(config.operatorApiKeys).toEqual([CRM_KEY, CRM_KEY_2]);
-    expect(config.internalApiKeys).toEqual([BACKEND_KEY]);
+    expect(config.internalKeys).toEqual({ devices: [BACKEND_KEY], admin: [BACKEND_KEY] });
   });
 
   it('allows the development keys outside production', () => {

@@ -8,6 +8,7 @@ export const errorResponse = (description: string, extra: object = {}) => Type.O
 
 export const BadRequest = errorResponse('The request is wrong: the message names the field or header and the rule');
 export const Unauthorized = errorResponse("No credentials, or not those of this route's kind: the internal X-Api-Key for /v1, what CRM_AUTH enables for the CRM's routes");
+export const Forbidden = errorResponse('A device key (INTERNAL_DEVICE_KEYS): this route takes an admin key (INTERNAL_ADMIN_KEYS or INTERNAL_API_KEYS)');
 export const TooLarge = errorResponse('The body is larger than BODY_LIMIT_BYTES');
 export const Unavailable = errorResponse('A store cannot be reached, the gateway is shedding load, or it is closing: retry after Retry-After seconds', {
   headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before retrying' } },
