@@ -1,4 +1,4 @@
-import Fastify, { type FastifyReply, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
@@ -7,19 +7,19 @@ import type { Db } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
 import { requireInternalKey } from './auth';
 import { requireCrmAuth } from './crm-auth';
-import { registerApiDocs } from './docs';
+import { registerApiDocument } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
 import { loggedRequest } from './log-redaction';
+import { operationsApart, operationsRoutes } from './operations';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
-import { registerMetrics } from './routes/metrics';
+import { observeRequests } from './routes/metrics';
 import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
-import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
 
 declare module 'fastify' {
@@ -38,10 +38,15 @@ export interface GatewayDeps {
 
 export { REDACTED_PATHS };
 
+/** The gateway's logger: the level of LOG_LEVEL, every secret redacted. */
+function loggerOf(config: GatewayDeps['config'], logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
+  return logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) };
+}
+
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
   const app = Fastify({
-    logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
+    logger: loggerOf(config, logger),
     bodyLimit: config.BODY_LIMIT_BYTES,
     trustProxy: true,
     return503OnClosing: true,
@@ -75,7 +80,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseKeepingText);
   app.addContentTypeParser('*', { parseAs: 'string' }, parseKeepingText);
   registerErrorHandling(app);
-  registerMetrics(app, { db, queues });
+  observeRequests(app);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
@@ -89,7 +94,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   }
 
   // Before the routes: the OpenAPI document collects each route as it is added.
-  registerApiDocs(app);
+  registerApiDocument(app);
 
   app.register(healthRoutes, { db, redis });
 
@@ -128,7 +133,26 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET });
 
-  if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
+  // /metrics, /docs, /openapi.json and the queue dashboard: here, or on the operations server.
+  if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, api: app });
 
+  return app;
+}
+
+/**
+ * The operations server of a production gateway (see operationsApart), for METRICS_PORT: the
+ * operations routes of `api`, and /health/live and /health/ready as on PORT and on every other
+ * app's METRICS_PORT. Its answers are not counted in the request histogram, which is the API's.
+ */
+export function buildOperationsApp(deps: GatewayDeps & { api: FastifyInstance }, logger: FastifyServerOptions['logger'] = false) {
+  const app = Fastify({
+    logger: loggerOf(deps.config, logger),
+    return503OnClosing: true,
+    // A scraper or browser that stops mid-request does not hold a socket for long.
+    requestTimeout: 15000,
+  });
+  registerErrorHandling(app);
+  app.register(healthRoutes, { db: deps.db, redis: deps.redis });
+  app.register(operationsRoutes, deps);
   return app;
 }

@@ -62,6 +62,7 @@ describe('the OpenAPI document', () => {
       CRM_AUTH: 'api-key,basic,oauth2',
       CRM_BASIC_USERS: 'crm:password',
       CRM_OAUTH_CLIENTS: 'crm:secret',
+      ADMIN_UI: 'true',
     });
     app = buildApp(stores);
     app.addHook('onRoute', (route) => {

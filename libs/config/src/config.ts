@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, databaseProblems, PushSendEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RuntimeEnv } from './base';
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
@@ -39,10 +39,10 @@ export const GatewayEnv = Type.Object({
   }),
   PUSH_SINGLE_GROUP_MAX: Type.Integer({ default: 500, minimum: 1, description: 'Single pushes stored together at most; a full group is stored at once (1: no grouping)' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
-  ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (admin key); false: 404' }),
+  ADMIN_UI: Type.Boolean({ default: false, description: 'Serve the queue dashboard at /admin/queues (admin key; in production on METRICS_PORT only); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 /** The CRM's credentials are read into `crmAuth` only. */
