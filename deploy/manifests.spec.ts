@@ -277,22 +277,39 @@ describe('the production overlay', () => {
     const podLabels = deployment.spec.template.metadata.labels;
     const selects = (selector: Record<string, string>) => Object.entries(selector).every(([key, value]) => podLabels[key] === value);
     expect(ofKind('PodDisruptionBudget').filter((pdb) => selects(pdb.spec.selector.matchLabels))).toHaveLength(1);
-    const [service] = ofKind('Service').filter((candidate) => selects(candidate.spec.selector));
+    const services = ofKind('Service').filter((candidate) => selects(candidate.spec.selector));
     const container = mainContainer(deployment);
-    expect(service.spec.ports.map((port: Json) => portNumber(container, port.targetPort))).toContain(portNumber(container, container.readinessProbe.httpGet.port));
+    const exposed = services.flatMap((service) => service.spec.ports.map((port: Json) => portNumber(container, port.targetPort)));
+    expect(exposed).toContain(portNumber(container, container.readinessProbe.httpGet.port));
   });
 
-  it('has Prometheus scrape /metrics on every app Service', () => {
+  it.each(APPS)('has Prometheus scrape /metrics from %s once, on its METRICS_PORT', (app) => {
     const [monitor] = ofKind('ServiceMonitor');
     expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
-    const services = ofKind('Service').filter((service) =>
-      Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels[key] === value),
+    const deployment = deploymentOf(app);
+    const container = mainContainer(deployment);
+    const monitored = ofKind('Service').filter(
+      (service) =>
+        Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels[key] === value) &&
+        Object.entries(service.spec.selector).every(([key, value]) => deployment.spec.template.metadata.labels[key] === value),
     );
-    expect(services.map((service) => service.metadata.name).sort()).toEqual([...deployments.map((deployment) => deployment.metadata.name), 'pgbouncer'].sort());
-    for (const service of services.filter((candidate) => candidate.metadata.name !== 'pgbouncer')) {
-      const scraped = monitor.spec.endpoints.filter((endpoint: Json) => service.spec.ports.some((port: Json) => port.name === endpoint.port));
-      expect(scraped).toEqual([expect.objectContaining({ path: '/metrics' })]);
-    }
+    const scraped = monitored.flatMap((service) =>
+      monitor.spec.endpoints.flatMap((endpoint: Json) =>
+        service.spec.ports.filter((port: Json) => port.name === endpoint.port).map((port: Json) => ({ path: endpoint.path, port: portNumber(container, port.targetPort) })),
+      ),
+    );
+    expect(scraped).toEqual([{ path: '/metrics', port: Number(settingOf(app, 'METRICS_PORT')) }]);
+    // The samples' job is the app's name, whichever Service they come through.
+    const scrapedServices = monitored.filter((service) => service.spec.ports.some((port: Json) => monitor.spec.endpoints.some((endpoint: Json) => endpoint.port === port.name)));
+    expect(scrapedServices.map((service) => service.metadata.labels[monitor.spec.jobLabel])).toEqual([deployment.metadata.name]);
+  });
+
+  it("keeps the gateway's operations port off its public Service, and the dashboard off", () => {
+    const service = named('Service', 'gateway')!;
+    const container = mainContainer(deploymentOf('gateway'));
+    expect(service.spec.ports.map((port: Json) => portNumber(container, port.targetPort))).toEqual([Number(settingOf('gateway', 'PORT'))]);
+    expect(Number(settingOf('gateway', 'METRICS_PORT'))).not.toBe(Number(settingOf('gateway', 'PORT')));
+    expect(settingOf('gateway', 'ADMIN_UI')).toBe('false');
   });
 });
 

@@ -1,10 +1,11 @@
-// `npm run docs:check`: the /docs page in a real browser. Builds the gateway, starts the bundle on a
-// free port against the local PostgreSQL and Redis (DATABASE_URL, REDIS_URL), loads /docs in
-// headless Chromium (Debian's `chromium`, or CHROMIUM=/path/to/chrome), and checks that swagger-ui
-// rendered every operation of the gateway's openapi.json. Writes a screenshot to
-// dist/docs-check/docs.png. From the same bundle, the queue dashboard (/admin/queues) must open
-// with HTTP Basic and the internal key, its assets too. Exits 1 when something falls short, 2 when
-// Chromium is missing.
+// `npm run docs:check`: the /docs page in a real browser. Builds the gateway, starts the bundle as
+// production runs it (NODE_ENV=production, keys of its own, ADMIN_UI=true) on free ports against
+// the local PostgreSQL and Redis (DATABASE_URL, REDIS_URL), loads /docs from its operations port
+// (METRICS_PORT) in headless Chromium (Debian's `chromium`, or CHROMIUM=/path/to/chrome), and checks
+// that swagger-ui rendered every operation of the gateway's openapi.json. Writes a screenshot to
+// dist/docs-check/docs.png. From the same bundle, the queue dashboard (/admin/queues) must open on
+// the operations port with HTTP Basic and an admin key, its assets too, and PORT must answer 404
+// for all of these. Exits 1 when something falls short, 2 when Chromium is missing.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -74,6 +75,12 @@ function chromium(command, url, args) {
   }
 }
 
+/** Problems of the operations pages on the API's port `base`: none when each answers 404 there. */
+async function publicPortProblems(base) {
+  const answers = await Promise.all(['/docs', '/openapi.json', '/metrics', '/admin/queues'].map(async (path) => ({ path, status: (await fetch(`${base}${path}`)).status })));
+  return answers.filter(({ status }) => status !== 404).map(({ path, status }) => `${base}${path} answered ${status} on PORT, not 404`);
+}
+
 /** Problems of the queue dashboard served at `base` with `key` as the Basic password: none when it opens with its assets. */
 async function dashboardProblems(base, key) {
   const authorization = `Basic ${Buffer.from(`ops:${key}`).toString('base64')}`;
@@ -104,10 +111,29 @@ if (!command) {
 } else {
   execFileSync(process.execPath, ['tools/build.mjs', 'gateway'], { stdio: 'inherit' });
   const port = await freePort();
+  let operationsPort = await freePort();
+  while (operationsPort === port) operationsPort = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const internalKey = randomBytes(16).toString('hex');
+  const operations = `http://127.0.0.1:${operationsPort}`;
+  const secret = () => randomBytes(32).toString('base64');
+  const adminKey = secret();
   const gateway = spawn(process.execPath, ['dist/apps/gateway/main.js'], {
-    env: { ...process.env, INTERNAL_API_KEYS: internalKey, ADMIN_UI: 'true', HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', QUEUE_PREFIX: `docs-check-${process.pid}`, MAX_EVENT_LOOP_DELAY_MS: '0' },
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      OPERATOR_API_KEYS: secret(),
+      INTERNAL_API_KEYS: '',
+      INTERNAL_DEVICE_KEYS: secret(),
+      INTERNAL_ADMIN_KEYS: adminKey,
+      TRACKING_SECRET: secret(),
+      ADMIN_UI: 'true',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      METRICS_PORT: String(operationsPort),
+      LOG_LEVEL: 'warn',
+      QUEUE_PREFIX: `docs-check-${process.pid}`,
+      MAX_EVENT_LOOP_DELAY_MS: '0',
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const exited = new Promise((done) => gateway.once('exit', done));
@@ -115,24 +141,27 @@ if (!command) {
     if (!(await waitFor(`${base}/health/live`, 20000))) {
       fail(`the gateway did not answer at ${base}/health/live within 20 s (is it failing to start? see its output above)`);
     } else {
-      const document = await (await fetch(`${base}/openapi.json`)).json();
+      const document = await (await fetch(`${operations}/openapi.json`)).json();
       const expected = Object.entries(document.paths).flatMap(([path, operations]) =>
         Object.keys(operations)
           .filter((method) => METHODS.includes(method))
           .map((method) => `${method.toUpperCase()} ${path}`),
       );
-      const dom = chromium(command, `${base}/docs`, ['--dump-dom']);
+      const dom = chromium(command, `${operations}/docs`, ['--dump-dom']);
       const rendered = renderedOperations(dom);
       const missing = expected.filter((operation) => !rendered.has(operation));
       mkdirSync(resolve('dist/docs-check'), { recursive: true });
-      chromium(command, `${base}/docs`, [`--screenshot=${SCREENSHOT}`]);
+      chromium(command, `${operations}/docs`, [`--screenshot=${SCREENSHOT}`]);
       console.log(`screenshot: ${SCREENSHOT}`);
       if (!dom.includes('swagger-ui')) fail('/docs did not render swagger-ui (the page is not the documentation page)');
       else if (missing.length) fail(`/docs rendered ${rendered.size} of ${expected.length} operations; missing:\n  ${missing.join('\n  ')}`);
       else console.log(`ok: /docs rendered all ${expected.length} operations of openapi.json (${document.info.title} ${document.info.version})`);
-      const dashboard = await dashboardProblems(base, internalKey);
+      const dashboard = await dashboardProblems(operations, adminKey);
       if (dashboard.length) fail(`the queue dashboard:\n  ${dashboard.join('\n  ')}`);
-      else console.log('ok: /admin/queues opens with Basic auth and the internal key, its assets too');
+      else console.log('ok: /admin/queues opens on METRICS_PORT with Basic auth and an admin key, its assets too');
+      const exposed = await publicPortProblems(base);
+      if (exposed.length) fail(`the public port:\n  ${exposed.join('\n  ')}`);
+      else console.log('ok: PORT answers 404 for /docs, /openapi.json, /metrics and /admin/queues');
     }
   } finally {
     gateway.kill('SIGTERM');

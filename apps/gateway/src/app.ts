@@ -1,27 +1,27 @@
-import Fastify, { type FastifyReply, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import type { Db } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
-import { requireApiKey } from './auth';
+import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
-import { registerApiDocs } from './docs';
+import { registerApiDocument } from './docs';
 import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
 import { registerJsonBodies } from './json-bodies';
 import { loggedRequest } from './log-redaction';
+import { operationsApart, operationsRoutes } from './operations';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
-import { registerMetrics } from './routes/metrics';
+import { observeRequests } from './routes/metrics';
 import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
-import { queueDashboardRoutes } from './routes/queue-dashboard';
 import { statusRoutes } from './routes/status';
 import { serverTimeouts } from './timeouts';
 
@@ -34,11 +34,16 @@ export interface GatewayDeps {
 
 export { REDACTED_PATHS };
 
+/** The gateway's logger: the level of LOG_LEVEL, every secret redacted. */
+function loggerOf(config: GatewayDeps['config'], logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
+  return logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) };
+}
+
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
   const { http: httpTimeouts, ...timeouts } = serverTimeouts(config);
   const app = Fastify({
-    logger: logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) },
+    logger: loggerOf(config, logger),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // X-Forwarded-For is believed only from the proxies TRUST_PROXY lists.
     trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
@@ -64,7 +69,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.setValidatorCompiler(typeboxValidatorCompiler);
   registerJsonBodies(app);
   registerErrorHandling(app);
-  registerMetrics(app, { db, queues });
+  observeRequests(app);
   throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
@@ -81,7 +86,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   }
 
   // Before the routes: the OpenAPI document collects each route as it is added.
-  registerApiDocs(app);
+  registerApiDocument(app);
 
   app.register(healthRoutes, { db, redis });
 
@@ -106,17 +111,40 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
   if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth, allowGet: config.edge.oauthAllowGet });
 
-  app.register(async (internal) => {
-    requireApiKey(internal, config.internalApiKeys, 'internalApiKey');
-    await internal.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
-    await internal.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
-    await internal.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
+  // The operator's back end: device keys register devices; admin keys open these and the rest.
+  app.register(async (devices) => {
+    requireInternalKey(devices, config.internalKeys, 'devices');
+    await devices.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
+  });
+  app.register(async (admin) => {
+    requireInternalKey(admin, config.internalKeys, 'admin');
+    await admin.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
+    await admin.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
   });
 
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
 
-  if (config.ADMIN_UI) app.register(queueDashboardRoutes, { queues, keys: config.internalApiKeys });
+  // /metrics, /docs, /openapi.json and the queue dashboard: here, or on the operations server.
+  if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, api: app });
 
+  return app;
+}
+
+/**
+ * The operations server of a production gateway (see operationsApart), for METRICS_PORT: the
+ * operations routes of `api`, and /health/live and /health/ready as on PORT and on every other
+ * app's METRICS_PORT. Its answers are not counted in the request histogram, which is the API's.
+ */
+export function buildOperationsApp(deps: GatewayDeps & { api: FastifyInstance }, logger: FastifyServerOptions['logger'] = false) {
+  const app = Fastify({
+    logger: loggerOf(deps.config, logger),
+    return503OnClosing: true,
+    // A scraper or browser that stops mid-request does not hold a socket for long.
+    requestTimeout: 15000,
+  });
+  registerErrorHandling(app);
+  app.register(healthRoutes, { db: deps.db, redis: deps.redis });
+  app.register(operationsRoutes, deps);
   return app;
 }

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { InternalKeys } from '@operator/config';
 import type { SecurityScheme } from './docs';
 
 const digest = (key: string) => createHash('sha256').update(key).digest();
@@ -31,11 +32,32 @@ export function apiKeyGuard(keys: string[]) {
   };
 }
 
-/** Guards every route of `scope` with `keys`, and says so in the OpenAPI document (`scheme`). */
-export function requireApiKey(scope: FastifyInstance, keys: string[], scheme: SecurityScheme) {
-  scope.addHook('onRequest', apiKeyGuard(keys));
+/** What an internal key opens: the device routes only, or every internal route. */
+export type InternalScope = keyof InternalKeys;
+
+/** The keys each scope takes, as the OpenAPI document says it: an admin key opens the device routes too. */
+const INTERNAL_SECURITY: Record<InternalScope, Partial<Record<SecurityScheme, []>>[]> = {
+  devices: [{ internalDeviceKey: [] }, { internalAdminKey: [] }],
+  admin: [{ internalAdminKey: [] }],
+};
+
+/**
+ * Guards every route of `scope` with the keys of the operator's back end that open `needed`, and
+ * says so in the OpenAPI document. A key of no class answers 401, like a missing one; a device key
+ * on a route that takes an admin key answers 403: the key is known, and retrying it cannot help.
+ */
+export function requireInternalKey(scope: FastifyInstance, keys: InternalKeys, needed: InternalScope) {
+  const isInternalKey = apiKeyGuard(keys.devices);
+  const opens = keyMatcher(keys[needed]);
+  scope.addHook('onRequest', async (request, reply) => {
+    const refused = await isInternalKey(request, reply);
+    if (refused) return refused;
+    if (!opens(request.headers['x-api-key'] as string)) {
+      return reply.code(403).send({ error: 'this key opens the device routes only; this route takes an admin key (INTERNAL_ADMIN_KEYS)' });
+    }
+  });
   scope.addHook('onRoute', (route) => {
-    route.schema = { ...route.schema, security: [{ [scheme]: [] }] };
+    route.schema = { ...route.schema, security: INTERNAL_SECURITY[needed] };
   });
 }
 

@@ -1,6 +1,6 @@
-import swagger from '@fastify/swagger';
+import swagger, { type StaticDocumentSpec } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import pkg from '../../../package.json';
 
 /**
@@ -15,7 +15,18 @@ export const SECURITY_SCHEMES = {
     description: 'A bearer token the CRM gets at /oauth/token as a client of CRM_OAUTH_CLIENTS',
     flows: { clientCredentials: { tokenUrl: '/oauth/token', scopes: {} } },
   },
-  internalApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The operator back end's key: one of INTERNAL_API_KEYS" },
+  internalDeviceKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Api-Key',
+    description: "The operator back end's device key: one of INTERNAL_DEVICE_KEYS, which open the device routes and nothing else",
+  },
+  internalAdminKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-Api-Key',
+    description: "The operator back end's admin key: one of INTERNAL_ADMIN_KEYS or INTERNAL_API_KEYS, which open every internal route",
+  },
 } as const;
 export type SecurityScheme = keyof typeof SECURITY_SCHEMES;
 
@@ -38,11 +49,10 @@ const NOT_API = /^\/(docs|openapi\.json|admin|metrics)(\/|$)/;
 export const OPENAPI_PATH = '/openapi.json';
 
 /**
- * The OpenAPI document, built from the route schemas, at /openapi.json, and its page at /docs
- * (swagger-ui, its assets served from node_modules). Register it before the routes: the
- * document collects each route as it is added.
+ * Builds the OpenAPI document from the route schemas (`app.swagger()` once the app is ready).
+ * Register it before the routes: the document collects each route as it is added.
  */
-export function registerApiDocs(app: FastifyInstance) {
+export function registerApiDocument(app: FastifyInstance) {
   app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -54,6 +64,21 @@ export function registerApiDocs(app: FastifyInstance) {
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     transform: ({ schema, url }) => ({ schema: NOT_API.test(url) ? { ...schema, hide: true } : schema, url }),
   });
-  app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { docExpansion: 'list', deepLinking: true } });
-  app.get(OPENAPI_PATH, async () => app.swagger());
+}
+
+/**
+ * The document of `api` at /openapi.json and its page at /docs (swagger-ui, its assets served
+ * from node_modules): on `api` itself, or on another server (the operations port), which serves
+ * a copy of the document made once `api` is ready.
+ */
+export function apiDocsPages(api: FastifyInstance): FastifyPluginAsync {
+  return async (app) => {
+    if (!app.hasDecorator('swagger')) {
+      await api.ready();
+      // Typed for OpenAPI 2 and 3.0; the document is 3.1, which the static mode serves all the same.
+      await app.register(swagger, { mode: 'static', specification: { document: api.swagger() as StaticDocumentSpec['document'] } });
+    }
+    await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { docExpansion: 'list', deepLinking: true } });
+    app.get(OPENAPI_PATH, async () => app.swagger());
+  };
 }

@@ -1,7 +1,9 @@
 import { createLogger, loadGatewayConfig, onShutdown, runMain } from '@operator/config';
 import { closeDb, createDb } from '@operator/db';
+import { MetricsPortError } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
-import { buildApp } from './app';
+import { buildApp, buildOperationsApp } from './app';
+import { listenOperations, operationsApart } from './operations';
 
 async function main() {
   const config = loadGatewayConfig();
@@ -11,6 +13,8 @@ async function main() {
   const redis = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
   const app = buildApp({ config, db, redis, queues }, true);
+  // In production /metrics, /docs and the queue dashboard are on METRICS_PORT, apart from the API.
+  const operations = operationsApart(config) ? buildOperationsApp({ config, db, redis, queues, api: app }, true) : undefined;
 
   // The gateway holds no claims: past the deadline there is nothing to give back.
   onShutdown({
@@ -19,13 +23,16 @@ async function main() {
     close: async () => {
       // New requests are answered 503 from here on (and readiness with them); those in flight finish.
       await app.close();
+      // The operations port closes last, so the last scrapes still see the shutdown.
+      await operations?.close();
       await closePushQueues(queues).catch(() => undefined);
       redis.disconnect();
       await closeDb(db);
     },
   });
 
+  if (operations) await listenOperations(operations, config);
   await app.listen({ host: config.HOST, port: config.PORT });
 }
 
-runMain(main);
+runMain(main, MetricsPortError);

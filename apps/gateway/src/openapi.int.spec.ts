@@ -62,6 +62,7 @@ describe('the OpenAPI document', () => {
       CRM_AUTH: 'api-key,basic,oauth2',
       CRM_BASIC_USERS: 'crm:password',
       CRM_OAUTH_CLIENTS: 'crm:secret',
+      ADMIN_UI: 'true',
     });
     app = buildApp(stores);
     app.addHook('onRoute', (route) => {
@@ -103,10 +104,14 @@ describe('the OpenAPI document', () => {
       const statuses = Object.keys((route.schema?.response as object | undefined) ?? {});
       expect({ name, statuses: statuses.length > 0 }).toEqual({ name, statuses: true });
       expect({ name, statuses: Object.keys(operation.responses).sort() }).toEqual({ name, statuses: statuses.sort() });
-      // A route behind a key says which one, and that it answers 401 without it.
+      // A route behind a key says which one, and that it answers 401 without it; one that takes an
+      // admin key, that it answers 403 to a device key.
       if (operation.security?.length) expect({ name, answers401: '401' in operation.responses }).toEqual({ name, answers401: true });
       // And every route that answers 401 answers 429 once its caller has failed too often.
       if ('401' in operation.responses) expect({ name, answers429: '429' in operation.responses }).toEqual({ name, answers429: true });
+      if (JSON.stringify(operation.security) === JSON.stringify([{ internalAdminKey: [] }])) {
+        expect({ name, answers403: '403' in operation.responses }).toEqual({ name, answers403: true });
+      }
     }
   });
 
@@ -116,7 +121,7 @@ describe('the OpenAPI document', () => {
     expect(Object.keys(document.paths).filter((path) => HIDDEN.test(path))).toEqual([]);
   });
 
-  it('names the credentials each route takes: the CRM methods for the CRM routes, the internal key for /v1, none for health, device reports and the token endpoint', () => {
+  it('names the credentials each route takes: the CRM methods for the CRM routes, a device or admin key for the devices, an admin key for the rest of /v1, none for health, device reports and the token endpoint', () => {
     const security = (path: string, method: string) => document.paths[path][method].security;
     const crm = [{ crmApiKey: [] }, { crmBasic: [] }, { crmOAuth: [] }];
     expect(security('/channels/push/single', 'post')).toEqual(crm);
@@ -125,8 +130,13 @@ describe('the OpenAPI document', () => {
     expect(security('/oauth/token', 'post')).toBeUndefined();
     expect(security('/oauth/token', 'get')).toBeUndefined();
     expect(Object.keys(document.paths['/oauth/token'].get.responses)).toContain('405');
-    expect(security('/v1/devices', 'post')).toEqual([{ internalApiKey: [] }]);
-    expect(security('/v1/credits/{id}', 'get')).toEqual([{ internalApiKey: [] }]);
+    const devices = [{ internalDeviceKey: [] }, { internalAdminKey: [] }];
+    expect(security('/v1/devices', 'post')).toEqual(devices);
+    expect(security('/v1/players/{user_id}/devices', 'get')).toEqual(devices);
+    expect(security('/v1/devices/{id}', 'delete')).toEqual(devices);
+    expect(security('/v1/credits/{id}', 'get')).toEqual([{ internalAdminKey: [] }]);
+    expect(security('/v1/players/{user_id}/bonuses/{id}/status', 'post')).toEqual([{ internalAdminKey: [] }]);
+    expect(security('/v1/webhooks/dead-letters/redrive', 'post')).toEqual([{ internalAdminKey: [] }]);
     expect(security('/health/ready', 'get')).toBeUndefined();
     expect(security('/v1/push/{push_id}/events', 'post')).toBeUndefined();
   });

@@ -1,8 +1,9 @@
 import { INTERNAL_KEY, OPERATOR_KEY } from '@operator/testing';
 import { Harness } from './test/harness';
 
-// The queue dashboard (bull-board) at /admin/queues: the internal key opens it, as X-Api-Key or as
-// the password of HTTP Basic (any user name), for its page, its assets and its API alike.
+// The queue dashboard (bull-board) at /admin/queues, with ADMIN_UI=true: an admin key opens it, as
+// X-Api-Key or as the password of HTTP Basic (any user name), for its page, its assets and its API
+// alike. Here outside production, on PORT; in production on METRICS_PORT (operations.int.spec.ts).
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
@@ -10,7 +11,7 @@ describe('the queue dashboard', () => {
   let h: Harness;
 
   beforeAll(async () => {
-    h = await Harness.open();
+    h = await Harness.open({ ADMIN_UI: 'true' });
   });
   afterAll(async () => {
     await h.close();
@@ -58,11 +59,14 @@ describe('the queue dashboard', () => {
   });
 });
 
-describe('the queue dashboard with ADMIN_UI=false', () => {
+describe.each([
+  ['by default', {}],
+  ['with ADMIN_UI=false', { ADMIN_UI: 'false' }],
+])('the queue dashboard %s', (_case, env) => {
   let h: Harness;
 
   beforeAll(async () => {
-    h = await Harness.open({ ADMIN_UI: 'false' });
+    h = await Harness.open(env);
   });
   afterAll(async () => {
     await h.close();

@@ -38,13 +38,16 @@ export function databaseProblems(env: { DATABASE_URL: string }): string[] {
   return problem ? [problem] : [];
 }
 
-/** The operations port of the apps that serve no HTTP of their own (the gateway serves these on PORT). */
+/**
+ * The operations port: every app's /metrics, /health/live and /health/ready. The gateway's in
+ * production only, with /docs, /openapi.json and the queue dashboard; elsewhere it serves them on PORT.
+ */
 export const MetricsEnv = Type.Object({
   METRICS_PORT: Type.Integer({
     default: 9464,
     minimum: 0,
     maximum: 65535,
-    description: 'Port of /metrics, /health/live and /health/ready on the push workers, the bonus app and the dispatcher (0: any free port)',
+    description: 'Port of /metrics, /health/live and /health/ready (0: any free port); the gateway opens it in production only, and serves /docs, /openapi.json and the queue dashboard there too',
   }),
 });
 

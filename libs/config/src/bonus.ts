@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
 import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings } from './base';
+import { weakSecretProblems } from './secrets';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
 export const BonusEnv = Type.Object({
@@ -19,7 +20,7 @@ export interface BonusSettings {
   exchangeRates: Record<string, number>;
 }
 
-/** Checks BonusEnv values that the schema cannot: a URL, and the rates' JSON. */
+/** Checks BonusEnv values that the schema cannot: a URL, the rates' JSON, and in production the platform's key. */
 export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: string): { settings: BonusSettings; problems: string[] } {
   const problems: string[] = [];
   let exchangeRates: Record<string, number> = {};
@@ -33,6 +34,7 @@ export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: string): { 
     problems.push('EXCHANGE_RATES must be a JSON object of positive numbers, like {"USD":0.92}');
   }
   problems.push(...outboundUrlProblems('BONUS_PLATFORM_URL', raw.BONUS_PLATFORM_URL, nodeEnv));
+  if (nodeEnv === 'production') problems.push(...weakSecretProblems('BONUS_PLATFORM_API_KEY', raw.BONUS_PLATFORM_API_KEY));
   return { settings: { platformUrl: raw.BONUS_PLATFORM_URL || undefined, exchangeRates }, problems };
 }
 

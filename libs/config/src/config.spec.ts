@@ -4,11 +4,15 @@ import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { configErrorOf } from './test/config-error';
 import { webpushAllowedOriginsOf } from './origins';
 
-const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
+const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';
+// Keys as production takes them: 32+ characters, random.
+const CRM_KEY = 'crm-key-Zq3VfN1xLw5Tb7Ry2Kp9Hs4M';
+const CRM_KEY_2 = 'crm-key-Ue6Wd0Qa8Jg3Xn1Vc5Bm7Lr2';
+const BACKEND_KEY = 'backend-key-Pt4Ys9Fk2Hw6Nz1Rd8Gx';
 
 const configError = (env: Env) => configErrorOf(() => loadGatewayConfig(env));
 
-const REAL_KEYS = { OPERATOR_API_KEYS: 'crm-key-1,crm-key-2', INTERNAL_API_KEYS: 'backend-key' };
+const REAL_KEYS = { OPERATOR_API_KEYS: `${CRM_KEY},${CRM_KEY_2}`, INTERNAL_API_KEYS: BACKEND_KEY };
 
 describe('loadGatewayConfig: defaults', () => {
   it('runs with an empty environment on development defaults', () => {
@@ -17,7 +21,8 @@ describe('loadGatewayConfig: defaults', () => {
       NODE_ENV: 'development',
       LOG_LEVEL: 'info',
       SHUTDOWN_TIMEOUT_MS: 25000,
-      ADMIN_UI: true,
+      ADMIN_UI: false,
+      METRICS_PORT: 9464,
       DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
       DATABASE_POOL_SIZE: 10,
       redis: { mode: 'standalone', address: { host: '127.0.0.1', port: 6379 }, db: 0, tls: false },
@@ -48,7 +53,7 @@ describe('loadGatewayConfig: defaults', () => {
       EXCHANGE_RATES: '{}',
       bonus: { platformUrl: undefined, exchangeRates: {} },
       operatorApiKeys: ['dev-operator-key'],
-      internalApiKeys: ['dev-internal-key'],
+      internalKeys: { devices: ['dev-internal-key'], admin: ['dev-internal-key'] },
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
       AUTH_FAILURE_LIMIT: 20,
@@ -72,8 +77,7 @@ describe('loadGatewayConfig: defaults', () => {
 
   it('does not expose the raw key variables', () => {
     const config = loadGatewayConfig({}) as Record<string, unknown>;
-    expect('OPERATOR_API_KEYS' in config).toBe(false);
-    expect('INTERNAL_API_KEYS' in config).toBe(false);
+    for (const name of ['OPERATOR_API_KEYS', 'INTERNAL_API_KEYS', 'INTERNAL_DEVICE_KEYS', 'INTERNAL_ADMIN_KEYS']) expect(name in config).toBe(false);
   });
 
   it('treats an empty variable as unset', () => {
@@ -130,12 +134,53 @@ describe('loadGatewayConfig: values from the environment', () => {
   it('splits comma-separated keys, trimming and dropping empty entries', () => {
     const config = loadGatewayConfig({ OPERATOR_API_KEYS: 'a, b,,c', INTERNAL_API_KEYS: ' internal-1 ,internal-2, ' });
     expect(config.operatorApiKeys).toEqual(['a', 'b', 'c']);
-    expect(config.internalApiKeys).toEqual(['internal-1', 'internal-2']);
+    expect(config.internalKeys).toEqual({ devices: ['internal-1', 'internal-2'], admin: ['internal-1', 'internal-2'] });
   });
 
   it('refuses a key list with no key in it', () => {
     const error = configError({ OPERATOR_API_KEYS: ' , ,', INTERNAL_API_KEYS: ',' });
     expect(error.problems).toEqual(['OPERATOR_API_KEYS must name at least one key', 'INTERNAL_API_KEYS must name at least one key']);
+  });
+});
+
+describe('loadGatewayConfig: internal keys by what they open', () => {
+  it('opens everything with INTERNAL_API_KEYS, as before there were scoped keys', () => {
+    expect(loadGatewayConfig({ INTERNAL_API_KEYS: 'backend' }).internalKeys).toEqual({ devices: ['backend'], admin: ['backend'] });
+  });
+
+  it('opens the device routes alone with INTERNAL_DEVICE_KEYS, and every internal route with INTERNAL_ADMIN_KEYS', () => {
+    const config = loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app-1,app-2', INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: 'legacy' });
+    expect(config.internalKeys).toEqual({ devices: ['app-1', 'app-2', 'ops', 'legacy'], admin: ['ops', 'legacy'] });
+  });
+
+  it('falls back to the development key only while no internal key of any class is set', () => {
+    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app' }).internalKeys).toEqual({ devices: ['app'], admin: [] });
+    expect(loadGatewayConfig({ INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: '' }).internalKeys).toEqual({ devices: ['ops'], admin: ['ops'] });
+    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: ' , ' }).internalKeys).toEqual({ devices: [DEV_INTERNAL_KEY], admin: [DEV_INTERNAL_KEY] });
+  });
+
+  it('takes scoped keys alone in production, and refuses the development key there', () => {
+    const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY };
+    const config = loadGatewayConfig({ ...env, INTERNAL_DEVICE_KEYS: CRM_KEY_2, INTERNAL_ADMIN_KEYS: BACKEND_KEY });
+    expect(config.internalKeys).toEqual({ devices: [CRM_KEY_2, BACKEND_KEY], admin: [BACKEND_KEY] });
+    expect(configError(env).problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
+  });
+
+  it('refuses a key in two classes, naming both, for every pair', () => {
+    const error = configError({ OPERATOR_API_KEYS: 'crm,a', INTERNAL_API_KEYS: 'b,c', INTERNAL_DEVICE_KEYS: 'a,d', INTERNAL_ADMIN_KEYS: 'd,c' });
+    expect(error.problems).toEqual([
+      'OPERATOR_API_KEYS and INTERNAL_DEVICE_KEYS must not share a key',
+      'INTERNAL_API_KEYS and INTERNAL_ADMIN_KEYS must not share a key',
+      'INTERNAL_DEVICE_KEYS and INTERNAL_ADMIN_KEYS must not share a key',
+    ]);
+  });
+
+  it('refuses a weak device or admin key in production, naming its variable and place', () => {
+    const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY };
+    expect(configError({ ...env, INTERNAL_DEVICE_KEYS: `${CRM_KEY_2},app`, INTERNAL_ADMIN_KEYS: 'o'.repeat(32) }).problems).toEqual([
+      'INTERNAL_DEVICE_KEYS: the 2nd key is shorter than 32 characters',
+      'INTERNAL_ADMIN_KEYS: the 1st key is one character repeated',
+    ]);
   });
 });
 
@@ -223,7 +268,7 @@ describe('loadGatewayConfig: problems', () => {
 
 describe('loadGatewayConfig: production', () => {
   it('refuses the development tracking secret', () => {
-    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' });
+    const error = configError({ NODE_ENV: 'production', OPERATOR_API_KEYS: CRM_KEY, INTERNAL_API_KEYS: BACKEND_KEY });
     expect(error.problems).toEqual(['TRACKING_SECRET holds the development secret; set a real one in production']);
   });
 
@@ -245,7 +290,7 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses the development keys when listed among real ones', () => {
-    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: `crm-key, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},backend-key` });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: `${CRM_KEY}, ${DEV_OPERATOR_KEY}`, INTERNAL_API_KEYS: `${DEV_INTERNAL_KEY},${BACKEND_KEY}` });
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
       'INTERNAL_API_KEYS holds the development key; set real keys in production',
@@ -253,15 +298,15 @@ describe('loadGatewayConfig: production', () => {
   });
 
   it('refuses only the list that holds a development key', () => {
-    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
+    const error = configError({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY, INTERNAL_API_KEYS: DEV_INTERNAL_KEY });
     expect(error.problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
   });
 
   it('accepts real keys', () => {
     const config = loadGatewayConfig({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS });
     expect(config.NODE_ENV).toBe('production');
-    expect(config.operatorApiKeys).toEqual(['crm-key-1', 'crm-key-2']);
-    expect(config.internalApiKeys).toEqual(['backend-key']);
+    expect(config.operatorApiKeys).toEqual([CRM_KEY, CRM_KEY_2]);
+    expect(config.internalKeys).toEqual({ devices: [BACKEND_KEY], admin: [BACKEND_KEY] });
   });
 
   it('allows the development keys outside production', () => {
@@ -275,6 +320,7 @@ describe('loadGatewayConfig: production', () => {
     expect(error.problems).toEqual([
       'OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key',
       'OPERATOR_API_KEYS holds the development key; set real keys in production',
+      'INTERNAL_API_KEYS: the 1st key is shorter than 32 characters',
     ]);
   });
 });

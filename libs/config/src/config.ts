@@ -1,15 +1,16 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, databaseProblems, PushSendEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RuntimeEnv } from './base';
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
 import { EdgeEnv, edgeSettings, type EdgeSettings } from './edge';
+import { weakSecretProblems } from './secrets';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
-// no configuration; production refuses the development keys.
+// no configuration; production refuses the development keys and every weak secret (secrets.ts).
 
 export const DEV_OPERATOR_KEY = 'dev-operator-key';
 export const DEV_INTERNAL_KEY = 'dev-internal-key';
@@ -18,7 +19,15 @@ export const GatewayEnv = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', description: 'Address the gateway listens on' }),
   PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535, description: 'Port the gateway listens on' }),
   OPERATOR_API_KEYS: Type.String({ default: DEV_OPERATOR_KEY, description: 'Comma-separated X-Api-Key values the CRM may use' }),
-  INTERNAL_API_KEYS: Type.String({ default: DEV_INTERNAL_KEY, description: "Comma-separated X-Api-Key values of the operator's own back end (/v1)" }),
+  INTERNAL_API_KEYS: Type.String({
+    default: DEV_INTERNAL_KEY,
+    description: "Comma-separated X-Api-Key values of the operator's own back end that open every internal route, as INTERNAL_ADMIN_KEYS do (the default only while no internal key of any class is set)",
+  }),
+  INTERNAL_DEVICE_KEYS: Type.String({ default: '', description: 'Comma-separated X-Api-Key values that register, list and remove devices, and open nothing else' }),
+  INTERNAL_ADMIN_KEYS: Type.String({
+    default: '',
+    description: 'Comma-separated X-Api-Key values that open every internal route: devices, the bonus catalog, wallets, ledgers, player bonuses, credits, dead letters, the queue dashboard',
+  }),
   CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$', description: 'Middle word of the X-<Word>-* headers' }),
   BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
   BATCH_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages handled per batch request; the rest are left for the CRM to resend' }),
@@ -33,19 +42,29 @@ export const GatewayEnv = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
   MAX_RSS_BYTES: Type.Integer({ default: 384 * 1024 * 1024, minimum: 0, description: 'Above this resident memory requests are shed with 503 and Retry-After (0: off)' }),
   REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 1000, description: "A request's headers and body must arrive within this; past it the answer is 408 and the connection is closed" }),
-  ADMIN_UI: Type.Boolean({ default: true, description: 'Serve the queue dashboard at /admin/queues (internal key); false: 404' }),
+  ADMIN_UI: Type.Boolean({ default: false, description: 'Serve the queue dashboard at /admin/queues (admin key; in production on METRICS_PORT only); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 /** The CRM's credentials are read into `crmAuth` only. */
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
+/** The keys are read into `operatorApiKeys` and `internalKeys` only. */
+type KeyVariable = 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | 'INTERNAL_DEVICE_KEYS' | 'INTERNAL_ADMIN_KEYS';
 
-export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
+/** The X-Api-Key values of the operator's own back end, by the routes they open. */
+export interface InternalKeys {
+  /** Open the device routes: INTERNAL_DEVICE_KEYS, INTERNAL_ADMIN_KEYS and INTERNAL_API_KEYS. */
+  devices: string[];
+  /** Open every internal route and the queue dashboard: INTERNAL_ADMIN_KEYS and INTERNAL_API_KEYS. */
+  admin: string[];
+}
+
+export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
   redis: RedisConnection;
   operatorApiKeys: string[];
-  internalApiKeys: string[];
+  internalKeys: InternalKeys;
   webhookMaxAgeMs: number;
   bonus: BonusSettings;
   crmAuth: CrmAuthSettings;
@@ -55,27 +74,58 @@ export type GatewayConfig = Omit<GatewayRaw, 'OPERATOR_API_KEYS' | 'INTERNAL_API
   edge: EdgeSettings;
 };
 
-/** Checks that span variables: the keys must exist, be distinct per class, and not be the development ones in production. */
-function keyProblems(env: Env, operatorApiKeys: string[], internalApiKeys: string[]): string[] {
+/** Each class of key, by its variable. */
+type KeyLists = Record<KeyVariable, string[]>;
+
+/**
+ * The keys of each class. INTERNAL_API_KEYS falls back to the development key only while no
+ * internal key of any class is set, so a deployment may give scoped keys alone.
+ */
+function keyListsOf(env: Env): KeyLists {
+  const INTERNAL_DEVICE_KEYS = splitList(env.INTERNAL_DEVICE_KEYS ?? '');
+  const INTERNAL_ADMIN_KEYS = splitList(env.INTERNAL_ADMIN_KEYS ?? '');
+  const scoped = INTERNAL_DEVICE_KEYS.length > 0 || INTERNAL_ADMIN_KEYS.length > 0;
+  return {
+    OPERATOR_API_KEYS: splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY),
+    INTERNAL_API_KEYS: splitList(env.INTERNAL_API_KEYS || (scoped ? '' : DEV_INTERNAL_KEY)),
+    INTERNAL_DEVICE_KEYS,
+    INTERNAL_ADMIN_KEYS,
+  };
+}
+
+/**
+ * Checks that span variables: the keys must exist, each class apart from the others, and in
+ * production be neither the development ones nor weak.
+ */
+function keyProblems(env: Env, keys: KeyLists): string[] {
   const problems: string[] = [];
-  if (!operatorApiKeys.length) problems.push('OPERATOR_API_KEYS must name at least one key');
-  if (!internalApiKeys.length) problems.push('INTERNAL_API_KEYS must name at least one key');
-  if (operatorApiKeys.some((key) => internalApiKeys.includes(key))) {
-    problems.push('OPERATOR_API_KEYS and INTERNAL_API_KEYS must not share a key');
-  }
+  const internal = [...keys.INTERNAL_API_KEYS, ...keys.INTERNAL_DEVICE_KEYS, ...keys.INTERNAL_ADMIN_KEYS];
+  if (!keys.OPERATOR_API_KEYS.length) problems.push('OPERATOR_API_KEYS must name at least one key');
+  if (!internal.length) problems.push('INTERNAL_API_KEYS must name at least one key');
+  const classes = Object.entries(keys) as [KeyVariable, string[]][];
+  classes.forEach(([name, list], index) => {
+    for (const [other, otherList] of classes.slice(index + 1)) {
+      if (list.some((key) => otherList.includes(key))) problems.push(`${name} and ${other} must not share a key`);
+    }
+  });
   if (env.NODE_ENV === 'production') {
-    if (operatorApiKeys.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
-    if (internalApiKeys.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
+    if (keys.OPERATOR_API_KEYS.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
+    if (keys.INTERNAL_API_KEYS.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
+    problems.push(
+      ...weakSecretProblems('OPERATOR_API_KEYS', keys.OPERATOR_API_KEYS, { development: DEV_OPERATOR_KEY }),
+      ...weakSecretProblems('INTERNAL_API_KEYS', keys.INTERNAL_API_KEYS, { development: DEV_INTERNAL_KEY }),
+      ...weakSecretProblems('INTERNAL_DEVICE_KEYS', keys.INTERNAL_DEVICE_KEYS),
+      ...weakSecretProblems('INTERNAL_ADMIN_KEYS', keys.INTERNAL_ADMIN_KEYS),
+    );
   }
   return problems;
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
-  const operatorApiKeys = splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY);
-  const internalApiKeys = splitList(env.INTERNAL_API_KEYS || DEV_INTERNAL_KEY);
+  const keys = keyListsOf(env);
   const redis = redisConnectionOf(env);
   const webpushOrigins = webpushAllowedOriginsOf(env);
-  const problems = [...redis.problems, ...keyProblems(env, operatorApiKeys, internalApiKeys), ...webpushOrigins.problems];
+  const problems = [...redis.problems, ...keyProblems(env, keys), ...webpushOrigins.problems];
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);
@@ -88,12 +138,25 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const edge = raw ? edgeSettings(raw) : undefined;
   if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems, ...edge!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
-  const { OPERATOR_API_KEYS: _o, INTERNAL_API_KEYS: _i, CRM_AUTH: _a, CRM_BASIC_USERS: _b, CRM_OAUTH_CLIENTS: _c, CRM_OAUTH_TOKEN_TTL: _t, CRM_OAUTH_SIGNING_KEYS: _k, WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
+  const {
+    OPERATOR_API_KEYS: _o,
+    INTERNAL_API_KEYS: _i,
+    INTERNAL_DEVICE_KEYS: _d,
+    INTERNAL_ADMIN_KEYS: _m,
+    CRM_AUTH: _a,
+    CRM_BASIC_USERS: _b,
+    CRM_OAUTH_CLIENTS: _c,
+    CRM_OAUTH_TOKEN_TTL: _t,
+    CRM_OAUTH_SIGNING_KEYS: _k,
+    WEBPUSH_ALLOWED_ORIGINS: _w,
+    ...rest
+  } = raw;
+  const admin = [...keys.INTERNAL_ADMIN_KEYS, ...keys.INTERNAL_API_KEYS];
   return {
     ...withoutRedisVariables(rest),
     redis: redis.connection,
-    operatorApiKeys,
-    internalApiKeys,
+    operatorApiKeys: keys.OPERATOR_API_KEYS,
+    internalKeys: { devices: [...keys.INTERNAL_DEVICE_KEYS, ...admin], admin },
     webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE),
     bonus: bonus!.settings,
     crmAuth: crmAuth!.settings,

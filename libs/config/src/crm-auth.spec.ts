@@ -3,8 +3,17 @@ import { CRM_AUTH_METHODS, DEV_OAUTH_SIGNING_KEY } from './crm-auth';
 import type { Env } from './env';
 import { configErrorOf } from './test/config-error';
 
-const PRODUCTION = { NODE_ENV: 'production', TRACKING_SECRET: 'a-production-tracking-secret', OPERATOR_API_KEYS: 'crm-key', INTERNAL_API_KEYS: 'backend-key' };
+const PRODUCTION = {
+  NODE_ENV: 'production',
+  TRACKING_SECRET: 'tracking-secret-3q9VwXk2LmZr7TbN5yHc',
+  OPERATOR_API_KEYS: 'crm-key-Zq3VfN1xLw5Tb7Ry2Kp9Hs4M',
+  INTERNAL_API_KEYS: 'backend-key-Pt4Ys9Fk2Hw6Nz1Rd8Gx',
+};
+/** Long enough everywhere; production also refuses it, as one character repeated. */
 const SIGNING_KEY = 'k'.repeat(32);
+const PRODUCTION_SIGNING_KEY = 'signing-key-Vb8Qm2Xr5Tn9Lw3Hc7Jd';
+const STRONG_SECRET = 'secret-Rw7Kq2Zn9Xb4Vt6Hm1Lp3Gs8Ye';
+const CLIENT = `crm:${STRONG_SECRET}`;
 
 const problems = (env: Env) => configErrorOf(() => loadGatewayConfig(env)).problems;
 
@@ -52,7 +61,7 @@ describe('CRM_AUTH and its credentials', () => {
     ['oauth2', 'CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret'],
   ])('refuses %s with nobody to admit, in every environment', (method, problem) => {
     expect(problems({ CRM_AUTH: method })).toEqual([problem]);
-    expect(problems({ ...PRODUCTION, CRM_AUTH: method, CRM_OAUTH_SIGNING_KEYS: SIGNING_KEY })).toEqual([problem]);
+    expect(problems({ ...PRODUCTION, CRM_AUTH: method, CRM_OAUTH_SIGNING_KEYS: PRODUCTION_SIGNING_KEY })).toEqual([problem]);
   });
 
   it('reads the token lifetime and the signing keys, the first one first', () => {
@@ -71,13 +80,36 @@ describe('CRM_AUTH and its credentials', () => {
   });
 
   it('refuses the development signing key in production when oauth2 is on, also listed among real ones', () => {
-    const oauth = { ...PRODUCTION, CRM_AUTH: 'oauth2', CRM_OAUTH_CLIENTS: 'crm:secret' };
+    const oauth = { ...PRODUCTION, CRM_AUTH: 'oauth2', CRM_OAUTH_CLIENTS: CLIENT };
     const refused = 'CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production';
     expect(problems(oauth)).toEqual([refused]);
-    expect(problems({ ...oauth, CRM_OAUTH_SIGNING_KEYS: `${SIGNING_KEY},${DEV_OAUTH_SIGNING_KEY}` })).toEqual([refused]);
-    expect(loadGatewayConfig({ ...oauth, CRM_OAUTH_SIGNING_KEYS: SIGNING_KEY }).crmAuth.signingKeys).toEqual([SIGNING_KEY]);
+    expect(problems({ ...oauth, CRM_OAUTH_SIGNING_KEYS: `${PRODUCTION_SIGNING_KEY},${DEV_OAUTH_SIGNING_KEY}` })).toEqual([refused]);
+    expect(loadGatewayConfig({ ...oauth, CRM_OAUTH_SIGNING_KEYS: PRODUCTION_SIGNING_KEY }).crmAuth.signingKeys).toEqual([PRODUCTION_SIGNING_KEY]);
     // Without oauth2 no token is signed, so the key is not asked for.
     expect(loadGatewayConfig(PRODUCTION).crmAuth.methods).toEqual(['api-key']);
+  });
+
+  it('refuses in production a signing key of one character repeated, however long, naming its place and never the key', () => {
+    const oauth = { ...PRODUCTION, CRM_AUTH: 'oauth2', CRM_OAUTH_CLIENTS: CLIENT };
+    const found = problems({ ...oauth, CRM_OAUTH_SIGNING_KEYS: `${PRODUCTION_SIGNING_KEY},${'a'.repeat(32)},${'b'.repeat(64)}` });
+    expect(found).toEqual(['CRM_OAUTH_SIGNING_KEYS: the 2nd key is one character repeated', 'CRM_OAUTH_SIGNING_KEYS: the 3rd key is one character repeated']);
+    expect(found.join(' ')).not.toMatch(/aaaa|bbbb/);
+    // Outside production only the length is asked for.
+    expect(loadGatewayConfig({ CRM_OAUTH_SIGNING_KEYS: 'a'.repeat(32) }).crmAuth.signingKeys).toEqual(['a'.repeat(32)]);
+  });
+
+  it('refuses in production a weak Basic password or client secret, naming the variable and the entry, never the secret', () => {
+    const found = problems({
+      ...PRODUCTION,
+      CRM_AUTH: 'basic,oauth2',
+      CRM_BASIC_USERS: `crm:${STRONG_SECRET},ops:hunter2`,
+      CRM_OAUTH_CLIENTS: `crm:${'s'.repeat(40)}`,
+      CRM_OAUTH_SIGNING_KEYS: PRODUCTION_SIGNING_KEY,
+    });
+    expect(found).toEqual(['CRM_BASIC_USERS: the 2nd password is shorter than 32 characters', 'CRM_OAUTH_CLIENTS: the 1st secret is one character repeated']);
+    expect(found.join(' ')).not.toMatch(/hunter2|ssss/);
+    // The same credentials outside production: the developer's own.
+    expect(loadGatewayConfig({ CRM_AUTH: 'basic', CRM_BASIC_USERS: 'crm:pw' }).crmAuth.basicUsers).toEqual([{ id: 'crm', secret: 'pw' }]);
   });
 
   it('keeps the raw variables out of the configuration', () => {

@@ -1,13 +1,14 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { splitList } from './env';
+import { MIN_SECRET_LENGTH, ordinal, weakSecretProblems } from './secrets';
 
 /** How the CRM may authenticate its calls to the gateway (push, polling, bonuses). */
 export const CRM_AUTH_METHODS = ['api-key', 'basic', 'oauth2'] as const;
 export type CrmAuthMethod = (typeof CRM_AUTH_METHODS)[number];
 
 export const DEV_OAUTH_SIGNING_KEY = 'dev-oauth-signing-key-not-for-production';
-/** HMAC-SHA256 keys shorter than this are refused: 32 characters of a random string carry enough entropy. */
-export const MIN_SIGNING_KEY_LENGTH = 32;
+/** HMAC-SHA256 keys shorter than this are refused in every environment: a token they sign could be forged anywhere. */
+export const MIN_SIGNING_KEY_LENGTH = MIN_SECRET_LENGTH;
 
 export const CrmAuthEnv = Type.Object({
   CRM_AUTH: Type.String({ default: 'api-key', description: `What the CRM's calls may authenticate with, comma-separated: ${CRM_AUTH_METHODS.join(', ')}` }),
@@ -36,8 +37,6 @@ export interface CrmAuthSettings {
   signingKeys: string[];
 }
 
-const ordinal = (index: number) => `${index + 1}${['st', 'nd', 'rd'][index] ?? 'th'}`;
-
 /**
  * `id:secret` pairs, split at the first colon: an id never holds one (RFC 7617 forbids it in a
  * Basic user name), a secret may. A problem names the entry by its place, never by its text.
@@ -53,7 +52,10 @@ function credentials(name: string, text: string, problems: string[]): Credential
   });
 }
 
-/** Checks CrmAuthEnv values that the schema cannot: the method names, the pairs, the keys, production. */
+/**
+ * Checks CrmAuthEnv values that the schema cannot: the method names, the pairs, the keys, and in
+ * production the strength of every password, client secret and signing key.
+ */
 export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; problems: string[] } {
   const problems: string[] = [];
   const words = splitList(raw.CRM_AUTH);
@@ -67,14 +69,24 @@ export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; p
   if (methods.includes('basic') && !basicUsers.length) problems.push('CRM_AUTH has basic, but CRM_BASIC_USERS names no user:password');
   if (methods.includes('oauth2') && !oauthClients.length) problems.push('CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret');
 
+  const production = raw.NODE_ENV === 'production';
   const signingKeys = splitList(raw.CRM_OAUTH_SIGNING_KEYS);
   if (!signingKeys.length) problems.push('CRM_OAUTH_SIGNING_KEYS must name at least one key');
-  signingKeys.forEach((key, index) => {
-    if (key.length < MIN_SIGNING_KEY_LENGTH) problems.push(`CRM_OAUTH_SIGNING_KEYS: the ${ordinal(index)} key is shorter than ${MIN_SIGNING_KEY_LENGTH} characters`);
-  });
+  if (production) problems.push(...weakSecretProblems('CRM_OAUTH_SIGNING_KEYS', signingKeys));
+  else {
+    signingKeys.forEach((key, index) => {
+      if (key.length < MIN_SIGNING_KEY_LENGTH) problems.push(`CRM_OAUTH_SIGNING_KEYS: the ${ordinal(index)} key is shorter than ${MIN_SIGNING_KEY_LENGTH} characters`);
+    });
+  }
   // Unused without oauth2, so only then required in production.
-  if (raw.NODE_ENV === 'production' && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
+  if (production && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
     problems.push('CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production');
+  }
+  if (production) {
+    problems.push(
+      ...weakSecretProblems('CRM_BASIC_USERS', basicUsers.map((user) => user.secret), { what: 'password' }),
+      ...weakSecretProblems('CRM_OAUTH_CLIENTS', oauthClients.map((client) => client.secret), { what: 'secret' }),
+    );
   }
   return { settings: { methods, basicUsers, oauthClients, tokenTtlSeconds: raw.CRM_OAUTH_TOKEN_TTL, signingKeys }, problems };
 }

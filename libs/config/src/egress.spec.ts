@@ -13,7 +13,7 @@ function problemsOf(load: () => unknown): string[] {
   }
 }
 
-const PRODUCTION = { NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'a-real-secret-of-the-operator' };
+const PRODUCTION = { NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'webhook-secret-Hn4Qz8Wc1Ry6Tk3Xb9M' };
 
 describe('outbound settings', () => {
   it('reads HTTPS_PROXY, HTTP_PROXY and NO_PROXY, the lower-case names when the upper-case ones are unset', () => {

@@ -14,7 +14,8 @@ function problems(env: Env): string[] {
   return [];
 }
 
-const PRODUCTION = { NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'a-real-secret-of-some-length' };
+const PRODUCTION = { NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'webhook-secret-Hn4Qz8Wc1Ry6Tk3Xb9M' };
+const CRM_PASSWORD = 'crm-password-Dv5Lp2Sg7Jm0Bq4Nf8Zw';
 
 describe('loadDispatcherConfig: events transport', () => {
   it('posts by default, with the local broker and the crm-events exchange ready for rabbitmq', () => {
@@ -67,11 +68,32 @@ describe('loadDispatcherConfig: status webhook format', () => {
     expect(problems({ ...PRODUCTION, CRM_STATUS_WEBHOOK_FORMAT: 'conversion' })).toEqual([
       "CRM_STATUS_WEBHOOK_FORMAT=conversion needs CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD (the CRM's conversion endpoint takes Basic auth)",
     ]);
-    expect(problems({ ...PRODUCTION, CRM_STATUS_WEBHOOK_FORMAT: 'conversion', CRM_WEBHOOK_USERNAME: 'crm', CRM_WEBHOOK_PASSWORD: 'secret' })).toEqual([]);
+    expect(problems({ ...PRODUCTION, CRM_STATUS_WEBHOOK_FORMAT: 'conversion', CRM_WEBHOOK_USERNAME: 'crm', CRM_WEBHOOK_PASSWORD: CRM_PASSWORD })).toEqual([]);
     expect(problems({ ...PRODUCTION, CRM_STATUS_WEBHOOK_FORMAT: 'conversion', CRM_WEBHOOK_USERNAME: 'crm' })).toEqual([
       'CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD go together',
     ]);
     expect(problems({ ...PRODUCTION })).toEqual([]);
     expect(problems({ CRM_STATUS_WEBHOOK_FORMAT: 'conversion' })).toEqual([]);
+  });
+});
+
+describe('loadDispatcherConfig: secrets in production', () => {
+  it('refuses a weak signing secret, Basic password or API key towards the CRM, naming each and never its value', () => {
+    const found = problems({ NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'only-sixteen-chr', CRM_WEBHOOK_USERNAME: 'crm', CRM_WEBHOOK_PASSWORD: 'hunter2', CRM_WEBHOOK_API_KEY: 'x'.repeat(40) });
+    expect(found).toEqual([
+      'CRM_WEBHOOK_SECRET is shorter than 32 characters',
+      'CRM_WEBHOOK_PASSWORD is shorter than 32 characters',
+      'CRM_WEBHOOK_API_KEY is one character repeated',
+    ]);
+    expect(found.join(' ')).not.toMatch(/only-sixteen|hunter2|xxxx/);
+  });
+
+  it('asks nothing of the password and API key left empty, and nothing of any secret outside production', () => {
+    expect(problems(PRODUCTION)).toEqual([]);
+    expect(problems({ CRM_WEBHOOK_SECRET: 'only-sixteen-chr', CRM_WEBHOOK_USERNAME: 'crm', CRM_WEBHOOK_PASSWORD: 'pw', CRM_WEBHOOK_API_KEY: 'key' })).toEqual([]);
+  });
+
+  it('refuses the development secret once, as such', () => {
+    expect(problems({ NODE_ENV: 'production' })).toEqual(['CRM_WEBHOOK_SECRET holds the development secret; set a real one in production']);
   });
 });

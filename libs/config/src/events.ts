@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
 import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings } from './base';
+import { MIN_SECRET_LENGTH, weakSecretProblems } from './secrets';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
 export const DEV_WEBHOOK_SECRET = 'dev-webhook-secret';
@@ -9,7 +10,11 @@ export const DEV_AMQP_URL = 'amqp://guest:guest@127.0.0.1:5672';
 
 /** Signs the tracking token each push carries (gateway and workers share it). */
 export const TrackingEnv = Type.Object({
-  TRACKING_SECRET: Type.String({ default: DEV_TRACKING_SECRET, minLength: 16, description: 'Key of the HMAC that makes each push’s tracking token' }),
+  TRACKING_SECRET: Type.String({
+    default: DEV_TRACKING_SECRET,
+    minLength: 16,
+    description: `Key of the HMAC that makes each push’s tracking token (${MIN_SECRET_LENGTH}+ characters in production)`,
+  }),
 });
 
 export const WebhookAgeEnv = Type.Object({
@@ -33,7 +38,11 @@ export const DispatcherEnv = Type.Object({
   }),
   CRM_EVENTS_AMQP_URL: Type.String({ default: DEV_AMQP_URL, description: "The CRM's RabbitMQ (amqp:// or amqps://, with its user and password), for CRM_EVENTS_TRANSPORT=rabbitmq" }),
   CRM_EVENTS_AMQP_EXCHANGE: Type.String({ default: 'crm-events', minLength: 1, description: 'The durable topic exchange bonus and balance events are published on' }),
-  CRM_WEBHOOK_SECRET: Type.String({ default: DEV_WEBHOOK_SECRET, minLength: 16, description: 'Key of the HMAC-SHA256 X-Signature on every request' }),
+  CRM_WEBHOOK_SECRET: Type.String({
+    default: DEV_WEBHOOK_SECRET,
+    minLength: 16,
+    description: `Key of the HMAC-SHA256 X-Signature on every request (${MIN_SECRET_LENGTH}+ characters in production)`,
+  }),
   CRM_WEBHOOK_USERNAME: Type.String({ default: '', description: 'Basic auth user towards the CRM (with CRM_WEBHOOK_PASSWORD)' }),
   CRM_WEBHOOK_PASSWORD: Type.String({ default: '', description: 'Basic auth password towards the CRM' }),
   CRM_WEBHOOK_API_KEY_HEADER: Type.String({ default: 'X-Api-Key', description: 'Header that carries CRM_WEBHOOK_API_KEY' }),
@@ -82,14 +91,21 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   if (raw.NODE_ENV === 'production' && raw.CRM_WEBHOOK_SECRET === DEV_WEBHOOK_SECRET) {
     problems.push('CRM_WEBHOOK_SECRET holds the development secret; set a real one in production');
   }
+  if (raw.NODE_ENV === 'production') {
+    problems.push(
+      ...weakSecretProblems('CRM_WEBHOOK_SECRET', raw.CRM_WEBHOOK_SECRET, { development: DEV_WEBHOOK_SECRET }),
+      ...weakSecretProblems('CRM_WEBHOOK_PASSWORD', raw.CRM_WEBHOOK_PASSWORD),
+      ...weakSecretProblems('CRM_WEBHOOK_API_KEY', raw.CRM_WEBHOOK_API_KEY),
+    );
+  }
   if (raw.CRM_EVENTS_TRANSPORT === 'rabbitmq') amqpUrlProblems(raw.NODE_ENV, raw.CRM_EVENTS_AMQP_URL, problems);
   if (problems.length) throw new ConfigError(problems);
   return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), egress };
 }
 
-/** TRACKING_SECRET, refused in production while it is the development one. */
+/** TRACKING_SECRET, refused in production while it is the development one, or a weak one. */
 export function trackingProblems(env: { NODE_ENV: string; TRACKING_SECRET: string }): string[] {
-  return env.NODE_ENV === 'production' && env.TRACKING_SECRET === DEV_TRACKING_SECRET
-    ? ['TRACKING_SECRET holds the development secret; set a real one in production']
-    : [];
+  if (env.NODE_ENV !== 'production') return [];
+  if (env.TRACKING_SECRET === DEV_TRACKING_SECRET) return ['TRACKING_SECRET holds the development secret; set a real one in production'];
+  return weakSecretProblems('TRACKING_SECRET', env.TRACKING_SECRET);
 }

@@ -13,3 +13,4 @@ export * from './shutdown';
 export * from './apps';
 export * from './origins';
 export * from './edge';
+export * from './secrets';

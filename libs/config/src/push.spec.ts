@@ -6,7 +6,7 @@ import type { ProviderName } from '@operator/contract';
 import { loadPushWorkerConfig } from './push';
 import { configErrorOf } from './test/config-error';
 
-const PRODUCTION_TRACKING_SECRET = 'a-production-tracking-secret';
+const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';
 
 let dir: string;
 beforeAll(() => {

@@ -13,6 +13,7 @@ export const TooManyFailures = errorResponse(
   'Too many failed authentications from this address, or for this Basic user or OAuth client (AUTH_FAILURE_LIMIT): every request with credentials is refused, the right ones too, until Retry-After seconds have passed',
   { headers: { 'Retry-After': { type: 'integer', description: 'Seconds until the lockout ends' } } },
 );
+export const Forbidden = errorResponse('A device key (INTERNAL_DEVICE_KEYS): this route takes an admin key (INTERNAL_ADMIN_KEYS or INTERNAL_API_KEYS)');
 export const TooLarge = errorResponse('The body is larger than BODY_LIMIT_BYTES');
 export const OpenRouteTooLarge = errorResponse(`The body is larger than ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes, the limit of the routes open without a key`);
 export const Unavailable = errorResponse('A store cannot be reached, the gateway is shedding load, or it is closing: retry after Retry-After seconds', {

@@ -5,7 +5,12 @@ import { uniqueName } from './ids';
 
 export const OPERATOR_KEY = 'test-operator-key';
 export const ROTATED_OPERATOR_KEY = 'test-operator-key-next';
+/** INTERNAL_API_KEYS: opens every internal route. */
 export const INTERNAL_KEY = 'test-internal-key';
+/** INTERNAL_DEVICE_KEYS: the device routes only. */
+export const DEVICE_KEY = 'test-device-key';
+/** INTERNAL_ADMIN_KEYS: every internal route. */
+export const ADMIN_KEY = 'test-admin-key';
 
 export interface TestStores {
   config: GatewayConfig;
@@ -21,6 +26,8 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
     ...process.env,
     OPERATOR_API_KEYS: `${OPERATOR_KEY},${ROTATED_OPERATOR_KEY}`,
     INTERNAL_API_KEYS: INTERNAL_KEY,
+    INTERNAL_DEVICE_KEYS: DEVICE_KEY,
+    INTERNAL_ADMIN_KEYS: ADMIN_KEY,
     QUEUE_PREFIX: uniqueName('test'),
     MAX_EVENT_LOOP_DELAY_MS: '0',
     // Specs answer many 401s from one address; those of the lockout set their own limit.

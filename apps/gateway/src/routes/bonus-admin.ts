@@ -12,6 +12,7 @@ import {
   CreditQuerySchema,
   CreditSchema,
   errorResponse,
+  Forbidden,
   isUuid,
   LedgerSchema,
   LimitQuerySchema,
@@ -29,7 +30,7 @@ import { orUnavailable } from './unavailable';
 
 const TAGS = ['Back office: bonuses'];
 const PlayerParams = Type.Object({ user_id: Type.String({ description: 'Player id' }) });
-const reads = { 401: Unauthorized, 503: Unavailable };
+const reads = { 401: Unauthorized, 403: Forbidden, 503: Unavailable };
 
 function creditView(credit: CreditRow): CreditView {
   return {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BadRequest, DeadLetterListSchema, LimitQuerySchema, RedriveSchema, RedrivenSchema, TooLarge, Unauthorized, Unavailable } from '@operator/contract';
+import { BadRequest, DeadLetterListSchema, Forbidden, LimitQuerySchema, RedriveSchema, RedrivenSchema, TooLarge, Unauthorized, Unavailable } from '@operator/contract';
 import { listDeadLetters, redriveDeadLetters, type Db } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
@@ -14,7 +14,7 @@ export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; maxAgeMs: num
         tags: TAGS,
         summary: 'Events the CRM refused, or that outlived WEBHOOK_MAX_AGE',
         querystring: LimitQuerySchema,
-        response: { 200: DeadLetterListSchema, 400: BadRequest, 401: Unauthorized, 503: Unavailable },
+        response: { 200: DeadLetterListSchema, 400: BadRequest, 401: Unauthorized, 403: Forbidden, 503: Unavailable },
       },
     },
     async (request) => {
@@ -40,7 +40,7 @@ export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; maxAgeMs: num
         tags: TAGS,
         summary: 'Send dead letters again, with a fresh WEBHOOK_MAX_AGE',
         body: RedriveSchema,
-        response: { 200: RedrivenSchema, 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable },
+        response: { 200: RedrivenSchema, 400: BadRequest, 401: Unauthorized, 403: Forbidden, 413: TooLarge, 503: Unavailable },
       },
     },
     async (request) => ({ redriven: await orUnavailable(redriveDeadLetters(db.pool, maxAgeMs, request.body.event_ids)) }),

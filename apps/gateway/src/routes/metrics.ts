@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { BALANCE_TOPIC, BONUS_TOPIC } from '@operator/bonus';
 import { countCreditsByState, countDeadLetters, PUSH_STATUS_TOPIC, readOutboxBacklog, type Db } from '@operator/db';
 import { acceptedMessages, METRICS_CONTENT_TYPE, metricsText, observeHttpRequest, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
@@ -12,12 +12,23 @@ export interface MetricsOptions {
 const SINGLE_ROUTE = '/channels/push/single';
 
 /**
- * GET /metrics (no API key, like /health), the request histogram of every answer, and the single
- * pushes refused as invalid: a 400 may come from the schema, before any handler runs (the batch
- * route counts its invalid messages itself, libs/push the rest). The gateway reports every store
- * gauge, read when scraped.
+ * The request histogram of every answer of `app`, and the single pushes refused as invalid: a 400
+ * may come from the schema, before any handler runs (the batch route counts its invalid messages
+ * itself, libs/push the rest).
  */
-export function registerMetrics(app: FastifyInstance, { db, queues }: MetricsOptions) {
+export function observeRequests(app: FastifyInstance) {
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url;
+    observeHttpRequest(request.method, route ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+    if (reply.statusCode === 400 && route === SINGLE_ROUTE) acceptedMessages('single', 'invalid', 1);
+  });
+}
+
+/**
+ * GET /metrics (no API key, like /health): every family of the process, with every store gauge,
+ * read when scraped.
+ */
+export const metricsRoutes: FastifyPluginAsync<MetricsOptions> = async (app, { db, queues }) => {
   const stores = watchStores(
     {
       queueJobs: () => queueJobCounts(Object.values(queues)),
@@ -28,14 +39,8 @@ export function registerMetrics(app: FastifyInstance, { db, queues }: MetricsOpt
     { log: app.log },
   );
 
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url;
-    observeHttpRequest(request.method, route ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
-    if (reply.statusCode === 400 && route === SINGLE_ROUTE) acceptedMessages('single', 'invalid', 1);
-  });
-
   app.get('/metrics', async (_request, reply) => {
     await stores.refresh();
     return reply.type(METRICS_CONTENT_TYPE).send(await metricsText());
   });
-}
+};

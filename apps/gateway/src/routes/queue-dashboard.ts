@@ -5,7 +5,7 @@ import { browserKeyGuard } from '../auth';
 export const QUEUE_DASHBOARD_PATH = '/admin/queues';
 
 /**
- * The queue dashboard (bull-board) at /admin/queues, for the operator's people: the internal key
+ * The queue dashboard (bull-board) at /admin/queues, for the operator's people: an admin key
  * opens it, as X-Api-Key or as the password of HTTP Basic so a browser can log in. Its page, its
  * assets and its API calls are all behind the key.
  */

@@ -1,7 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import type { RedisOptions } from '@operator/queue';
 import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, TcpProxy, until, type TestStores } from '@operator/testing';
-import { buildApp } from '../app';
+import { buildApp, buildOperationsApp } from '../app';
+import { operationsApart } from '../operations';
 
 const REFUSAL = `refuse_message_${process.pid}`;
 
@@ -10,16 +11,21 @@ export class Harness {
   private constructor(
     readonly stores: TestStores,
     readonly app: FastifyInstance,
+    /** The operations server (METRICS_PORT) of a production gateway. */
+    readonly operations: FastifyInstance | undefined,
   ) {}
 
   static async open(env: Record<string, string> = {}, redisOptions: RedisOptions = {}) {
     const stores = await openTestStores(env, redisOptions);
     const app = buildApp(stores);
+    const operations = operationsApart(stores.config) ? buildOperationsApp({ ...stores, api: app }) : undefined;
     await app.ready();
-    return new Harness(stores, app);
+    await operations?.ready();
+    return new Harness(stores, app, operations);
   }
 
   async close() {
+    await this.operations?.close();
     await this.app.close();
     await this.stores.close();
   }

@@ -1,0 +1,35 @@
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { GatewayConfig } from '@operator/config';
+import { MetricsPortError } from '@operator/metrics';
+import type { GatewayDeps } from './app';
+import { apiDocsPages } from './docs';
+import { metricsRoutes } from './routes/metrics';
+import { queueDashboardRoutes } from './routes/queue-dashboard';
+
+/**
+ * Whether /metrics, /docs, /openapi.json and the queue dashboard have a server of their own on
+ * METRICS_PORT: in production, so that whatever forwards PORT to the world shows none of them.
+ * Elsewhere they stay on PORT beside the API, where `npm start` and the tools find them.
+ */
+export const operationsApart = (config: GatewayConfig) => config.NODE_ENV === 'production';
+
+/**
+ * What the gateway serves its operators rather than the CRM: Prometheus metrics, the API's page and
+ * document (those of `api`), and with ADMIN_UI the queue dashboard, behind an admin key.
+ */
+export const operationsRoutes: FastifyPluginAsync<GatewayDeps & { api: FastifyInstance }> = async (app, { config, db, queues, api }) => {
+  await app.register(metricsRoutes, { db, queues });
+  await app.register(apiDocsPages(api));
+  if (config.ADMIN_UI) await app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
+};
+
+/** Listens on METRICS_PORT; a port that cannot be listened on stops the start with one line that names it. */
+export async function listenOperations(app: FastifyInstance, config: GatewayConfig) {
+  try {
+    await app.listen({ host: config.HOST, port: config.METRICS_PORT });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'EADDRINUSE' ? 'is already in use' : `cannot be listened on (${code ?? (error as Error).message})`;
+    throw new MetricsPortError(`METRICS_PORT ${config.METRICS_PORT} ${why}: set METRICS_PORT to a free port (0 takes any)`);
+  }
+}
