@@ -123,7 +123,7 @@ describe('failed authentications', () => {
   });
 
   it('locks the address out of the internal API and the queue dashboard', async () => {
-    await open();
+    await open({ ADMIN_UI: 'true' });
     const devices = (headers: Record<string, string>, from = ATTACKER) => call({ method: 'GET', url: '/v1/players/someone/devices', headers, from });
     expect(await statuses(LIMIT, () => devices({ 'x-api-key': 'wrong-key' }))).toEqual(Array(LIMIT).fill(401));
     expectLockedOut(await devices({ 'x-api-key': INTERNAL_KEY }));
