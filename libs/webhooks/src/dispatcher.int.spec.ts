@@ -672,4 +672,120 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
       await proxy.close();
     }
   });
+
+  describe('with CRM_STATUS_WEBHOOK_BATCH_MAX', () => {
+    /** The events of a request: those of its array, or the one object. */
+    const eventsOf = (request: CrmRequest): any[] => (Array.isArray(request.json) ? request.json : [request.json]);
+    const mineIn = (request: CrmRequest) => eventsOf(request).some((event) => mine.has(event?.push_id));
+    const batchesFor = () => crm.received.filter(mineIn);
+
+    beforeEach(() => {
+      crm.only(mineIn);
+    });
+
+    /** `pushes` sent pushes, each with its `sent` then `delivered` event waiting, written as the recorder writes them. */
+    async function pending(pushes: number): Promise<Push[]> {
+      const { rows } = await db.pool.query<{ pushId: string }>(
+        `INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT gen_random_uuid(), $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'delivered' FROM generate_series(1, $4::int) AS i
+         RETURNING id AS "pushId"`,
+        [brand, player, ODD_META, pushes],
+      );
+      const ids = rows.map((row) => row.pushId);
+      for (const status of ['sent', 'delivered']) {
+        await db.pool.query(
+          `INSERT INTO events (id, topic, ordering_key, push_id, status)
+           SELECT gen_random_uuid(), 'push.status', p::text, p, $2 FROM unnest($1::uuid[]) AS p`,
+          [ids, status],
+        );
+      }
+      for (const id of ids) mine.add(id);
+      return ids.map((pushId) => ({ pushId }) as Push);
+    }
+
+    it('posts arrays of at most the maximum, signed, each event once and in order per push', async () => {
+      const pushes = await pending(60);
+      start({ statusBatchMax: 50, batchSize: 200, leaseMs: 5000, timeoutMs: 1000 });
+      const rows = await settled(pushes);
+      expect(rows).toHaveLength(120);
+      expect(rows.every((row) => row.state === 'delivered' && row.attempts === 1)).toBe(true);
+
+      const batches = batchesFor();
+      for (const batch of batches) {
+        expect(Array.isArray(batch.json)).toBe(true);
+        expect(batch.body.startsWith('[{"event_id":')).toBe(true);
+        expect(verifySignature(SECRET, batch.body, batch.headers['x-signature'] as string)).toBe(true);
+        expect(batch.status).toBe(200);
+      }
+      const sizes = batches.map((batch) => batch.json.length);
+      expect(Math.max(...sizes)).toBe(50);
+      expect(batches.length).toBeLessThan(120);
+
+      // Each event once, with its meta byte for byte.
+      const events = batches.flatMap(eventsOf).filter((event) => mine.has(event.push_id));
+      expect(events.map((event) => event.event_id).sort()).toEqual(rows.map((row) => row.id).sort());
+      expect(batches.every((batch) => batch.body.includes(`,"meta":${ODD_META}}`))).toBe(true);
+      // In order per push: `sent` in an earlier post than `delivered`.
+      for (const push of pushes) {
+        const posts = ['sent', 'delivered'].map((status) =>
+          batches.findIndex((batch) => eventsOf(batch).some((event) => event.push_id === push.pushId && event.status === status)),
+        );
+        expect(posts[0]).toBeGreaterThanOrEqual(0);
+        expect(posts[1]).toBeGreaterThan(posts[0]);
+      }
+    });
+
+    it('retries every event of a batch answered 503', async () => {
+      const pushes = await pending(30);
+      crm.answer(503);
+      start({ statusBatchMax: 50, batchSize: 200, leaseMs: 5000, timeoutMs: 1000 });
+      const rows = await settled(pushes);
+      expect(rows.every((row) => row.state === 'delivered' && row.lastError === null)).toBe(true);
+
+      const [refused, ...later] = batchesFor();
+      expect(refused.status).toBe(503);
+      const retried = new Set(eventsOf(refused).map((event) => event.event_id));
+      expect(retried.size).toBeGreaterThan(1);
+      for (const row of rows) expect(row.attempts).toBe(retried.has(row.id) ? 2 : 1);
+      // Each delivered once, after the refusal.
+      const delivered = later.filter((batch) => batch.status === 200).flatMap(eventsOf).filter((event) => mine.has(event.push_id));
+      expect(delivered.map((event) => event.event_id).sort()).toEqual(rows.map((row) => row.id).sort());
+    });
+
+    it('sends every event of a batch answered 400 to the dead letters, and carries on with the pushes’ later events', async () => {
+      const pushes = await pending(30);
+      crm.answer(400);
+      start({ statusBatchMax: 50, batchSize: 200, leaseMs: 5000, timeoutMs: 1000 });
+      const rows = await settled(pushes);
+
+      const [refused] = batchesFor();
+      expect(refused.status).toBe(400);
+      const refusedIds = new Set(eventsOf(refused).map((event) => event.event_id));
+      const dead = rows.filter((row) => row.state === 'dead');
+      expect(dead.map((row) => row.id).sort()).toEqual(rows.filter((row) => refusedIds.has(row.id)).map((row) => row.id).sort());
+      expect(dead.length).toBeGreaterThan(1);
+      expect(dead.every((row) => row.attempts === 1 && row.lastError === 'HTTP 400: scripted 400')).toBe(true);
+      expect(rows.filter((row) => !refusedIds.has(row.id)).every((row) => row.state === 'delivered')).toBe(true);
+      // Every `delivered` event went out, the pushes whose `sent` was refused included.
+      expect(rows.filter((row) => row.status === 'delivered').every((row) => row.state === 'delivered')).toBe(true);
+
+      const letters = (await listDeadLetters(db.pool, 100000)).filter((letter) => mine.has(letter.pushId ?? ''));
+      expect(letters.map((letter) => letter.id).sort()).toEqual(dead.map((row) => row.id).sort());
+    });
+
+    it('posts one object per event with a maximum of 1, as without it', async () => {
+      const pushes = await pending(10);
+      start({ statusBatchMax: 1 });
+      const rows = await settled(pushes);
+      expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+      const posts = batchesFor();
+      expect(posts).toHaveLength(20);
+      expect(posts.every((post) => !Array.isArray(post.json) && post.body.startsWith('{"event_id":'))).toBe(true);
+      expectEachOnce(pushes, rows);
+    });
+
+    it('refuses a maximum above 1 with the conversion format', () => {
+      expect(() => createDispatcher(options({ statusBatchMax: 2, statusFormat: { format: 'conversion', deliveredOn: 'provider' } }))).toThrow(/event format/);
+    });
+  });
 });

@@ -5,6 +5,7 @@ import {
   extendEventClaims,
   releaseEventClaims,
   recordDispatch,
+  PUSH_STATUS_TOPIC,
   type Db,
   type DispatchResult,
   type DueEvent,
@@ -31,6 +32,11 @@ export interface DispatcherOptions {
   auth: WebhookAuth;
   /** The body of push status events; the event (the default) or the CRM's conversion, which posts only the engagements it counts. */
   statusFormat?: StatusWebhookFormat;
+  /**
+   * Status events posted together, as one JSON array of event bodies (the event format only); 1 (the
+   * default): each event alone, as an object. The answer to the array is the answer for each event in it.
+   */
+  statusBatchMax?: number;
   timeoutMs: number;
   /** Posts in flight at once, over as many kept-alive connections. */
   concurrency: number;
@@ -86,7 +92,8 @@ export type Publish = (event: DueEvent, body: string) => Promise<PostOutcome>;
  * as configured. Retries timeouts, network errors, 408, 425, 429 and 5xx with backoff until the
  * event's maximum age; other answers (a redirect too: never followed), with their status and the
  * reason their JSON gives, and events past their age, go to the dead letters. Events of one ordering key go in order: the claim takes only the first
- * pending event of each key.
+ * pending event of each key. With statusBatchMax > 1, status events go out in arrays of up to that
+ * many, one signed POST each, whose answer applies to every event in it.
  */
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { db, log } = options;
@@ -127,11 +134,48 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   }
 
   const statusFormat = options.statusFormat ?? { format: 'event' };
+  const statusBatchMax = options.statusBatchMax ?? 1;
+  // The conversion endpoint takes one conversion per call.
+  if (statusBatchMax > 1 && statusFormat.format !== 'event') throw new Error('statusBatchMax > 1 needs the event format');
+  /** Whether the event goes out in an array with others of its topic. */
+  const batched = (event: DueEvent) => statusBatchMax > 1 && event.topic === PUSH_STATUS_TOPIC && targets.has(event.topic);
 
-  async function dispatch(event: DueEvent, body: string | undefined): Promise<DispatchResult> {
-    if (body === undefined) return { id: event.id, outcome: 'dead', error: 'event has no body and no push' };
-    const publish = publishers[event.topic];
-    const outcome = await (publish ? publish(event, body) : post(targets.get(event.topic)!, body));
+  /** What to send for the event: undefined when it cannot be sent, null when its format posts nothing for it. */
+  const bodyOf = (event: DueEvent): string | null | undefined => event.body ?? (event.push ? statusWebhookBody(statusFormat, event.push) : undefined);
+
+  /** Posts (or publishes) the events, one alone or a batch as one array; one result per event. */
+  async function dispatch(events: DueEvent[]): Promise<DispatchResult[]> {
+    const results: DispatchResult[] = [];
+    const sent: DueEvent[] = [];
+    const bodies: string[] = [];
+    for (const event of events) {
+      const body = bodyOf(event);
+      if (body === undefined) {
+        results.push({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
+        countDispatch(event.topic, 'dead');
+      }
+      // A status the format does not post (e.g. `sent` or `failed` as conversions) is done: the polling feed still has it.
+      else if (body === null) results.push({ id: event.id, outcome: 'delivered' });
+      else {
+        sent.push(event);
+        bodies.push(body);
+      }
+    }
+    if (!sent.length) return results;
+    const [first] = sent;
+    const publish = publishers[first.topic];
+    const outcome = await (publish
+      ? publish(first, bodies[0])
+      : post(targets.get(first.topic)!, batched(first) ? `[${bodies.join(',')}]` : bodies[0]));
+    for (const event of sent) {
+      const result = resultOf(event, outcome);
+      countDispatch(event.topic, result.outcome);
+      results.push(result);
+    }
+    return results;
+  }
+
+  function resultOf(event: DueEvent, outcome: PostOutcome): DispatchResult {
     if (outcome.ok) return { id: event.id, outcome: 'delivered' };
     const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
     const nextAt = Date.now() + backoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
@@ -179,32 +223,54 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     );
   }
 
-  /** The next claimed event that may still start; those too late for their claim are given back. */
-  function take(): DueEvent | undefined {
+  /** Whether a post of this claim may still start (its first `concurrency` posts always may). */
+  const mayStart = (claim: Claim) => claim.started < options.concurrency || Date.now() <= claim.lastStart;
+
+  /**
+   * The next claimed events to post together that may still start: one, or up to statusBatchMax
+   * batched status events, oldest first. Those too late for their claim are given back. The claim
+   * holds at most one event per ordering key, so the events of a batch need no order among them.
+   */
+  function take(): DueEvent[] {
     const late: DueEvent[] = [];
-    let next: DueEvent | undefined;
-    while (!next && waiting.length) {
+    const next: DueEvent[] = [];
+    const claims = new Set<Claim>();
+    while (!next.length && waiting.length) {
       const { event, claim } = waiting.shift()!;
-      if (claim.started < options.concurrency || Date.now() <= claim.lastStart) {
-        claim.started += 1;
-        next = event;
+      if (mayStart(claim)) {
+        next.push(event);
+        claims.add(claim);
       } else late.push(event);
     }
+    if (next.length && batched(next[0])) {
+      const skipped: typeof waiting = [];
+      let i = 0;
+      for (; i < waiting.length && next.length < statusBatchMax; i += 1) {
+        const { event, claim } = waiting[i];
+        if (event.topic !== next[0].topic) skipped.push(waiting[i]);
+        else if (mayStart(claim)) {
+          next.push(event);
+          claims.add(claim);
+        } else late.push(event);
+      }
+      waiting.splice(0, i, ...skipped);
+    }
+    // A post counts once for each claim it holds events of.
+    for (const claim of claims) claim.started += 1;
     if (late.length) void giveBack(late).catch(() => undefined);
     if (waiting.length <= options.batchSize / 2) wakeClaimer();
     return next;
   }
 
-  /** Posts the event and hands its result to the writer; resolves once the post ended. */
-  async function postOne(event: DueEvent, recorded: Set<Promise<void>>): Promise<void> {
-    held.add(event.id);
-    const body = event.body ?? (event.push ? statusWebhookBody(statusFormat, event.push) : undefined);
-    // A status the format does not post (e.g. `sent` or `failed` as conversions) is done: the polling feed still has it.
-    const result: DispatchResult = body === null ? { id: event.id, outcome: 'delivered' } : await dispatch(event, body);
-    if (body !== null) countDispatch(event.topic, result.outcome);
-    if (result.outcome === 'dead') log.warn({ event: event.id, topic: event.topic, error: result.error }, 'event moved to the dead letters');
-    const written: Promise<void> = results.add([result]).finally(() => {
-      held.delete(event.id);
+  /** Posts the events and hands their results to the writer; resolves once the post ended. */
+  async function postEvents(events: DueEvent[], recorded: Set<Promise<void>>): Promise<void> {
+    for (const event of events) held.add(event.id);
+    const outcomes = await dispatch(events);
+    for (const result of outcomes) {
+      if (result.outcome === 'dead') log.warn({ event: result.id, topic: events[0].topic, error: result.error }, 'event moved to the dead letters');
+    }
+    const written: Promise<void> = results.add(outcomes).finally(() => {
+      for (const event of events) held.delete(event.id);
       recorded.delete(written);
     });
     recorded.add(written);
@@ -219,7 +285,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       const recorded = new Set<Promise<void>>();
       await Promise.all(
         Array.from({ length: Math.min(options.concurrency, claimed) }, async () => {
-          for (let event = take(); event; event = take()) await postOne(event, recorded);
+          for (let events = take(); events.length; events = take()) await postEvents(events, recorded);
         }),
       );
       await Promise.all(recorded);
@@ -258,8 +324,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   async function work(): Promise<void> {
     while (running) {
-      const event = take();
-      if (event) await postOne(event, recordedByPipeline).catch(() => undefined);
+      const events = take();
+      if (events.length) await postEvents(events, recordedByPipeline).catch(() => undefined);
       else await new Promise<void>((resolve) => idle.push(resolve));
     }
   }
