@@ -44,6 +44,7 @@ async function main() {
     },
     statusFormat:
       config.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' ? { format: 'conversion', deliveredOn: config.CRM_CONVERSION_DELIVERED_ON } : { format: 'event' },
+    statusBatchMax: config.CRM_STATUS_WEBHOOK_BATCH_MAX,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     proxy: config.egress,
     concurrency: config.WEBHOOK_CONCURRENCY,
@@ -71,7 +72,7 @@ async function main() {
   });
   // By origin only: the URLs may carry credentials, in their user info, path or query.
   log.info(
-    { statusUrl: urlOrigin(config.CRM_STATUS_WEBHOOK_URL), statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: urlOrigin(eventsBase), metricsPort: metrics.port },
+    { statusUrl: urlOrigin(config.CRM_STATUS_WEBHOOK_URL), statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, statusBatchMax: config.CRM_STATUS_WEBHOOK_BATCH_MAX, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: urlOrigin(eventsBase), metricsPort: metrics.port },
     'webhook dispatcher started',
   );
 

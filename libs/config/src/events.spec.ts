@@ -77,6 +77,25 @@ describe('loadDispatcherConfig: status webhook format', () => {
   });
 });
 
+describe('loadDispatcherConfig: batched status webhook', () => {
+  it('posts one event per request by default, and reads a batch maximum', () => {
+    expect(loadDispatcherConfig({})).toMatchObject({ CRM_STATUS_WEBHOOK_BATCH_MAX: 1 });
+    expect(loadDispatcherConfig({ CRM_STATUS_WEBHOOK_BATCH_MAX: '100' })).toMatchObject({ CRM_STATUS_WEBHOOK_BATCH_MAX: 100 });
+  });
+
+  it('refuses a batch with the conversion format, past the maximum, or beyond the events claimed at once', () => {
+    expect(problems({ CRM_STATUS_WEBHOOK_BATCH_MAX: '2', CRM_STATUS_WEBHOOK_FORMAT: 'conversion' })).toEqual([
+      "CRM_STATUS_WEBHOOK_BATCH_MAX must be 1 with CRM_STATUS_WEBHOOK_FORMAT=conversion (the CRM's conversion endpoint takes one event per call)",
+    ]);
+    expect(problems({ CRM_STATUS_WEBHOOK_BATCH_MAX: '1', CRM_STATUS_WEBHOOK_FORMAT: 'conversion' })).toEqual([]);
+    expect(problems({ CRM_STATUS_WEBHOOK_BATCH_MAX: '1001' })).toHaveLength(1);
+    expect(problems({ CRM_STATUS_WEBHOOK_BATCH_MAX: '0' })).toHaveLength(1);
+    expect(problems({ CRM_STATUS_WEBHOOK_BATCH_MAX: '500', WEBHOOK_BATCH_SIZE: '200' })).toEqual([
+      'CRM_STATUS_WEBHOOK_BATCH_MAX must not exceed WEBHOOK_BATCH_SIZE (the events claimed at once)',
+    ]);
+  });
+});
+
 describe('loadDispatcherConfig: secrets in production', () => {
   it('refuses a weak signing secret, Basic password or API key towards the CRM, naming each and never its value', () => {
     const found = problems({ NODE_ENV: 'production', CRM_WEBHOOK_SECRET: 'only-sixteen-chr', CRM_WEBHOOK_USERNAME: 'crm', CRM_WEBHOOK_PASSWORD: 'hunter2', CRM_WEBHOOK_API_KEY: 'x'.repeat(40) });

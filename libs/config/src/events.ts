@@ -27,6 +27,12 @@ export const DispatcherEnv = Type.Object({
     default: 'event',
     description: "Body of the status webhook: event (every status, with event_id, push_id, activity, meta) or conversion (the CRM's conversion endpoint: delivered, read, clicked with the meta)",
   }),
+  CRM_STATUS_WEBHOOK_BATCH_MAX: Type.Integer({
+    default: 1,
+    minimum: 1,
+    maximum: 1000,
+    description: 'Status events per POST, as one JSON array of events (event format only, at most WEBHOOK_BATCH_SIZE); 1: each event alone, as an object',
+  }),
   CRM_CONVERSION_DELIVERED_ON: Type.Union([Type.Literal('provider'), Type.Literal('device')], {
     default: 'provider',
     description: 'In the conversion format, when `delivered` is posted: provider (the provider accepted the push) or device (the device reported it)',
@@ -87,6 +93,12 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   }
   if (raw.NODE_ENV === 'production' && raw.CRM_STATUS_WEBHOOK_FORMAT === 'conversion' && !raw.CRM_WEBHOOK_USERNAME && !raw.CRM_WEBHOOK_PASSWORD) {
     problems.push("CRM_STATUS_WEBHOOK_FORMAT=conversion needs CRM_WEBHOOK_USERNAME and CRM_WEBHOOK_PASSWORD (the CRM's conversion endpoint takes Basic auth)");
+  }
+  if (raw.CRM_STATUS_WEBHOOK_BATCH_MAX > 1 && raw.CRM_STATUS_WEBHOOK_FORMAT === 'conversion') {
+    problems.push("CRM_STATUS_WEBHOOK_BATCH_MAX must be 1 with CRM_STATUS_WEBHOOK_FORMAT=conversion (the CRM's conversion endpoint takes one event per call)");
+  }
+  if (raw.CRM_STATUS_WEBHOOK_BATCH_MAX > raw.WEBHOOK_BATCH_SIZE) {
+    problems.push('CRM_STATUS_WEBHOOK_BATCH_MAX must not exceed WEBHOOK_BATCH_SIZE (the events claimed at once)');
   }
   if (raw.NODE_ENV === 'production' && raw.CRM_WEBHOOK_SECRET === DEV_WEBHOOK_SECRET) {
     problems.push('CRM_WEBHOOK_SECRET holds the development secret; set a real one in production');
