@@ -1,11 +1,12 @@
 // The webhook dispatcher alone: `events` push status events (each with its message) wait in the
 // outbox; the dispatcher, built from the sources and run as its own process, posts them to a local
 // receiver that answers 200 at once. Answers how long it took from the dispatcher's start until the
-// receiver had every one of them.
+// receiver had every one of them. With --batch N it runs twice, one event per POST and then
+// CRM_STATUS_WEBHOOK_BATCH_MAX=N (arrays of up to N events), each over events of its own.
 //
-//   node tools/bench-dispatcher.mjs [events]      (BENCH_DATABASE_URL, WEBHOOK_* as for the app)
+//   node tools/bench-dispatcher.mjs [events] [--batch N]   (BENCH_DATABASE_URL, WEBHOOK_* as for the app)
 //
-// benchDispatcher({ databaseUrl, events }) is the same from another script (npm run bench).
+// benchDispatcher({ databaseUrl, events, batch }) is the same from another script (npm run bench).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -57,10 +58,12 @@ function startReceiver(expected) {
     request.on('data', (chunk) => chunks.push(chunk));
     request.on('end', () => {
       response.end('ok');
-      const id = JSON.parse(Buffer.concat(chunks).toString()).event_id;
-      if (expected.has(id) && !seen.has(id)) {
-        seen.add(id);
-        if (seen.size === expected.size) resolveAll();
+      const body = JSON.parse(Buffer.concat(chunks).toString());
+      for (const { event_id: id } of Array.isArray(body) ? body : [body]) {
+        if (expected.has(id) && !seen.has(id)) {
+          seen.add(id);
+          if (seen.size === expected.size) resolveAll();
+        }
       }
     });
   });
@@ -72,8 +75,9 @@ function startReceiver(expected) {
 /**
  * Inserts `events` pending push status events into the (migrated) database at `databaseUrl`, runs
  * the dispatcher against a local receiver until every one arrived, and answers how long it took.
+ * `batch`: CRM_STATUS_WEBHOOK_BATCH_MAX (1: one event per POST).
  */
-export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, timeoutMs = 600_000 }) {
+export async function benchDispatcher({ databaseUrl, events = 20_000, batch = 1, env = {}, timeoutMs = 600_000 }) {
   await bundle('apps/webhook-dispatcher/src/main.ts', `${ROOT}/${APP}`);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -93,6 +97,7 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, 
       ...process.env,
       LOG_LEVEL: 'warn',
       METRICS_PORT: '0',
+      CRM_STATUS_WEBHOOK_BATCH_MAX: String(batch),
       ...env,
       DATABASE_URL: databaseUrl,
       CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status`,
@@ -106,7 +111,7 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, 
       exited.then((code) => Promise.reject(new Error(`the dispatcher exited (${code}) before it posted every event`))),
       new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${receiver.seen.size} of ${events} events posted in time`)), timeoutMs))),
     ]);
-    return { events, seconds: (performance.now() - started) / 1000 };
+    return { events, batch, seconds: (performance.now() - started) / 1000 };
   } finally {
     clearTimeout(timer);
     child.kill('SIGTERM');
@@ -117,8 +122,17 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, env = {}, 
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const databaseUrl = process.env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench_dispatcher';
-  await ensureDatabase(databaseUrl, { recreate: true });
-  migrate(databaseUrl);
-  const result = await benchDispatcher({ databaseUrl, events: Number(process.argv[2] ?? 20_000) });
-  console.log(`${result.events} events in ${result.seconds.toFixed(2)} s: ${(result.events / result.seconds).toFixed(0)} events/s`);
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--batch');
+  const batch = at >= 0 ? Number(args.splice(at, 2)[1]) : 1;
+  if (!Number.isInteger(batch) || batch < 1) throw new Error('--batch takes a whole number of events, 1 or more');
+  const events = Number(args[0] ?? 20_000);
+  for (const size of batch > 1 ? [1, batch] : [1]) {
+    // A fresh database for each: the first run's delivered events would slow the second's claims.
+    await ensureDatabase(databaseUrl, { recreate: true });
+    migrate(databaseUrl);
+    const result = await benchDispatcher({ databaseUrl, events, batch: size });
+    const how = size > 1 ? `batched by ${size}` : 'one per POST';
+    console.log(`${how}: ${result.events} events in ${result.seconds.toFixed(2)} s: ${(result.events / result.seconds).toFixed(0)} events/s`);
+  }
 }
