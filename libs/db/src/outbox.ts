@@ -77,6 +77,13 @@ function toDueEvent(row: EventRow): DueEvent {
 }
 
 /**
+ * An event's message, as `m`, looked up by its primary key for each event (OFFSET 0 keeps it a
+ * lookup): a join the planner may turn into reading every message, as it does while the table's
+ * statistics lag behind a burst.
+ */
+const MESSAGE_OF = (e: string) => `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id OFFSET 0) m ON true`;
+
+/**
  * The topic's settled position: every event of the topic at or below it was handed out and its range
  * completed. Events above it are still being posted, or not handed out yet.
  */
@@ -155,7 +162,7 @@ export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEv
     `WITH settled AS (SELECT ${SETTLED('$1', '$4::uuid')} AS position)
      SELECT ${EVENT_COLUMNS}, 0 AS attempts, NULL::timestamptz AS "expiresAt", 'range' AS source,
             ${BLOCKED('(SELECT position FROM settled)', '$2::bigint', '$3::bigint')} AS blocked
-       FROM events e LEFT JOIN messages m ON m.id = e.push_id
+       FROM events e LEFT JOIN ${MESSAGE_OF('e')}
       WHERE e.topic = $1 AND e.feed_seq > $2::bigint AND e.feed_seq <= $3::bigint
         AND NOT EXISTS (SELECT 1 FROM dispatch_retries r WHERE r.event_id = e.id)
       ORDER BY e.seq`,
@@ -193,7 +200,7 @@ export async function claimRetries(sql: Sql, topics: string[], limit: number, le
        RETURNING r.*),
      rows AS (
        SELECT ${EVENT_COLUMNS}, c.attempts, c.expires_at AS "expiresAt", 'retry' AS source, c.locked_until AS lease, false AS blocked
-         FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN messages m ON m.id = e.push_id)
+         FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ${MESSAGE_OF('e')})
      SELECT * FROM rows ORDER BY seq::bigint`,
     [topics, limit, leaseMs],
   );
