@@ -274,6 +274,32 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(verifySignature(SECRET, plainPost.body, plainPost.headers['x-signature'] as string)).toBe(true);
   });
 
+  it('writes nothing for an event delivered at the first try: its row is never updated, and no range or retry is left', async () => {
+    await device();
+    const pushes = await accept(3);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    // Where each event's row version sits and which transaction wrote it: an update moves both.
+    const versions = async () =>
+      (
+        await db.pool.query<{ id: string; version: string }>(
+          `SELECT id, ctid::text || '/' || xmin::text AS version FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY id`,
+          [pushes.map((p) => p.pushId)],
+        )
+      ).rows;
+    const before = await versions();
+    expect(before).toHaveLength(6);
+
+    start();
+    const rows = await settled(pushes);
+    expect(rows.every((row) => row.state === 'delivered' && row.attempts === 1)).toBe(true);
+    expect(await versions()).toEqual(before);
+    const ids = before.map((row) => row.id);
+    expect((await db.pool.query('SELECT 1 FROM dispatch_retries WHERE event_id = ANY($1::uuid[])', [ids])).rowCount).toBe(0);
+    await until(async () => (await db.pool.query(`SELECT 1 FROM dispatch_ranges WHERE topic = 'push.status'`)).rowCount === 0, 'the range to be completed');
+    expect(acceptedFor(pushes)).toHaveLength(6);
+  });
+
   it('reports a failed push with the reason', async () => {
     const deadToken: PushProvider = {
       name: 'webpush',
