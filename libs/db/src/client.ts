@@ -183,6 +183,31 @@ export function isDbUnavailable(error: unknown): boolean {
   );
 }
 
+// What says "this server cannot be reached" rather than "it is busy" or "this statement failed":
+// a socket that does not open or breaks, a server shutting down, starting or full, PgBouncer
+// unable to reach its server. A replica that fails so is passed over for the primary (reads.ts).
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'P1001', 'P1002', 'P1017', '57P01', '57P02', '57P03', '53300']);
+const CONNECTION_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
+const CONNECTION_MESSAGES = new RegExp(
+  [
+    ...['connection terminated', 'is not queryable', 'connection timeout', 'timeout exceeded when trying to connect', "Can't reach database server", 'ECONNREFUSED', 'ECONNRESET'],
+    ...['the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)', 'terminating connection', 'server conn crashed'],
+    ...['server login has been failing', 'cannot connect to server', 'client_login_timeout', 'server closed the connection unexpectedly', 'no more connections allowed'],
+  ].join('|'),
+  'i',
+);
+
+/** True when an error says the server could not be reached or its connection was lost. */
+export function isConnectionFailure(error: unknown): boolean {
+  return someInChain(
+    error,
+    (item) =>
+      (typeof item.code === 'string' && (CONNECTION_CODES.has(item.code) || CONNECTION_EXCEPTION.test(item.code))) ||
+      (typeof item.kind === 'string' && CONNECTION_KINDS.has(item.kind)) ||
+      (typeof item.message === 'string' && CONNECTION_MESSAGES.test(item.message)),
+  );
+}
+
 /** True when PostgreSQL refused text it cannot store (a NUL character): the client's mistake. */
 export function isUnstorableText(error: unknown): boolean {
   return someInChain(error, (item) => item.code === '22021' || item.code === '22P05' || item.originalCode === '22021' || item.originalCode === '22P05');
