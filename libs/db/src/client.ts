@@ -20,6 +20,8 @@ export interface DbOptions {
   connectTimeoutMs?: number;
   /** Where a lost connection is reported (once per outage). */
   log?: LogSink;
+  /** The `store` of those log lines: `postgres`, or `postgres-read` for a replica's pool. */
+  store?: string;
 }
 
 /**
@@ -31,14 +33,14 @@ export interface DbOptions {
  * whichever client its transactions come from. Nothing here relies on session state: no named
  * prepared statements, session advisory locks, LISTEN, temporary tables or SET outside a transaction.
  */
-export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log }: DbOptions): Db {
+export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log, store = 'postgres' }: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
     idleTimeoutMillis: 30000,
   });
-  watchConnections(pool, log);
+  watchConnections(pool, log, store);
   const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
   return Object.assign(prisma, { pool });
 }
@@ -78,17 +80,17 @@ function releasingFailedTransactions(factory: PrismaPg): PrismaPg {
  * would otherwise emit an unhandled 'error' when its server goes away, and end the process. A
  * broken connection fails its next query and is discarded when released; the pool opens new ones.
  */
-function watchConnections(pool: pg.Pool, log: LogSink | undefined) {
+function watchConnections(pool: pg.Pool, log: LogSink | undefined, store: string) {
   let reported = false;
   const report = (error: Error & { code?: string }) => {
     if (reported) return;
     reported = true;
-    log?.warn({ store: 'postgres', err: error.message, code: error.code }, 'PostgreSQL connection lost; reconnecting on the next query');
+    log?.warn({ store, err: error.message, code: error.code }, 'PostgreSQL connection lost; reconnecting on the next query');
   };
   pool.on('error', report);
   pool.on('connect', (client) => {
     client.on('error', report);
-    if (reported) log?.info({ store: 'postgres' }, 'PostgreSQL connection is back');
+    if (reported) log?.info({ store }, 'PostgreSQL connection is back');
     reported = false;
   });
 }

@@ -46,7 +46,7 @@ export function primaryReads(primary: Db): Reads {
  */
 export function createReads(primary: Db, { url, primaryUrl, poolSize, connectTimeoutMs, retryMs = 5000, label, log }: ReadsOptions): Reads {
   if (url === primaryUrl) return primaryReads(primary);
-  const replica = createDb({ url, poolSize, connectTimeoutMs, log });
+  const replica = createDb({ url, poolSize, connectTimeoutMs, log, store: 'postgres-read' });
   let downUntil = 0;
   return {
     primary,
