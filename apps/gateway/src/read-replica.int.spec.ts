@@ -88,8 +88,8 @@ describe('reads on DATABASE_READ_URL, a hot standby', () => {
       await primary.query(`UPDATE messages SET status = 'sent' WHERE id = $1`, [oldPush]);
       // Its status event, which the CRM refused: a dead letter, and the first event of the feed.
       await primary.query(
-        `INSERT INTO events (id, topic, ordering_key, push_id, status, dispatch_state, attempts, last_error)
-         VALUES (gen_random_uuid(), 'push.status', $1::text, $1::uuid, 'sent', 'dead', 3, 'HTTP 400')`,
+        `WITH e AS (INSERT INTO events (id, topic, ordering_key, push_id, status) VALUES (gen_random_uuid(), 'push.status', $1::text, $1::uuid, 'sent') RETURNING *)
+         INSERT INTO dispatch_retries (event_id, topic, ordering_key, seq, state, attempts, last_error) SELECT id, topic, ordering_key, seq, 'dead', 3, 'HTTP 400' FROM e`,
         [oldPush],
       );
 
