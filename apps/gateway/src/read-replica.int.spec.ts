@@ -132,6 +132,35 @@ describe('reads on DATABASE_READ_URL, a hot standby', () => {
     await until(async () => (await deadLetters()) > 0, 'the dead-letter gauge to show the replayed dead letter', 10000);
   }, 60000);
 
+  it('reads a feed page from the primary when the replica holds it back for a transaction the primary has ended', async () => {
+    const brand = uniqueBrandId();
+    const player = uniqueName('player');
+    await h.registerDevice({ user_id: player, brand_id: brand, provider: 'fcm', platform: 'android', token: fcmToken() });
+    const pushId: string = (await h.single(pushRequest(brand, player))).json().push_id;
+    const cursor: string = (await crm('GET', '/channels/push/events?after=0&limit=1000')).json().next_cursor;
+
+    const late = await primary.connect();
+    try {
+      await late.query('BEGIN');
+      await late.query('SELECT pg_current_xact_id()');
+      await primary.query(`INSERT INTO events (id, topic, ordering_key, push_id, status) VALUES (gen_random_uuid(), 'push.status', $1::text, $1::uuid, 'sent')`, [pushId]);
+      await caughtUp();
+      // The replica has the event, and the late transaction as running; the primary sees it end.
+      await standby.query('SELECT pg_wal_replay_pause()');
+      await late.query('COMMIT');
+    } finally {
+      late.release();
+    }
+    try {
+      const held = await standby.query(`SELECT count(*)::int AS n FROM events WHERE feed_seq > $1 AND feed_seq >= events_feed_base(pg_snapshot_xmin(pg_current_snapshot())::text::bigint)`, [cursor]);
+      expect(held.rows[0].n).toBe(1);
+      const page = (await crm('GET', `/channels/push/events?after=${cursor}`)).json();
+      expect(page.events.map((e: { push_id: string; status: string }) => [e.push_id, e.status])).toEqual([[pushId, 'sent']]);
+    } finally {
+      await standby.query('SELECT pg_wal_replay_resume()');
+    }
+  });
+
   it('stays ready and takes writes while the replica is down, reading from the primary meanwhile', async () => {
     const ready = async () => {
       const response = await h.app.inject({ method: 'GET', url: '/health/ready' });
