@@ -52,9 +52,10 @@ async function readStatuses(reads: Reads, ids: string[]): Promise<PushStatusRow[
 
 /**
  * A page of the feed, from the replica. Its pages never skip an event, like the primary's (see
- * readPushFeed), and the two may be read in turns: every event below either server's horizon has
- * ended on both. A page the replica holds back while it waits for nothing the primary still runs
- * (after a failover, until the replica's first restartpoint on the new timeline) is read from the primary.
+ * readPushFeed), and the two may be read in turns: what either answers below its horizon is final,
+ * and the same on both. A page the replica still holds back, empty, after the wait is read from the
+ * primary: the end of the transaction it waits for may not be replayed yet, and after a failover
+ * the replica counts on the old timeline until its next restartpoint.
  */
 async function readFeed(reads: Reads, after: bigint, limit: number): Promise<PushFeedPage> {
   const read = (db: Db) => readPushFeed(db.pool, after, limit);
