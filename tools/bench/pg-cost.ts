@@ -150,15 +150,21 @@ class WalWindow {
   private async read(to: string) {
     if (!this.inspect) return undefined;
     try {
-      const { rows } = await this.client.query<{ fpi: number; fpis: number; mine: number; other: number }>(
+      const { rows } = await this.client.query<{ fpi: number; fpis: number; mine: number; other: number; vacuum: number }>(
         `SELECT coalesce(sum(fpi_length), 0)::float8 AS fpi, count(*) FILTER (WHERE fpi_length > 0)::float8 AS fpis,
+                coalesce(sum(record_length) FILTER (WHERE resource_manager = 'Heap2' AND record_type IN ('VACUUM', 'FREEZE_PAGE', 'VISIBLE')), 0)::float8 AS vacuum,
                 coalesce(sum(record_length) FILTER (WHERE db = (SELECT oid::text FROM pg_database WHERE datname = current_database())), 0)::float8 AS mine,
                 coalesce(sum(record_length) FILTER (WHERE db NOT IN ('0', (SELECT oid::text FROM pg_database WHERE datname = current_database()))), 0)::float8 AS other
-           FROM (SELECT record_length, fpi_length, substring(block_ref from 'rel [0-9]+/([0-9]+)/') AS db
+           FROM (SELECT resource_manager, record_type, record_length, fpi_length, substring(block_ref from 'rel [0-9]+/([0-9]+)/') AS db
                    FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)) r`,
         [this.from, to],
       );
-      return rows[0];
+      // By resource manager: Heap (rows), Btree (index entries), Transaction (commits), XLOG (images), ...
+      const kinds = await this.client.query<{ kind: string; bytes: number }>(
+        `SELECT "resource_manager/record_type" AS kind, combined_size::float8 AS bytes FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn) WHERE count > 0 ORDER BY combined_size DESC`,
+        [this.from, to],
+      );
+      return { ...rows[0], kinds: kinds.rows };
     } catch (error) {
       log(`pg_walinspect could not read the window (${(error as Error).message})`);
       return undefined;
@@ -202,8 +208,10 @@ export async function beginCost(databaseUrl: string, label: string) {
             const share = inspected.other / Math.max(1, wal.bytes);
             log(
               `${label}: WAL ${fmt(wal.bytes / 1e6, 1)} MB, of which records on this database's relations ${fmt(inspected.mine / 1e6, 1)} MB` +
-                `, on other databases' ${fmt(inspected.other / 1e6, 1)} MB (${fmt(100 * share, 1)}%)${share > 0.05 ? ': other work on the server inflates the WAL figure' : ''}`,
+                `, on other databases' ${fmt(inspected.other / 1e6, 1)} MB (${fmt(100 * share, 1)}%)${share > 0.05 ? ': other work on the server inflates the WAL figure' : ''}` +
+                `; vacuum's records (autovacuum included) ${fmt(inspected.vacuum / 1e6, 1)} MB`,
             );
+            log(`${label}, WAL per message by kind of record: ${inspected.kinds.map(({ kind, bytes }) => `${kind} ${fmt(bytes / messages, 0)}`).join(', ')}`);
           }
           return { cost, figures: costFigures(cost) };
         } finally {
