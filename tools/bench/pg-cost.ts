@@ -181,6 +181,8 @@ export interface Cost {
   fpis?: number;
   writes: Tally;
   commits: number;
+  /** Of `commits`, about how many the apps' pollers made (their rate before the stage, over the window). */
+  idleCommits: number;
 }
 
 /**
@@ -193,7 +195,12 @@ export async function beginCost(databaseUrl: string, label: string) {
   await client.connect();
   try {
     const before = await settle(client);
+    // The apps' pollers commit while nothing is sent: their rate over 5 s, once the counters settled.
+    const idleFrom = await commits(client);
+    await sleep(5000);
     const commitsBefore = await commits(client);
+    const idlePerSecond = (commitsBefore - idleFrom) / 5;
+    const started = performance.now();
     const window = await WalWindow.open(client);
     return {
       async end(messages: number): Promise<{ cost: Cost; figures: Record<string, Figure> }> {
@@ -201,8 +208,9 @@ export async function beginCost(databaseUrl: string, label: string) {
           const wal = await window.stop();
           const changed = delta(before, await settle(client));
           const commitCount = (await commits(client)) - commitsBefore;
+          const idle = Math.min(commitCount, (idlePerSecond * (performance.now() - started)) / 1000);
           const inspected = await wal.read();
-          const cost: Cost = { messages, wal: wal.bytes, fpi: inspected?.fpi, fpis: inspected?.fpis, writes: sum(changed), commits: commitCount };
+          const cost: Cost = { messages, wal: wal.bytes, fpi: inspected?.fpi, fpis: inspected?.fpis, writes: sum(changed), commits: commitCount, idleCommits: idle };
           log(`${label}, rows written per message by table: ${perTable(changed, messages)}`);
           if (inspected) {
             const share = inspected.other / Math.max(1, wal.bytes);
@@ -238,7 +246,7 @@ function costFigures(c: Cost): Record<string, Figure> {
       text: `${fmt(writes(w) / n)} row writes: ${fmt(w.ins / n)} inserts, ${fmt(w.upd / n)} updates (${fmt(w.hot / n)} HOT), ${fmt(w.del / n)} deletes`,
       rate: writes(w) / n,
     },
-    pgCommits: { text: `${fmt(c.commits / n)} commits`, rate: c.commits / n },
+    pgCommits: { text: `${fmt(c.commits / n, 3)} commits (about ${fmt(c.idleCommits / n, 3)} of them the apps' polling)`, rate: c.commits / n },
   };
 }
 
@@ -256,7 +264,7 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
     const window = await WalWindow.open(client);
     const started = performance.now();
     let messages = 0;
-    for (;;) {
+    for (const deadline = Date.now() + 600_000; Date.now() < deadline; ) {
       // 1e-6 days: 86 ms.
       const purged = await purgeOnce(client, { retentionDays: 1e-6 });
       messages += purged.messages;
