@@ -34,6 +34,8 @@ const log = (line: string) => console.log(`bench: ${line}`);
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const fmt = (n: number, digits = 2) => n.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const writes = (t: Tally) => t.ins + t.upd + t.del;
+/** The bench database's sessions stop statements after 10 s; a CHECKPOINT or reading the WAL may take longer. */
+const NO_TIMEOUT = '-c statement_timeout=0';
 /** Longer than PGSTAT_IDLE_INTERVAL (10 s): an idle backend has flushed its counters by then. */
 const QUIET_MS = 11_000;
 
@@ -103,6 +105,8 @@ const perTable = (tallies: Map<string, Tally>, messages: number) =>
     .map(([name, t]) => `${name} ${[t.ins && `${fmt(t.ins / messages)} ins`, t.upd && `${fmt(t.upd / messages)} upd (${fmt(t.hot / messages)} HOT)`, t.del && `${fmt(t.del / messages)} del`].filter(Boolean).join(', ')}`)
     .join('; ');
 
+const lsn = async (client: pg.ClientBase) => (await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0].lsn;
+
 let slots = 0;
 
 /** A window of WAL: a CHECKPOINT, then from the LSN after it to the LSN at `stop()`. */
@@ -149,6 +153,7 @@ class WalWindow {
   /** Full-page images, and how much of the window names relations of other databases (noise). */
   private async read(to: string) {
     if (!this.inspect) return undefined;
+    const started = performance.now();
     try {
       const { rows } = await this.client.query<{ fpi: number; fpis: number; mine: number; other: number; vacuum: number }>(
         `SELECT coalesce(sum(fpi_length), 0)::float8 AS fpi, count(*) FILTER (WHERE fpi_length > 0)::float8 AS fpis,
@@ -164,7 +169,7 @@ class WalWindow {
         `SELECT "resource_manager/record_type" AS kind, combined_size::float8 AS bytes FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn) WHERE count > 0 ORDER BY combined_size DESC`,
         [this.from, to],
       );
-      return { ...rows[0], kinds: kinds.rows };
+      return { ...rows[0], kinds: kinds.rows, seconds: (performance.now() - started) / 1000 };
     } catch (error) {
       log(`pg_walinspect could not read the window (${(error as Error).message})`);
       return undefined;
@@ -191,7 +196,7 @@ export interface Cost {
  * once they settle) for the stage's cost per message, as rows of the bench's table.
  */
 export async function beginCost(databaseUrl: string, label: string) {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = new pg.Client({ connectionString: databaseUrl, options: NO_TIMEOUT });
   await client.connect();
   try {
     const before = await settle(client);
@@ -217,7 +222,7 @@ export async function beginCost(databaseUrl: string, label: string) {
             log(
               `${label}: WAL ${fmt(wal.bytes / 1e6, 1)} MB, of which records on this database's relations ${fmt(inspected.mine / 1e6, 1)} MB` +
                 `, on other databases' ${fmt(inspected.other / 1e6, 1)} MB (${fmt(100 * share, 1)}%)${share > 0.05 ? ': other work on the server inflates the WAL figure' : ''}` +
-                `; vacuum's records (autovacuum included) ${fmt(inspected.vacuum / 1e6, 1)} MB`,
+                `; vacuum's records (autovacuum included) ${fmt(inspected.vacuum / 1e6, 1)} MB (read in ${inspected.seconds.toFixed(0)} s)`,
             );
             log(`${label}, WAL per message by kind of record: ${inspected.kinds.map(({ kind, bytes }) => `${kind} ${fmt(bytes / messages, 0)}`).join(', ')}`);
           }
@@ -252,12 +257,12 @@ function costFigures(c: Cost): Record<string, Figure> {
 
 /**
  * Retention's cost: every settled message in the bench database is purged by retention's own
- * statements (purgeOnce, a retention of a fraction of a second), after a CHECKPOINT; answers the
- * row deletes and WAL per message purged, and with `endToEnd` (the end-to-end stage's row writes
- * and WAL bytes per message) the total per message from acceptance to purged.
+ * statements (purgeOnce, a retention of a fraction of a second), after a CHECKPOINT, then the
+ * tables are vacuumed; answers the row deletes and WAL per message purged, and with `endToEnd` (the
+ * end-to-end stage's row writes and WAL bytes per message) the total from acceptance to purged.
  */
 export async function retentionCost(databaseUrl: string, endToEnd?: { writes: number; wal: number }): Promise<Record<string, Figure>> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, options: NO_TIMEOUT });
   const client = await pool.connect();
   try {
     const before = await settle(client);
@@ -272,6 +277,14 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
     }
     const seconds = (performance.now() - started) / 1000;
     const wal = await window.stop();
+    // The dead rows then cost a VACUUM (autovacuum's, in service), which also clears what the
+    // rows' updates left: at once, before autovacuum gets to them.
+    const vacuumFrom = await lsn(client);
+    const { rows: purgedTables } = await client.query<{ name: string }>(
+      `SELECT quote_ident(relname) AS name FROM pg_class WHERE relname IN ('messages', 'deliveries', 'events', 'dispatch_retries') AND relkind IN ('r', 'p') AND relnamespace = 'public'::regnamespace`,
+    );
+    for (const { name } of purgedTables) await client.query(`VACUUM ${name}`);
+    const vacuumWal = Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS n', [vacuumFrom])).rows[0].n);
     // This session's counters go out as it goes idle after this statement.
     await client.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
     const changed = delta(before, await settle(client));
@@ -280,17 +293,19 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
     const deletes = sum(changed).del;
     const other = writes(sum(changed)) - deletes;
     log(`retention, rows deleted per message purged by table: ${perTable(changed, messages)}`);
-    const fpi = inspected ? `, full-page images ${fmt(inspected.fpi / messages, 0)} bytes` : '';
+    const fpi = inspected ? ` (full-page images ${fmt(inspected.fpi / messages, 0)})` : '';
     const figures: Record<string, Figure> = {
       retention: {
-        text: `${fmt(deletes / messages)} row deletes${other ? ` and ${fmt(other / messages)} other writes` : ''}, ${fmt(wal.bytes / messages, 0)} bytes of WAL${fpi} per message purged (${messages.toLocaleString('en')} in ${seconds.toFixed(1)} s)`,
+        text:
+          `${fmt(deletes / messages)} row deletes${other ? ` and ${fmt(other / messages)} other writes` : ''}, ${fmt(wal.bytes / messages, 0)} bytes of WAL${fpi}` +
+          ` and ${fmt(vacuumWal / messages, 0)} more for the VACUUM after, per message purged (${messages.toLocaleString('en')} in ${seconds.toFixed(1)} s)`,
         rate: (deletes + other) / messages,
       },
     };
     if (endToEnd) {
       const rows = endToEnd.writes + (deletes + other) / messages;
-      const bytes = endToEnd.wal + wal.bytes / messages;
-      figures.pgTotal = { text: `${fmt(rows)} row writes, ${fmt(bytes, 0)} bytes of WAL`, rate: rows };
+      const bytes = endToEnd.wal + (wal.bytes + vacuumWal) / messages;
+      figures.pgTotal = { text: `${fmt(rows)} row writes, ${fmt(bytes, 0)} bytes of WAL (the VACUUM after retention included)`, rate: rows };
     }
     return figures;
   } finally {
