@@ -186,7 +186,7 @@ export interface Cost {
   fpis?: number;
   writes: Tally;
   commits: number;
-  /** Of `commits`, about how many the apps' pollers made (their rate before the stage, over the window). */
+  /** Of `commits`, about how many the apps' pollers made (their rate before the stage, over the stage). */
   idleCommits: number;
 }
 
@@ -203,17 +203,23 @@ export async function beginCost(databaseUrl: string, label: string) {
     // The apps' pollers commit while nothing is sent: their rate over 5 s, once the counters settled.
     const idleFrom = await commits(client);
     await sleep(5000);
-    const commitsBefore = await commits(client);
-    const idlePerSecond = (commitsBefore - idleFrom) / 5;
-    const started = performance.now();
+    const idlePerSecond = ((await commits(client)) - idleFrom) / 5;
     const window = await WalWindow.open(client);
+    const commitsBefore = await commits(client);
+    const started = performance.now();
     return {
       async end(messages: number): Promise<{ cost: Cost; figures: Record<string, Figure> }> {
         try {
+          const stageEnded = performance.now();
           const wal = await window.stop();
           const changed = delta(before, await settle(client));
-          const commitCount = (await commits(client)) - commitsBefore;
-          const idle = Math.min(commitCount, (idlePerSecond * (performance.now() - started)) / 1000);
+          // Counted until the counters settled: less what the pollers left running committed since the stage ended.
+          const settledAt = performance.now();
+          const settled = await commits(client);
+          await sleep(5000);
+          const idleAfter = ((await commits(client)) - settled) / 5;
+          const commitCount = Math.max(0, settled - commitsBefore - (idleAfter * (settledAt - stageEnded)) / 1000);
+          const idle = Math.min(commitCount, (idlePerSecond * (stageEnded - started)) / 1000);
           const inspected = await wal.read();
           const cost: Cost = { messages, wal: wal.bytes, fpi: inspected?.fpi, fpis: inspected?.fpis, writes: sum(changed), commits: commitCount, idleCommits: idle };
           log(`${label}, rows written per message by table: ${perTable(changed, messages)}`);
