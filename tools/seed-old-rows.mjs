@@ -25,8 +25,10 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
   const connect = async () => {
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();
-    // Nothing is lost if the server crashes mid-seed; the next run seeds again.
+    // Nothing is lost if the server crashes mid-seed; the next run seeds again. A chunk may take
+    // longer than the database's statement_timeout on a busy machine.
     await client.query('SET synchronous_commit = off');
+    await client.query('SET statement_timeout = 0');
     return client;
   };
   const [a, b] = await Promise.all([connect(), connect()]);

@@ -13,6 +13,7 @@ import pg from 'pg';
 import { apnsToken, fcmToken, freePort } from '@operator/testing';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
+import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
 const env = process.env;
 const SECONDS = Number(env.BENCH_SECONDS || 10);
@@ -175,6 +176,7 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   // End to end: from the first request until every status reached the receiver.
   const worker = start('push-worker-fcm', {});
   await sleep(1000);
+  const cost = await beginCost(DATABASE_URL, 'end to end');
   const ids: string[] = [];
   const e2eStarted = performance.now();
   await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
@@ -185,6 +187,7 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   const e2eSeconds = (performance.now() - e2eStarted) / 1000;
   await Promise.all([stop(worker), stop(dispatcher)]);
   figures.e2e = { text: `${(ids.length / e2eSeconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${e2eSeconds.toFixed(1)} s)`, rate: ids.length / e2eSeconds };
+  Object.assign(figures, (await cost.end(ids.length)).figures);
   return figures;
 }
 
@@ -207,6 +210,9 @@ async function main() {
     log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
     const fresh = await pass(gatewayPort, receiver, providers, bare);
     log('fresh tables done');
+    // Retention purges every row of the stages above, then the dispatcher alone, on databases of its own.
+    Object.assign(fresh, await retentionCost(DATABASE_URL, { writes: fresh.pgWrites.rate, wal: fresh.pgWal.rate }));
+    Object.assign(fresh, await dispatcherFigures(DATABASE_URL));
 
     let old: Awaited<ReturnType<typeof pass>> | undefined;
     if (OLD_ROWS > 0) {
@@ -230,6 +236,7 @@ async function main() {
       ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
+      ...costRows(END_TO_END).filter(([, , key]) => key in fresh),
     ];
     const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
     const table = rows.map(([stage, what, key]) => {
