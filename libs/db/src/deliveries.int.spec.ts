@@ -85,6 +85,7 @@ describe('deliveries (PostgreSQL)', () => {
         auth: null,
         deviceActive: true,
         attempts: 1,
+        alone: false,
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
@@ -157,7 +158,8 @@ describe('deliveries (PostgreSQL)', () => {
     expect(accepted).toMatchObject({ status: 'pending', open: true });
 
     // The claim and its renewals change no indexed column: the reconciler tells a live claim by claimed_at.
-    await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+    // The push's one delivery: its message is settled without a lock first.
+    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
     await extendClaims(db.pool, [id]);
     expect(await state(id)).toEqual({ status: 'sending', open: true, updatedAt: accepted.updatedAt });
     expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);

@@ -14,6 +14,8 @@ export interface ClaimedDelivery {
   deviceActive: boolean;
   /** Claims of this delivery so far, this one included, whatever job made them. */
   attempts: number;
+  /** The push's only delivery, of any provider: no other worker records one of its deliveries. */
+  alone: boolean;
 }
 
 export interface ClaimedMessage {
@@ -71,16 +73,17 @@ export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Pro
      delivery_rows AS (
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
+              (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id) = 1 AS alone,
               m.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
               NULL::int AS held
          FROM claimed c JOIN messages m ON m.id = c.message_id LEFT JOIN devices v ON v.id = c.device_id)
      SELECT * FROM delivery_rows
      UNION ALL
-     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL
+     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL, NULL
        FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id)
      UNION ALL
-     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL,
+     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL,
             (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
     [pushIds, provider, leaseMs],
   );
@@ -150,7 +153,8 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
 /**
  * Locks the messages still to be settled among these, in id order (so that two writers never wait
  * for each other), and answers their ids: the settlement that follows in the same transaction then
- * sees every delivery another writer recorded before it.
+ * sees every delivery another writer recorded before it. A push with one delivery needs no lock
+ * (the record of that delivery already waits for any other writer of it), and is not given here.
  */
 export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[]> {
   if (!pushIds.length) return [];
