@@ -71,7 +71,7 @@ export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Pro
         WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
         RETURNING d.id, d.message_id, d.device_id, d.attempts),
      delivery_rows AS (
-       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
+       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", v.id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
               (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id) = 1 AS alone,
               m.brand_id::text AS "brandId",

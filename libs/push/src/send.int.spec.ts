@@ -40,7 +40,12 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   const device = t.device.bind(t);
   const accept = (count = 1, policy = { attempts: 4, backoffMs: 50 }) => t.accept(count, policy, { web: { tag: 'promo', require_interaction: 'true' } });
 
-  const deliveries = (pushId: string) => t.db.delivery.findMany({ where: { messageId: pushId }, include: { device: true }, orderBy: { id: 'asc' } });
+  /** A push's deliveries, each with its device (null once removed). */
+  const deliveries = async (pushId: string) => {
+    const rows = await t.db.delivery.findMany({ where: { messageId: pushId }, orderBy: { id: 'asc' } });
+    const devices = await t.db.device.findMany({ where: { id: { in: rows.flatMap((row) => (row.deviceId ? [row.deviceId] : [])) } } });
+    return rows.map((row) => ({ ...row, device: devices.find((found) => found.id === row.deviceId) ?? null }));
+  };
   const message = (pushId: string) => t.db.message.findUniqueOrThrow({ where: { id: pushId } });
   const receivedBy = (id: string) => t.fake.received.filter((m) => m.id === id);
   const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
