@@ -31,6 +31,15 @@ import { connectTls, sanitizeReason, type TlsTarget } from '@operator/egress';
  *   calls that back for a session already destroyed (a refused or cut connection), so shutdown
  *   would never finish. It forgets such a session first, and destroys one still busy after the
  *   grace period (close waits for requests in flight).
+ * - sessionStreams: Client#connect keeps its HTTP/2 session in `client.session` (a new one after
+ *   the last dropped); its remoteSettings hold the SETTINGS_MAX_CONCURRENT_STREAMS APNs announced,
+ *   which the APNs provider's stream pool keeps to. Absent, the pool counts the streams assumed
+ *   before SETTINGS (100) on each connection, and opens another only as sends are answered.
+ * - shareProviderToken: each Client signs its own provider token (JWT) into `client.config.token`,
+ *   an object whose regenerate() makes a new one only for the generation it was asked about. The
+ *   APNs provider's further connections are given the first one's, so that every connection sends
+ *   the same JWT and renews it once: Apple answers TooManyProviderTokenUpdates to tokens changed
+ *   too often. Absent, each connection signs its own.
  * - proxiedConnection: Client#connect opens its session with `http2.connect(url, this.config)`,
  *   and config() keeps every Provider option it does not know, so a `createConnection` option
  *   (http2's own) opens the connection. The APNs provider passes one that goes through the
@@ -216,6 +225,30 @@ export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): 
     await Promise.race([new Promise<void>((resolve) => provider.shutdown(() => resolve())), givenUp]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** Makes `to` send the provider token (JWT) of `from`, renewed once for both; false when the internals moved. */
+export function shareProviderToken(from: apn.Provider, to: apn.Provider): boolean {
+  const source = (clientOf(from) as { config?: { token?: unknown } } | undefined)?.config;
+  const target = (clientOf(to) as { config?: { token?: unknown } } | undefined)?.config;
+  const token = source?.token as { regenerate?: unknown; current?: unknown } | null | undefined;
+  if (!target || !token || typeof token.regenerate !== 'function' || typeof token.current !== 'string' || !target.token) return false;
+  target.token = token;
+  return true;
+}
+
+/**
+ * SETTINGS_MAX_CONCURRENT_STREAMS of the provider's current HTTP/2 session, as APNs announced it;
+ * undefined while there is no session, it is gone, or its SETTINGS have not come yet.
+ */
+export function sessionStreams(provider: apn.Provider): number | undefined {
+  const session = clientOf(provider)?.session as { destroyed?: boolean; remoteSettings?: { maxConcurrentStreams?: number } } | null | undefined;
+  if (!session || session.destroyed) return undefined;
+  try {
+    return session.remoteSettings?.maxConcurrentStreams;
+  } catch {
+    return undefined;
   }
 }
 
