@@ -2,8 +2,9 @@
 // allow. Each connection carries as many streams as its server announces in
 // SETTINGS_MAX_CONCURRENT_STREAMS (FCM: 100); when every open connection is full another is opened,
 // up to `maxConnections`; past that a send waits here, before its deadline starts, until a stream
-// frees up. A connection whose SETTINGS have not come yet is not taken for full: a send waits for
-// them rather than open another. So a client never has more than maxConnections x the announced streams in flight, and
+// frees up. Until a connection's SETTINGS come it is taken to allow 100 streams (nghttp2's own rule,
+// and curl's); a send finding it full then waits for them rather than open another connection.
+// A server that allows fewer has the rest held by nghttp2 until streams free up. So a client never has more than maxConnections x the announced streams in flight, and
 // no server is sent more streams than it said it takes (nghttp2 would queue them with their
 // timers running).
 
