@@ -109,7 +109,9 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
  * suggests several connections for a high volume; here they are a stream pool (@operator/providers):
  * each carries as many streams as APNs announces in SETTINGS_MAX_CONCURRENT_STREAMS, a further one
  * is opened only when those are full, up to `maxConnections`, and past that a send waits for a
- * stream (before its deadline starts). node-apn's own MultiProvider would deal the sends round robin
+ * stream (before its deadline starts). APNs announces 500 to 1500 streams, and is known to drop
+ * to 1 after a refused notification until the next accepted one: the pool follows, and opens
+ * another connection meanwhile. node-apn's own MultiProvider would deal the sends round robin
  * to a fixed number of connections, blind to what each allows.
  *
  * Headers: apns-topic is the configured bundle id, apns-push-type `alert` (every contract push has
@@ -145,7 +147,7 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   let signer: apn.Provider | undefined;
   const connection = () => {
     const provider = new apn.Provider(providerOptions);
-    const patches: Record<string, boolean> = { ...patchNodeApn(provider, { deadlineMs: timeoutMs }) };
+    const patches: Record<string, boolean> = { ...patchNodeApn(provider, { deadlineMs: timeoutMs }, () => pool.wake()) };
     if (signer) patches.shareProviderToken = shareProviderToken(signer, provider);
     else signer = provider;
     const missing = Object.entries(patches).flatMap(([name, applied]) => (applied ? [] : [name]));
