@@ -1,12 +1,12 @@
 // How many sends an HTTP/2 provider client (FCM, APNs) has on the wire: as many as its servers
 // allow. Each connection carries as many streams as its server announces in
-// SETTINGS_MAX_CONCURRENT_STREAMS (FCM: 100); when every open connection is full another is opened,
-// up to `maxConnections`; past that a send waits here, before its deadline starts, until a stream
-// frees up. Until a connection's SETTINGS come it is taken to allow 100 streams (nghttp2's own rule,
-// and curl's); a send finding it full then waits for them rather than open another connection.
-// A server that allows fewer has the rest held by nghttp2 until streams free up. So a client never has more than maxConnections x the announced streams in flight, and
-// no server is sent more streams than it said it takes (nghttp2 would queue them with their
-// timers running).
+// SETTINGS_MAX_CONCURRENT_STREAMS (FCM: 100); when every open connection is full another is
+// opened, up to `maxConnections`; past that a send waits here, before its deadline starts, until a
+// stream frees up. Until a connection's SETTINGS come it is taken to allow 100 streams (nghttp2's
+// own rule, and curl's), and a send finding it full waits for them rather than open another
+// connection; a server that allows fewer has the rest of that first burst held by nghttp2. So a
+// client has at most maxConnections x the streams its server allows on the wire (each counted at
+// most MAX_STREAMS_PER_CONNECTION), and never sends a server more streams than it takes.
 
 /** Streams assumed until a server's SETTINGS come: HTTP/2's recommended least (RFC 9113 6.5.2), FCM's own. */
 export const STREAMS_BEFORE_SETTINGS = 100;
