@@ -4,7 +4,7 @@
 // fake server). Run it alone with BENCH_ONLY=far-send; BENCH_CPU_PROF=<dir> writes each worker's
 // CPU profile there (node --cpu-prof).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FakeApns, FakeFcm } from '@operator/testing';
 import { Providers } from '../chaos/providers';
@@ -33,6 +33,17 @@ export interface Figure {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** CPU time a process has used so far, in ms (Linux /proc; 0 elsewhere). */
+function cpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    // utime and stime, in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
 function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -45,7 +56,7 @@ function stop(child: ChildProcess): Promise<void> {
  * One worker drains what is queued: timed from the first delivery it takes to the last, so that its
  * start (bundle load, connections) is not counted.
  */
-async function drain(deps: FarSendDeps, app: string, extra: Record<string, string>): Promise<{ sends: number; seconds: number }> {
+async function drain(deps: FarSendDeps, app: string, extra: Record<string, string>): Promise<{ sends: number; seconds: number; workerCpuMs: number; benchCpuMs: number }> {
   const queued = await deps.open();
   const profile = CPU_PROFILES ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROFILES}`, `--cpu-prof-name=${app}-far-${Date.now()}.cpuprofile`] : [];
   const worker = spawn(process.execPath, [...profile, `dist/apps/${app}/main.js`], { env: { ...deps.appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
@@ -58,21 +69,28 @@ async function drain(deps: FarSendDeps, app: string, extra: Record<string, strin
       left = await deps.open();
     }
     const started = performance.now();
+    const [workerCpu, benchCpu] = [cpuMs(worker.pid), process.cpuUsage()];
     const from = left;
     while (left > 0) {
       if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} did not finish sending`);
       await sleep(50);
       left = await deps.open();
     }
-    return { sends: from, seconds: (performance.now() - started) / 1000 };
+    const bench = process.cpuUsage(benchCpu);
+    return { sends: from, seconds: (performance.now() - started) / 1000, workerCpuMs: cpuMs(worker.pid) - workerCpu, benchCpuMs: (bench.user + bench.system) / 1000 };
   } finally {
     await stop(worker);
   }
 }
 
-function figure(result: { sends: number; seconds: number }, fake: { peakInFlight: number; sessions: number }): Figure {
+/** sends/s, with the most on the wire, and the CPU per send of the worker and of this process (the fake server, the polls). */
+function figure(result: Awaited<ReturnType<typeof drain>>, fake: { peakInFlight: number; sessions: number }): Figure {
   const rate = result.sends / result.seconds;
-  return { text: `${rate.toFixed(0)} sends/s (${result.sends}; at most ${fake.peakInFlight} in flight, ${fake.sessions} connections)`, rate };
+  const perSend = (ms: number) => ((ms * 1000) / result.sends).toFixed(0);
+  return {
+    text: `${rate.toFixed(0)} sends/s (${result.sends}; at most ${fake.peakInFlight} in flight on ${fake.sessions} connections; CPU per send: worker ${perSend(result.workerCpuMs)} µs, fake server ${perSend(result.benchCpuMs)} µs)`,
+    rate,
+  };
 }
 
 /** The stage's figures: `farFcm` and `farApns`. */

@@ -132,8 +132,8 @@ const farDeps = (gatewayPort: number): FarSendDeps => ({
   open: () => count(OPEN_DELIVERIES),
 });
 const FAR_ROWS: [string, string, 'farFcm' | 'farApns'][] = [
-  ['send: FCM 30 ms away', `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send, 100 streams per connection`, 'farFcm'],
-  ['send: APNs 30 ms away', `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send`, 'farApns'],
+  [`send: FCM ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send, 100 streams per connection`, 'farFcm'],
+  [`send: APNs ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send`, 'farApns'],
 ];
 
 /** One pass over every stage; answers one figure per stage. */
