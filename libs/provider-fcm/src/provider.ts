@@ -38,7 +38,8 @@ import { fcmWireMessage, toFcmMessage } from './message';
 //   provider (every send() call together) below that; the others wait their turn.
 // - A send not answered within 15 s (firebase-admin's timeout; `timeoutMs`) is cancelled: `network`.
 //   The deadline is the whole send, its retries included: waiting for the access token, for a
-//   connection (a tunnel, a TLS handshake) and for the last byte of the answer.
+//   connection (a tunnel, a TLS handshake) and for the last byte of the answer; not the wait for
+//   a free stream, which is the other sends' answers.
 // - At most MAX_ANSWER_BYTES of an answer are read; past that the stream is cancelled and the
 //   answer classified by its status. What FCM said is kept as its status, its error codes and a
 //   sanitised message, never as raw text.
@@ -551,7 +552,7 @@ interface FcmConnection {
   ended: boolean;
   /**
    * Resolves when the server's first SETTINGS came (or the connection ended): until then the pool
-   * counts STREAMS_BEFORE_SETTINGS, and requests wait rather than go past what the server allows.
+   * counts 100 streams on it, and its requests wait for them before they are written.
    */
   settings: Promise<void>;
   failure: Error | null;
@@ -703,7 +704,7 @@ function fcmConnections(connect: () => Duplex, maxConnections: number) {
     return Promise.all(closing).then(() => undefined);
   }
 
-  return { lease: () => pool.lease(), request, close, pool };
+  return { lease: () => pool.lease(), request, close };
 }
 
 /** The credential's access token, kept until 5 minutes before it expires; waiting sends share one request. */
@@ -724,7 +725,6 @@ function accessTokens(credential: Credential): () => Promise<string> {
     return pending;
   };
 }
-
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
