@@ -269,7 +269,13 @@ describe('the production overlay', () => {
     expect(trigger.type).toBe('postgresql');
     expect(trigger.metadata.connectionFromEnv).toBeUndefined();
     expect(named('TriggerAuthentication', trigger.authenticationRef.name)!.spec.secretTargetRef).toEqual([{ parameter: 'connection', name: 'operator-api', key: 'MIGRATE_DATABASE_URL' }]);
-    expect(trigger.metadata.query).toMatch(/^SELECT count\(\*\) FROM \(SELECT 1 FROM \w+ WHERE .+ LIMIT \d+\) AS \w+$/);
+    // Every count it makes is bounded, so a huge backlog costs no more than that many index entries.
+    const { query } = trigger.metadata as { query: string };
+    const counts = query.split('count(*) FROM (SELECT 1 FROM ').slice(1);
+    expect(query).toMatch(/^SELECT /);
+    expect(counts.length).toBeGreaterThan(0);
+    expect(query.split('count(').length - 1).toBe(counts.length);
+    for (const count of counts) expect(count).toMatch(/^\w+ .+? LIMIT \d+\) AS \w+\)?( \+ | AS \w+$|$)/);
   });
 
   it.each(APPS)('guards %s with a PodDisruptionBudget and exposes its port through a Service', (app) => {

@@ -14,6 +14,7 @@ import { apnsToken, fcmToken, freePort } from '@operator/testing';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
+import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
 const env = process.env;
 const SECONDS = Number(env.BENCH_SECONDS || 10);
@@ -106,7 +107,10 @@ const dir = mkdtempSync(join(tmpdir(), 'operator-bench-'));
 // The seeded rows are 1 to 31 days old: a retention of 32 days keeps them all.
 const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn', RETENTION_DAYS: '32', METRICS_PORT: '0' };
 const OPEN_DELIVERIES = `SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')`;
-const PENDING_EVENTS = `SELECT count(*) FROM events WHERE dispatch_state = 'pending' AND topic = 'push.status'`;
+// Status events not posted yet: past the topic's settled dispatch position, or waiting for a retry.
+const PENDING_EVENTS = `SELECT (SELECT count(*) FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > COALESCE(LEAST(
+    (SELECT position FROM dispatch_cursors WHERE topic = 'push.status'), (SELECT min(after_position) FROM dispatch_ranges WHERE topic = 'push.status')), 0))
+  + (SELECT count(*) FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending') AS count`;
 
 interface Row {
   stage: string;
@@ -187,6 +191,7 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   // End to end: from the first request until every status reached the receiver.
   const worker = start('push-worker-fcm', {});
   await sleep(1000);
+  const cost = await beginCost(DATABASE_URL, 'end to end');
   const ids: string[] = [];
   const e2eStarted = performance.now();
   await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
@@ -197,6 +202,7 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   const e2eSeconds = (performance.now() - e2eStarted) / 1000;
   await Promise.all([stop(worker), stop(dispatcher)]);
   figures.e2e = { text: `${(ids.length / e2eSeconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${e2eSeconds.toFixed(1)} s)`, rate: ids.length / e2eSeconds };
+  Object.assign(figures, (await cost.end(ids.length)).figures);
   return figures;
 }
 
@@ -229,6 +235,9 @@ async function main() {
     log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
     const fresh = await pass(gatewayPort, receiver, providers, bare);
     log('fresh tables done');
+    // Retention purges every row of the stages above, then the dispatcher alone, on databases of its own.
+    Object.assign(fresh, await retentionCost(DATABASE_URL, { writes: fresh.pgWrites.rate, wal: fresh.pgWal.rate }));
+    Object.assign(fresh, await dispatcherFigures(DATABASE_URL));
 
     let old: Awaited<ReturnType<typeof pass>> | undefined;
     if (OLD_ROWS > 0) {
@@ -253,6 +262,7 @@ async function main() {
       ...FAR_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
+      ...costRows(END_TO_END).filter(([, , key]) => key in fresh),
     ];
     const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
     const table = rows.map(([stage, what, key]) => {

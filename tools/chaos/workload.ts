@@ -223,7 +223,10 @@ export async function settle(databaseUrl: () => string, scale: Load, from: numbe
       databaseUrl(),
       `SELECT (SELECT count(*) FROM messages WHERE status = 'accepted') AS messages,
               (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')) AS deliveries,
-              (SELECT count(*) FROM events WHERE dispatch_state = 'pending') AS events,
+              (SELECT count(*) FROM events e
+                WHERE e.feed_seq > COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = e.topic),
+                                                  (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = e.topic)), 0))
+                + (SELECT count(*) FROM dispatch_retries WHERE state = 'pending') AS events,
               (SELECT count(*) FROM credits WHERE status = 'accepted') AS credits`,
     ).catch(() => [{ messages: '?', deliveries: '?', events: '?', credits: '?' }]);
     last = `${row.messages} messages and ${row.deliveries} deliveries not final, ${row.events} events not dispatched, ${row.credits} credits not carried out`;

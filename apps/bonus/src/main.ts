@@ -2,21 +2,23 @@
 // operator's platform), expires bonuses past their validity, and writes every bonus and balance
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
-import { createLogger, loadBonusAppConfig, onShutdown, runMain } from '@operator/config';
-import { closeDb, countCreditsByState, createDb, createPoller, pingDb, releaseCredits } from '@operator/db';
+import { createLogger, loadBonusAppConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
+import { closeDb, closeReads, countCreditsByState, createDb, createPoller, createReads, pingDb, releaseCredits } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 
 async function main() {
   const config = loadBonusAppConfig();
   const log = createLogger('bonus', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
+  // Only the gauge reads there: two connections are plenty.
+  const reads = createReads(db, { url: config.DATABASE_READ_URL, primaryUrl: config.DATABASE_URL, poolSize: 2, label: urlOrigin(config.DATABASE_READ_URL), log });
   const deps = createBonusDeps(db, config, log);
   const metrics = await startMetricsServer({
     port: config.METRICS_PORT,
     checks: { postgres: () => pingDb(db) },
-    stores: watchStores({ credits: () => countCreditsByState(db, STORE_READ_TIMEOUT_MS) }, { log }),
+    stores: watchStores({ credits: () => reads.run((replica) => countCreditsByState(replica, STORE_READ_TIMEOUT_MS)) }, { log }),
   });
-  log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', metricsPort: metrics.port }, 'bonus app started');
+  log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', readReplica: reads.separate ? urlOrigin(config.DATABASE_READ_URL) : undefined, metricsPort: metrics.port }, 'bonus app started');
 
   // The credits claimed and not yet processed.
   const held = new Set<string>();
@@ -30,6 +32,7 @@ async function main() {
       metrics.shuttingDown();
       await poller.stop();
       await deps.wallet.close?.();
+      await closeReads(reads);
       await closeDb(db);
       await metrics.close();
     },

@@ -3,7 +3,7 @@ import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
-import type { Db } from '@operator/db';
+import { primaryReads, type Db, type Reads } from '@operator/db';
 import type { PushQueues, RedisClient } from '@operator/queue';
 import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
@@ -28,6 +28,8 @@ import { serverTimeouts } from './timeouts';
 export interface GatewayDeps {
   config: GatewayConfig;
   db: Db;
+  /** Where the reads that may lag go (DATABASE_READ_URL); the primary's pool when absent. */
+  reads?: Reads;
   redis: RedisClient;
   queues: PushQueues;
 }
@@ -41,6 +43,7 @@ function loggerOf(config: GatewayDeps['config'], logger: FastifyServerOptions['l
 
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
+  const reads = deps.reads ?? primaryReads(db);
   const { http: httpTimeouts, ...timeouts } = serverTimeouts(config);
   const app = Fastify({
     logger: loggerOf(config, logger),
@@ -88,7 +91,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // Before the routes: the OpenAPI document collects each route as it is added.
   registerApiDocument(app);
 
-  app.register(healthRoutes, { db, redis });
+  app.register(healthRoutes, { db, reads, redis });
 
   app.register(async (crm) => {
     requireCrmAuth(crm, config.operatorApiKeys, config.crmAuth);
@@ -104,8 +107,8 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
       batchMaxMessages: config.BATCH_MAX_MESSAGES,
       singleGroup: { windowMs: config.PUSH_SINGLE_GROUP_WINDOW_MS, maxMessages: config.PUSH_SINGLE_GROUP_MAX },
     });
-    await crm.register(statusRoutes, { db });
-    await crm.register(bonusRoutes, { db, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
+    await crm.register(statusRoutes, { reads });
+    await crm.register(bonusRoutes, { db, reads, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
   });
 
   // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
@@ -114,19 +117,19 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // The operator's back end: device keys register devices; admin keys open these and the rest.
   app.register(async (devices) => {
     requireInternalKey(devices, config.internalKeys, 'devices');
-    await devices.register(deviceRoutes, { db, webpushAllowedOrigins: config.webpushAllowedOrigins });
+    await devices.register(deviceRoutes, { db, reads, webpushAllowedOrigins: config.webpushAllowedOrigins });
   });
   app.register(async (admin) => {
     requireInternalKey(admin, config.internalKeys, 'admin');
-    await admin.register(deadLetterRoutes, { db, maxAgeMs: config.webhookMaxAgeMs });
-    await admin.register(bonusAdminRoutes, { db, bonus: createBonusDeps(db, config, app.log) });
+    await admin.register(deadLetterRoutes, { db, reads, maxAgeMs: config.webhookMaxAgeMs });
+    await admin.register(bonusAdminRoutes, { db, reads, bonus: createBonusDeps(db, config, app.log) });
   });
 
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
 
   // /metrics, /docs, /openapi.json and the queue dashboard: here, or on the operations server.
-  if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, api: app });
+  if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, reads, api: app });
 
   return app;
 }
@@ -144,7 +147,8 @@ export function buildOperationsApp(deps: GatewayDeps & { api: FastifyInstance },
     requestTimeout: 15000,
   });
   registerErrorHandling(app);
-  app.register(healthRoutes, { db: deps.db, redis: deps.redis });
-  app.register(operationsRoutes, deps);
+  const reads = deps.reads ?? primaryReads(deps.db);
+  app.register(healthRoutes, { db: deps.db, reads, redis: deps.redis });
+  app.register(operationsRoutes, { ...deps, reads });
   return app;
 }

@@ -1,5 +1,5 @@
-import { createLogger, loadGatewayConfig, onShutdown, runMain } from '@operator/config';
-import { closeDb, createDb } from '@operator/db';
+import { createLogger, loadGatewayConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
+import { closeDb, closeReads, createDb, createReads } from '@operator/db';
 import { MetricsPortError } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
 import { buildApp, buildOperationsApp } from './app';
@@ -9,12 +9,15 @@ async function main() {
   const config = loadGatewayConfig();
   const log = createLogger('gateway', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
+  // Status polling, the feed, listings and back-office reads, the gauges: on a replica when DATABASE_READ_URL names one.
+  const reads = createReads(db, { url: config.DATABASE_READ_URL, primaryUrl: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, label: urlOrigin(config.DATABASE_READ_URL), log });
+  if (reads.separate) log.info({ readReplica: urlOrigin(config.DATABASE_READ_URL) }, 'reads that may lag go to the replica of DATABASE_READ_URL');
   // A Redis outage is answered with 503 per request; it does not stop the process.
   const redis = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
-  const app = buildApp({ config, db, redis, queues }, true);
+  const app = buildApp({ config, db, reads, redis, queues }, true);
   // In production /metrics, /docs and the queue dashboard are on METRICS_PORT, apart from the API.
-  const operations = operationsApart(config) ? buildOperationsApp({ config, db, redis, queues, api: app }, true) : undefined;
+  const operations = operationsApart(config) ? buildOperationsApp({ config, db, reads, redis, queues, api: app }, true) : undefined;
 
   // The gateway holds no claims: past the deadline there is nothing to give back.
   onShutdown({
@@ -27,6 +30,7 @@ async function main() {
       await operations?.close();
       await closePushQueues(queues).catch(() => undefined);
       redis.disconnect();
+      await closeReads(reads);
       await closeDb(db);
     },
   });

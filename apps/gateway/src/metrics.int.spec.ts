@@ -41,6 +41,7 @@ describe('GET /metrics on the gateway', () => {
     h = await Harness.open();
   });
   afterAll(async () => {
+    await h.stores.db.pool.query('DELETE FROM dispatch_retries WHERE event_id = ANY($1::uuid[])', [eventIds]);
     await h.stores.db.pool.query('DELETE FROM events WHERE id = ANY($1::uuid[])', [eventIds]);
     await h.close();
   });
@@ -49,9 +50,13 @@ describe('GET /metrics on the gateway', () => {
   async function event(state: 'pending' | 'dead', ageSeconds: number) {
     const id = randomUUID();
     eventIds.push(id);
+    // Pending: not handed to a dispatcher yet. Dead: its dead letter, as the dispatcher writes it.
     await h.stores.db.pool.query(
-      `INSERT INTO events (id, topic, ordering_key, status, body, dispatch_state, occurred_at, next_attempt_at)
-       VALUES ($1, 'bonus', $2, 'credited', '{}', $3::"DispatchState", now() - $4 * interval '1 second', now() + interval '1 hour')`,
+      `WITH e AS (
+         INSERT INTO events (id, topic, ordering_key, status, body, occurred_at)
+         VALUES ($1, 'bonus', $2, 'credited', '{}', now() - $4 * interval '1 second') RETURNING *)
+       INSERT INTO dispatch_retries (event_id, topic, ordering_key, seq, state, attempts)
+       SELECT e.id, e.topic, e.ordering_key, e.seq, 'dead', 3 FROM e WHERE $3 = 'dead'`,
       [id, `metrics-test:${id}`, state, ageSeconds],
     );
   }
@@ -85,11 +90,12 @@ describe('GET /metrics on the gateway', () => {
     await event('dead', 5);
     const expected = {
       accepted: await count(`SELECT count(*) FROM credits WHERE status = 'accepted'`),
-      pendingBonus: await count(`SELECT count(*) FROM events WHERE topic = 'bonus' AND dispatch_state = 'pending'`),
-      dead: await count(`SELECT count(*) FROM events WHERE dispatch_state = 'dead'`),
+      pendingBonus: await count(`SELECT count(*) FROM event_dispatch WHERE topic = 'bonus' AND state = 'pending'`),
+      dead: await count(`SELECT count(*) FROM event_dispatch WHERE state = 'dead'`),
       // The head of the topic's queue (other suites may have left older pending events).
       oldestBonus: await count(
-        `SELECT extract(epoch FROM now() - occurred_at)::float8 AS count FROM events WHERE topic = 'bonus' AND dispatch_state = 'pending' ORDER BY seq LIMIT 1`,
+        `SELECT extract(epoch FROM now() - e.occurred_at)::float8 AS count FROM events e JOIN event_dispatch d ON d.id = e.id
+          WHERE e.topic = 'bonus' AND d.state = 'pending' ORDER BY e.seq LIMIT 1`,
       ),
       fcmJobs: (await h.jobs('fcm')).length,
     };

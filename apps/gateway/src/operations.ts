@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { GatewayConfig } from '@operator/config';
+import { primaryReads } from '@operator/db';
 import { MetricsPortError } from '@operator/metrics';
 import type { GatewayDeps } from './app';
 import { apiDocsPages } from './docs';
@@ -17,8 +18,8 @@ export const operationsApart = (config: GatewayConfig) => config.NODE_ENV === 'p
  * What the gateway serves its operators rather than the CRM: Prometheus metrics, the API's page and
  * document (those of `api`), and with ADMIN_UI the queue dashboard, behind an admin key.
  */
-export const operationsRoutes: FastifyPluginAsync<GatewayDeps & { api: FastifyInstance }> = async (app, { config, db, queues, api }) => {
-  await app.register(metricsRoutes, { db, queues });
+export const operationsRoutes: FastifyPluginAsync<GatewayDeps & { api: FastifyInstance }> = async (app, { config, db, reads, queues, api }) => {
+  await app.register(metricsRoutes, { reads: reads ?? primaryReads(db), queues });
   await app.register(apiDocsPages(api));
   if (config.ADMIN_UI) await app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
 };

@@ -577,7 +577,11 @@ describe('push status: polling, engagement reports and dead letters', () => {
     async function deadEvent(): Promise<{ pushId: string; id: string }> {
       const [pushId] = await sentPushes();
       const [row] = await eventRows([pushId]);
-      await h.stores.db.event.update({ where: { id: row.id }, data: { dispatchState: 'dead', lastError: 'HTTP 400', attempts: 3 } });
+      const event = await h.stores.db.event.findUniqueOrThrow({ where: { id: row.id } });
+      // A dead letter is the event's row in dispatch_retries, as the dispatcher writes it.
+      await h.stores.db.dispatchRetry.create({
+        data: { eventId: event.id, topic: event.topic, orderingKey: event.orderingKey, seq: event.seq, state: 'dead', lastError: 'HTTP 400', attempts: 3 },
+      });
       return { pushId, id: row.id };
     }
 
@@ -605,13 +609,13 @@ describe('push status: polling, engagement reports and dead letters', () => {
       expect(response.statusCode).toBe(200);
       expect(response.json()).toEqual({ redriven: 1 });
 
-      const row = await h.stores.db.event.findUniqueOrThrow({ where: { id } });
-      expect(row.dispatchState).toBe('pending');
+      const row = await h.stores.db.dispatchRetry.findUniqueOrThrow({ where: { eventId: id } });
+      expect(row.state).toBe('pending');
       expect(row.attempts).toBe(0);
       expect(row.lockedUntil).toBeNull();
       expect(row.expiresAt!.getTime()).toBeGreaterThan(Date.now());
       expect(row.nextAttemptAt.getTime()).toBeLessThanOrEqual(Date.now() + 1000);
-      expect((await h.stores.db.event.findUniqueOrThrow({ where: { id: other.id } })).dispatchState).toBe('dead');
+      expect((await h.stores.db.dispatchRetry.findUniqueOrThrow({ where: { eventId: other.id } })).state).toBe('dead');
 
       const list = (await internal('GET', '/v1/webhooks/dead-letters?limit=1000')).json();
       expect(list.events.map((e: { event_id: string }) => e.event_id)).not.toContain(id);
@@ -624,8 +628,8 @@ describe('push status: polling, engagement reports and dead letters', () => {
       const response = await internal('POST', '/v1/webhooks/dead-letters/redrive', {});
       expect(response.statusCode).toBe(200);
       expect(response.json().redriven).toBeGreaterThanOrEqual(2);
-      const rows = await h.stores.db.event.findMany({ where: { id: { in: [a.id, b.id] } } });
-      expect(rows.map((r) => r.dispatchState)).toEqual(['pending', 'pending']);
+      const rows = await h.stores.db.dispatchRetry.findMany({ where: { eventId: { in: [a.id, b.id] } } });
+      expect(rows.map((r) => r.state)).toEqual(['pending', 'pending']);
       for (const row of rows) expect(row.expiresAt!.getTime()).toBeGreaterThan(Date.now());
     });
 
@@ -651,7 +655,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
         expect([ids, response.statusCode]).toEqual([ids, 400]);
         expect(response.json()).toEqual({ error: expect.any(String) });
       }
-      expect((await h.stores.db.event.findUniqueOrThrow({ where: { id } })).dispatchState).toBe('dead');
+      expect((await h.stores.db.dispatchRetry.findUniqueOrThrow({ where: { eventId: id } })).state).toBe('dead');
     });
   });
 });

@@ -3,7 +3,7 @@
 // Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
 import { createLogger, loadDispatcherConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
-import { closeDb, countDeadLetters, createDb, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
+import { closeDb, closeReads, countDeadLetters, createDb, createReads, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { createAmqpPublisher, createDispatcher } from '@operator/webhooks';
 
@@ -11,6 +11,8 @@ async function main() {
   const config = loadDispatcherConfig();
   const log = createLogger('webhook-dispatcher', config.LOG_LEVEL);
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
+  // Only the gauges read there: two connections are plenty.
+  const reads = createReads(db, { url: config.DATABASE_READ_URL, primaryUrl: config.DATABASE_URL, poolSize: 2, label: urlOrigin(config.DATABASE_READ_URL), log });
   const amqp =
     config.CRM_EVENTS_TRANSPORT === 'rabbitmq'
       ? createAmqpPublisher({ url: config.CRM_EVENTS_AMQP_URL, exchange: config.CRM_EVENTS_AMQP_EXCHANGE, log, timeoutMs: config.WEBHOOK_TIMEOUT_MS })
@@ -26,8 +28,8 @@ async function main() {
     checks: { postgres: () => pingDb(db), ...(amqp && { rabbitmq: () => amqp.check() }) },
     stores: watchStores(
       {
-        outbox: () => readOutboxBacklog(db, Object.keys(urls), STORE_READ_TIMEOUT_MS),
-        deadLetters: () => countDeadLetters(db, STORE_READ_TIMEOUT_MS),
+        outbox: () => reads.run((replica) => readOutboxBacklog(replica, Object.keys(urls), STORE_READ_TIMEOUT_MS)),
+        deadLetters: () => reads.run((replica) => countDeadLetters(replica, STORE_READ_TIMEOUT_MS)),
       },
       { log },
     ),
@@ -72,7 +74,7 @@ async function main() {
   });
   // By origin only: the URLs may carry credentials, in their user info, path or query.
   log.info(
-    { statusUrl: urlOrigin(config.CRM_STATUS_WEBHOOK_URL), statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, statusBatchMax: config.CRM_STATUS_WEBHOOK_BATCH_MAX, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: urlOrigin(eventsBase), metricsPort: metrics.port },
+    { statusUrl: urlOrigin(config.CRM_STATUS_WEBHOOK_URL), statusFormat: config.CRM_STATUS_WEBHOOK_FORMAT, statusBatchMax: config.CRM_STATUS_WEBHOOK_BATCH_MAX, eventsTransport: config.CRM_EVENTS_TRANSPORT, eventsBase: urlOrigin(eventsBase), readReplica: reads.separate ? urlOrigin(config.DATABASE_READ_URL) : undefined, metricsPort: metrics.port },
     'webhook dispatcher started',
   );
 
@@ -83,6 +85,7 @@ async function main() {
       metrics.shuttingDown();
       await Promise.all([dispatcher.stop(), retention.stop()]);
       await amqp?.close();
+      await closeReads(reads);
       await closeDb(db);
       await metrics.close();
     },

@@ -24,18 +24,50 @@ export const DatabaseEnv = Type.Object({
  * fail as "Invalid URL" or as a name that does not resolve, taken for an outage. tools/pg-admin.cjs
  * says the same of the migration's URL.
  */
-export function multiHostProblem(name: string, url: string): string | undefined {
+export function multiHostProblem(name: string, url: string, instead = PRIMARY_ADDRESSES): string | undefined {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(url)?.[1] ?? '';
   const hosts = authority.slice(authority.lastIndexOf('@') + 1);
   const query = url.includes('?') ? url.slice(url.indexOf('?') + 1).split('#')[0] : '';
   const hostParameter = new URLSearchParams(query).get('host') ?? '';
   if (!hosts.includes(',') && !hostParameter.includes(',')) return undefined;
-  return `${name} lists several hosts, and the PostgreSQL driver connects to one: give one address that always reaches the primary (PgBouncer, HAProxy with Patroni, CloudNativePG's -rw Service, a managed database's writer endpoint)`;
+  return `${name} lists several hosts, and the PostgreSQL driver connects to one: ${instead}`;
 }
+
+const PRIMARY_ADDRESSES = "give one address that always reaches the primary (PgBouncer, HAProxy with Patroni, CloudNativePG's -rw Service, a managed database's writer endpoint)";
+const REPLICA_ADDRESSES = "give one address that reaches a replica (PgBouncer or HAProxy in front of the replicas, CloudNativePG's -ro Service, a managed database's reader endpoint)";
 
 export function databaseProblems(env: { DATABASE_URL: string }): string[] {
   const problem = multiHostProblem('DATABASE_URL', env.DATABASE_URL);
   return problem ? [problem] : [];
+}
+
+/**
+ * Where the reads that may lag a little go: a hot standby (or a pooler in front of several). The
+ * apps that read it are the gateway (status polling, the events feed, device and catalog listings,
+ * the back office's reads, the store gauges), the dispatcher and the bonus app (their gauges).
+ */
+export const ReadDatabaseEnv = Type.Object({
+  DATABASE_READ_URL: Type.String({
+    default: '',
+    description: 'PostgreSQL URL of a replica for the reads that may lag (status polling, the events feed, listings, back-office reads, store gauges); empty: DATABASE_URL',
+  }),
+});
+
+/** DATABASE_READ_URL's problems, which never quote it: it holds a password. */
+export function readDatabaseProblems(env: { DATABASE_READ_URL: string }): string[] {
+  const url = env.DATABASE_READ_URL;
+  if (!url) return [];
+  const parsed = URL.canParse(url) ? new URL(url) : undefined;
+  if (!parsed || !/^postgres(ql)?:$/.test(parsed.protocol) || (!parsed.hostname && !parsed.searchParams.get('host'))) {
+    return ['DATABASE_READ_URL must be a postgresql:// URL with a host (or empty, to read from DATABASE_URL)'];
+  }
+  const problem = multiHostProblem('DATABASE_READ_URL', url, REPLICA_ADDRESSES);
+  return problem ? [problem] : [];
+}
+
+/** The URL the reads that may lag use: DATABASE_READ_URL, or DATABASE_URL when it is empty. */
+export function readDatabaseUrl(env: { DATABASE_URL: string; DATABASE_READ_URL: string }): string {
+  return env.DATABASE_READ_URL || env.DATABASE_URL;
 }
 
 /**

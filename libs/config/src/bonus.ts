@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings } from './base';
 import { weakSecretProblems } from './secrets';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
@@ -38,15 +38,15 @@ export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: string): { 
   return { settings: { platformUrl: raw.BONUS_PLATFORM_URL || undefined, exchangeRates }, problems };
 }
 
-export const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, EgressEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
+export const BonusAppSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, MetricsEnv, EgressEnv, BonusEnv, Type.Object({ CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$' }) })]);
 export type BonusAppConfig = Static<typeof BonusAppSchema> & { bonus: BonusSettings; egress: EgressSettings };
 
 export function loadBonusAppConfig(env: Env = process.env): BonusAppConfig {
   const raw = parseEnv(BonusAppSchema, env);
   const { settings, problems } = bonusSettings(raw, raw.NODE_ENV);
   const { egress, problems: egressProblems } = egressSettings(raw, env);
-  problems.unshift(...databaseProblems(raw));
+  problems.unshift(...databaseProblems(raw), ...readDatabaseProblems(raw));
   problems.push(...egressProblems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...raw, bonus: settings, egress };
+  return { ...raw, DATABASE_READ_URL: readDatabaseUrl(raw), bonus: settings, egress };
 }

@@ -24,6 +24,7 @@ describe('loadGatewayConfig: defaults', () => {
       ADMIN_UI: false,
       METRICS_PORT: 9464,
       DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
+      DATABASE_READ_URL: 'postgresql://postgres@127.0.0.1:5432/operator_api',
       DATABASE_POOL_SIZE: 10,
       redis: { mode: 'standalone', address: { host: '127.0.0.1', port: 6379 }, db: 0, tls: false },
       QUEUE_PREFIX: 'operator',

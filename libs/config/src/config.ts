@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, RuntimeEnv } from './base';
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
@@ -45,7 +45,7 @@ export const GatewayEnv = Type.Object({
   ADMIN_UI: Type.Boolean({ default: false, description: 'Serve the queue dashboard at /admin/queues (admin key; in production on METRICS_PORT only); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 /** The CRM's credentials are read into `crmAuth` only. */
@@ -136,7 +136,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const bonus = raw ? bonusSettings(raw, raw.NODE_ENV) : undefined;
   const crmAuth = raw ? crmAuthSettings(raw) : undefined;
   const edge = raw ? edgeSettings(raw) : undefined;
-  if (raw) problems.push(...databaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems, ...edge!.problems);
+  if (raw) problems.push(...databaseProblems(raw), ...readDatabaseProblems(raw), ...trackingProblems(raw), ...bonus!.problems, ...crmAuth!.problems, ...edge!.problems);
   if (problems.length || !raw) throw new ConfigError(problems);
   const {
     OPERATOR_API_KEYS: _o,
@@ -154,6 +154,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const admin = [...keys.INTERNAL_ADMIN_KEYS, ...keys.INTERNAL_API_KEYS];
   return {
     ...withoutRedisVariables(rest),
+    DATABASE_READ_URL: readDatabaseUrl(raw),
     redis: redis.connection,
     operatorApiKeys: keys.OPERATOR_API_KEYS,
     internalKeys: { devices: [...keys.INTERNAL_DEVICE_KEYS, ...admin], admin },

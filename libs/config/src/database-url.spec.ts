@@ -44,3 +44,33 @@ describe('multiHostProblem', () => {
     expect(tools.multiHostProblem('DATABASE_URL', 'postgresql://db/operator_api')).toBeUndefined();
   });
 });
+
+// DATABASE_READ_URL: a replica for the reads that may lag, read by the apps that have such reads;
+// empty, they read from DATABASE_URL. A bad one is refused in one line that never quotes it.
+const READERS = LOADERS.filter(([app]) => app !== 'push worker') as [string, (env: Env) => { DATABASE_URL: string; DATABASE_READ_URL: string }][];
+
+describe.each(READERS)('%s: DATABASE_READ_URL', (_app, load) => {
+  it('defaults to DATABASE_URL', () => {
+    const url = 'postgresql://app:secret@pgbouncer:6432/operator_api';
+    expect(load({ DATABASE_URL: url }).DATABASE_READ_URL).toBe(url);
+    expect(load({ DATABASE_URL: url, DATABASE_READ_URL: '' }).DATABASE_READ_URL).toBe(url);
+  });
+
+  it('takes a replica of its own', () => {
+    const config = load({ DATABASE_URL: 'postgresql://app@db-rw/operator_api', DATABASE_READ_URL: 'postgresql://app:secret@db-ro:5432/operator_api' });
+    expect(config).toMatchObject({ DATABASE_URL: 'postgresql://app@db-rw/operator_api', DATABASE_READ_URL: 'postgresql://app:secret@db-ro:5432/operator_api' });
+  });
+
+  it.each(['db-ro:5432/operator_api', 'http://app:secret@db-ro/operator_api', 'postgresql://app:secret@db ro/x', 'not a url secret'])('refuses %s in one line, without its password', (url) => {
+    const problems = configErrorOf(() => load({ DATABASE_READ_URL: url })).problems;
+    expect(problems).toEqual(['DATABASE_READ_URL must be a postgresql:// URL with a host (or empty, to read from DATABASE_URL)']);
+  });
+
+  it('refuses several hosts, naming what to give instead', () => {
+    const problems = configErrorOf(() => load({ DATABASE_READ_URL: 'postgresql://app:secret@db-1,db-2/operator_api' })).problems;
+    expect(problems).toEqual([
+      "DATABASE_READ_URL lists several hosts, and the PostgreSQL driver connects to one: give one address that reaches a replica (PgBouncer or HAProxy in front of the replicas, CloudNativePG's -ro Service, a managed database's reader endpoint)",
+    ]);
+    expect(problems.join()).not.toContain('secret');
+  });
+});

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, EgressEnv, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings } from './base';
 import { MIN_SECRET_LENGTH, weakSecretProblems } from './secrets';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
@@ -70,7 +70,7 @@ export function durationMs(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2]];
 }
 
-export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, MetricsEnv, EgressEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
+export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, MetricsEnv, EgressEnv, DispatcherEnv, WebhookAgeEnv, RetentionEnv]);
 export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number; egress: EgressSettings };
 
 /** CRM_EVENTS_AMQP_URL's problems, which never quote it: it holds a password. */
@@ -82,7 +82,7 @@ function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
 
 export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   const raw = parseEnv(DispatcherConfigSchema, env);
-  const problems: string[] = databaseProblems(raw);
+  const problems: string[] = [...databaseProblems(raw), ...readDatabaseProblems(raw)];
   // Never quoted: a webhook URL may carry credentials.
   problems.push(...outboundUrlProblems('CRM_STATUS_WEBHOOK_URL', raw.CRM_STATUS_WEBHOOK_URL, raw.NODE_ENV));
   if (raw.CRM_EVENTS_TRANSPORT === 'http') problems.push(...outboundUrlProblems('CRM_EVENTS_BASE_URL', raw.CRM_EVENTS_BASE_URL, raw.NODE_ENV));
@@ -112,7 +112,7 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
   }
   if (raw.CRM_EVENTS_TRANSPORT === 'rabbitmq') amqpUrlProblems(raw.NODE_ENV, raw.CRM_EVENTS_AMQP_URL, problems);
   if (problems.length) throw new ConfigError(problems);
-  return { ...raw, maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), egress };
+  return { ...raw, DATABASE_READ_URL: readDatabaseUrl(raw), maxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE), egress };
 }
 
 /** TRACKING_SECRET, refused in production while it is the development one, or a weak one. */

@@ -9,8 +9,8 @@ const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
 
 const tuningError = (provider: ProviderName, env: Env) => configErrorOf(() => pushTuning(provider, env));
 
-// The values each worker runs with. They changed once on purpose (issue 22, "sends that fill the
-// pipe"): a job's messages are handed to the provider client at once (parallelMessages 16 -> 100),
+// The values each worker runs with. They changed once on purpose, for sends that fill the pipe: a
+// job's messages are handed to the provider client at once (parallelMessages 16 -> 100),
 // and FCM's and APNs' sends in flight follow their connections (providerConnections x the streams
 // the server allows) rather than a cap of FCM's 500.
 const SHARED = {

@@ -17,10 +17,15 @@ export const RedisServerSchema = Type.Object(
   { description: 'Which Redis answered, and its role' },
 );
 
-export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, redis: Probe, redis_server: Type.Optional(RedisServerSchema) });
+/** DATABASE_READ_URL's server, when it is not DATABASE_URL's: reported, never a reason to be not ready (its reads go to the primary meanwhile). */
+const ReadProbe = Type.Optional(
+  Type.Union([Type.Literal('up'), Type.Literal('down')], { description: 'The replica of DATABASE_READ_URL, when set apart: reported only; while it is down its reads go to the primary' }),
+);
+
+export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, postgres_read: ReadProbe, redis: Probe, redis_server: Type.Optional(RedisServerSchema) });
 
 export const NotReadySchema = Type.Object(
-  { error: Type.String(), postgres: Type.Optional(Probe), redis: Type.Optional(Probe), redis_server: Type.Optional(RedisServerSchema) },
+  { error: Type.String(), postgres: Type.Optional(Probe), postgres_read: ReadProbe, redis: Type.Optional(Probe), redis_server: Type.Optional(RedisServerSchema) },
   { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
 );
 

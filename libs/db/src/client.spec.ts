@@ -1,4 +1,4 @@
-import { isDbUnavailable } from './client';
+import { isConnectionFailure, isDbUnavailable } from './client';
 
 /** An error as node-postgres builds it from a server's ErrorResponse. */
 const serverError = (code: string, message: string) => Object.assign(new Error(message), { code, severity: 'FATAL' });
@@ -42,5 +42,30 @@ describe('isDbUnavailable', () => {
   ])('is false for %s', (_what, error) => {
     expect(isDbUnavailable(error)).toBe(false);
     expect(isDbUnavailable(throughPrisma(error))).toBe(false);
+  });
+});
+
+// A replica that fails so is passed over for the primary (reads.ts): only when it cannot be reached,
+// not when it is merely busy or a statement of its own failed.
+describe('isConnectionFailure', () => {
+  it.each([
+    ['connections refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6432'), { code: 'ECONNREFUSED' })],
+    ['no connection within the pool’s timeout', new Error('timeout exceeded when trying to connect')],
+    ['a socket closed mid-query', new Error('Connection terminated unexpectedly')],
+    ['a server shutting down', serverError('57P01', 'terminating connection due to administrator command')],
+    ['a server starting', serverError('57P03', 'the database system is starting up')],
+    ['PgBouncer without its server', serverError('08P01', 'server login has been failing, try again later (server_login_retry)')],
+  ])('is true for %s', (_what, error) => {
+    expect(isConnectionFailure(error)).toBe(true);
+    expect(isConnectionFailure(throughPrisma(error))).toBe(true);
+  });
+
+  it.each([
+    ['a statement timeout', serverError('57014', 'canceling statement due to statement timeout')],
+    ['a query cancelled for a conflict with recovery', serverError('40001', 'canceling statement due to conflict with recovery')],
+    ['a lock not available', serverError('55P03', 'could not obtain lock on row')],
+    ['a syntax error', serverError('42601', 'syntax error at or near "SELEC"')],
+  ])('is false for %s', (_what, error) => {
+    expect(isConnectionFailure(error)).toBe(false);
   });
 });

@@ -20,6 +20,8 @@ export interface DbOptions {
   connectTimeoutMs?: number;
   /** Where a lost connection is reported (once per outage). */
   log?: LogSink;
+  /** The `store` of those log lines: `postgres`, or `postgres-read` for a replica's pool. */
+  store?: string;
 }
 
 /**
@@ -31,14 +33,14 @@ export interface DbOptions {
  * whichever client its transactions come from. Nothing here relies on session state: no named
  * prepared statements, session advisory locks, LISTEN, temporary tables or SET outside a transaction.
  */
-export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log }: DbOptions): Db {
+export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log, store = 'postgres' }: DbOptions): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
     connectionTimeoutMillis: connectTimeoutMs,
     idleTimeoutMillis: 30000,
   });
-  watchConnections(pool, log);
+  watchConnections(pool, log, store);
   const prisma = new PrismaClient({ adapter: releasingFailedTransactions(new PrismaPg(pool)) });
   return Object.assign(prisma, { pool });
 }
@@ -78,17 +80,17 @@ function releasingFailedTransactions(factory: PrismaPg): PrismaPg {
  * would otherwise emit an unhandled 'error' when its server goes away, and end the process. A
  * broken connection fails its next query and is discarded when released; the pool opens new ones.
  */
-function watchConnections(pool: pg.Pool, log: LogSink | undefined) {
+function watchConnections(pool: pg.Pool, log: LogSink | undefined, store: string) {
   let reported = false;
   const report = (error: Error & { code?: string }) => {
     if (reported) return;
     reported = true;
-    log?.warn({ store: 'postgres', err: error.message, code: error.code }, 'PostgreSQL connection lost; reconnecting on the next query');
+    log?.warn({ store, err: error.message, code: error.code }, 'PostgreSQL connection lost; reconnecting on the next query');
   };
   pool.on('error', report);
   pool.on('connect', (client) => {
     client.on('error', report);
-    if (reported) log?.info({ store: 'postgres' }, 'PostgreSQL connection is back');
+    if (reported) log?.info({ store }, 'PostgreSQL connection is back');
     reported = false;
   });
 }
@@ -180,6 +182,31 @@ export function isDbUnavailable(error: unknown): boolean {
       (typeof item.code === 'string' && (TRANSIENT_CODES.has(item.code) || CONNECTION_EXCEPTION.test(item.code))) ||
       (typeof item.kind === 'string' && TRANSIENT_KINDS.has(item.kind)) ||
       (typeof item.message === 'string' && TRANSIENT_MESSAGES.test(item.message)),
+  );
+}
+
+// What says "this server cannot be reached" rather than "it is busy" or "this statement failed":
+// a socket that does not open or breaks, a server shutting down, starting or full, PgBouncer
+// unable to reach its server. A replica that fails so is passed over for the primary (reads.ts).
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'P1001', 'P1002', 'P1017', '57P01', '57P02', '57P03', '53300']);
+const CONNECTION_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
+const CONNECTION_MESSAGES = new RegExp(
+  [
+    ...['connection terminated', 'is not queryable', 'connection timeout', 'timeout exceeded when trying to connect', "Can't reach database server", 'ECONNREFUSED', 'ECONNRESET'],
+    ...['the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)', 'terminating connection', 'server conn crashed'],
+    ...['server login has been failing', 'cannot connect to server', 'client_login_timeout', 'server closed the connection unexpectedly', 'no more connections allowed'],
+  ].join('|'),
+  'i',
+);
+
+/** True when an error says the server could not be reached or its connection was lost. */
+export function isConnectionFailure(error: unknown): boolean {
+  return someInChain(
+    error,
+    (item) =>
+      (typeof item.code === 'string' && (CONNECTION_CODES.has(item.code) || CONNECTION_EXCEPTION.test(item.code))) ||
+      (typeof item.kind === 'string' && CONNECTION_KINDS.has(item.kind)) ||
+      (typeof item.message === 'string' && CONNECTION_MESSAGES.test(item.message)),
   );
 }
 

@@ -19,18 +19,25 @@ export interface OutboxTopicBacklog {
 }
 
 /**
- * The events of each topic waiting to be delivered, and the age of the first of them, both from
- * the partial index of pending events (topic, seq): the delivered ones are never read.
+ * The events of each topic waiting to be delivered, and the age of the oldest: those past the
+ * topic's settled dispatch position (read from (topic, feed_seq): the events already through are
+ * never read) and the pending retries (from their partial index).
  */
 export async function readOutboxBacklog(db: Db, topics: string[], timeoutMs: number): Promise<OutboxTopicBacklog[]> {
   const rows = await boundedQuery<{ topic: string; pending: string; oldestSeconds: number | null }>(
     db,
     timeoutMs,
     `SELECT t.topic,
-            (SELECT count(*) FROM events e WHERE e.topic = t.topic AND e.dispatch_state = 'pending') AS pending,
-            (SELECT extract(epoch FROM now() - e.occurred_at)::float8 FROM events e
-              WHERE e.topic = t.topic AND e.dispatch_state = 'pending' ORDER BY e.seq LIMIT 1) AS "oldestSeconds"
-       FROM unnest($1::text[]) AS t(topic)`,
+            (SELECT count(*) FROM events e WHERE e.topic = t.topic AND e.feed_seq > s.position
+                AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = e.id))
+              + (SELECT count(*) FROM dispatch_retries r WHERE r.topic = t.topic AND r.state = 'pending') AS pending,
+            extract(epoch FROM now() - LEAST(
+              (SELECT e.occurred_at FROM events e WHERE e.topic = t.topic AND e.feed_seq > s.position ORDER BY e.feed_seq LIMIT 1),
+              (SELECT e.occurred_at FROM dispatch_retries r JOIN events e ON e.id = r.event_id
+                WHERE r.topic = t.topic AND r.state = 'pending' ORDER BY r.seq LIMIT 1)))::float8 AS "oldestSeconds"
+       FROM unnest($1::text[]) AS t(topic)
+       CROSS JOIN LATERAL (SELECT COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = t.topic),
+                                                 (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = t.topic)), 0) AS position) s`,
     [topics],
   );
   return rows.map((row) => ({ topic: row.topic, pending: Number(row.pending), oldestSeconds: Math.max(0, row.oldestSeconds ?? 0) }));
@@ -38,7 +45,7 @@ export async function readOutboxBacklog(db: Db, topics: string[], timeoutMs: num
 
 /** Events in the dead letters, from their partial index. */
 export async function countDeadLetters(db: Db, timeoutMs: number): Promise<number> {
-  const [row] = await boundedQuery<{ count: string }>(db, timeoutMs, `SELECT count(*) FROM events WHERE dispatch_state = 'dead'`);
+  const [row] = await boundedQuery<{ count: string }>(db, timeoutMs, `SELECT count(*) FROM dispatch_retries WHERE state = 'dead'`);
   return Number(row.count);
 }
 

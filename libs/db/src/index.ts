@@ -14,3 +14,4 @@ export * from './poller';
 export { Prisma } from './generated/client';
 export * from './retention';
 export * from './gauges';
+export * from './reads';

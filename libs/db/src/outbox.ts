@@ -2,8 +2,13 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
 import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 
-// The outbox: events written in the transaction of the change they report, claimed by the
-// dispatchers, their results recorded, the undeliverable kept as dead letters.
+// The outbox. Events are written once, in the transaction of the change they report, and never
+// updated. A dispatcher takes a topic's events by range of feed positions (one short write to move
+// the topic's cursor and one to record the range), posts them, and deletes the range once every
+// result is in. An event that does not go through at the first try (to retry, a dead letter, or
+// held behind an earlier event of its key) gets a row in dispatch_retries, claimed event by event.
+// The view event_dispatch shows what became of each event.
+// An event delivered at once therefore costs no write after its insert.
 
 /** An outbox event whose body is fixed now (bonus and balance events). */
 export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
@@ -12,58 +17,52 @@ export async function insertEvent(sql: Sql, event: { topic: string; orderingKey:
   return id;
 }
 
-/** An event the dispatcher now owns until `lease`. */
+/** An event a dispatcher now owns: from a range (its first try) or from the retries. */
 export interface DueEvent {
   id: string;
   topic: string;
+  orderingKey: string;
+  /** Insert order; the events of one ordering key go out in this order. */
+  seq: string;
   pushId: string | null;
   status: string;
   error: string | null;
   /** Fixed body (bonus and balance events), raw JSON text. */
   body: string | null;
   occurredAt: Date;
+  /** Tries made before this one. */
   attempts: number;
   expiresAt: Date | null;
-  /** When the claim lapses; also what identifies it (see releaseEventClaims). */
-  lease: Date;
+  /** Its first try (taken with a range) or a retry (taken from dispatch_retries). */
+  source: 'range' | 'retry';
+  /**
+   * An earlier event of its key is not through yet (being posted elsewhere, waiting for a retry, or
+   * not handed out yet): this one must wait behind it, as a retry.
+   */
+  blocked: boolean;
   /** A push event with its message, for its body; null for other topics (or a push that is gone). */
   push: PushEventRow | null;
 }
 
-/**
- * Takes up to `limit` events that are due, for the given topics, oldest first: only the first
- * pending event of each ordering key, so the events of one push (or one bonus) go out in order.
- * Each topic is walked in seq order on its own partial index of pending events, so neither the
- * delivered events nor another topic's backlog are read. Push events come with their message.
- */
-export async function claimDueEvents(sql: Sql, topics: string[], limit: number, leaseMs: number): Promise<DueEvent[]> {
-  if (!topics.length) return [];
-  const { rows } = await sql.query<Omit<DueEvent, 'push'> & Omit<PushEventRow, 'crmMessageId'> & { crmMessageId: string | null }>(
-    `WITH due AS (
-       SELECT c.id, c.seq FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
-         SELECT e.id, e.seq FROM events e
-          WHERE e.topic = t.topic AND e.dispatch_state = 'pending' AND e.next_attempt_at <= now()
-            AND (e.locked_until IS NULL OR e.locked_until < now())
-            -- The first pending event of its key, found through the key's own events (a push has a
-            -- handful). The state is compared as text so that no partial index of pending events can
-            -- serve this probe: their statistics lag far behind a burst in a big table, and the
-            -- planner then picked them as if empty, reading every pending event per candidate.
-            AND e.seq = (SELECT p.seq FROM events p WHERE p.ordering_key = e.ordering_key AND p.dispatch_state::text = 'pending'
-                          ORDER BY p.seq LIMIT 1)
-          ORDER BY e.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c
-        ORDER BY c.seq LIMIT $2),
-     claimed AS (
-       UPDATE events e SET locked_until = now() + $3 * interval '1 millisecond'
-         FROM due WHERE e.id = due.id
-       RETURNING e.*)
-     SELECT ${PUSH_EVENT_COLUMNS}, e.topic, e.body::text AS body, e.attempts, e.expires_at AS "expiresAt", e.locked_until AS lease
-       FROM claimed e LEFT JOIN messages m ON m.id = e.push_id
-      ORDER BY e.seq`,
-    [topics, limit, leaseMs],
-  );
-  return rows.map((row) => ({
+/** A range of one topic's events a dispatcher holds until `leaseUntil`. */
+export interface DispatchRange {
+  id: string;
+  topic: string;
+  after: string;
+  through: string;
+  leaseUntil: Date;
+}
+
+type EventRow = Omit<DueEvent, 'push'> & Omit<PushEventRow, 'crmMessageId'> & { crmMessageId: string | null };
+
+const EVENT_COLUMNS = `${PUSH_EVENT_COLUMNS}, e.topic, e.ordering_key AS "orderingKey", e.seq::text AS seq, e.body::text AS body`;
+
+function toDueEvent(row: EventRow): DueEvent {
+  return {
     id: row.id,
     topic: row.topic,
+    orderingKey: row.orderingKey,
+    seq: row.seq,
     pushId: row.pushId,
     status: row.status,
     error: row.error,
@@ -71,64 +70,242 @@ export async function claimDueEvents(sql: Sql, topics: string[], limit: number, 
     occurredAt: row.occurredAt,
     attempts: row.attempts,
     expiresAt: row.expiresAt,
-    lease: row.lease,
+    source: row.source,
+    blocked: row.blocked,
     push: row.pushId && row.crmMessageId !== null ? { ...row, crmMessageId: row.crmMessageId } : null,
-  }));
+  };
 }
 
+/**
+ * An event's message, as `m`, looked up by its primary key for each event (OFFSET 0 keeps it a
+ * lookup): a join the planner may turn into reading every message, as it does while the table's
+ * statistics lag behind a burst.
+ */
+const MESSAGE_OF = (e: string) => `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id OFFSET 0) m ON true`;
+
+/**
+ * The topic's settled position: every event of the topic at or below it was handed out and its range
+ * completed. Events above it are still being posted, or not handed out yet.
+ */
+const SETTLED = (topic: string, exceptRange: string) =>
+  `LEAST((SELECT sc.position FROM dispatch_cursors sc WHERE sc.topic = ${topic}),
+         (SELECT min(sr.after_position) FROM dispatch_ranges sr WHERE sr.topic = ${topic} AND sr.id IS DISTINCT FROM ${exceptRange}))`;
+
+/**
+ * Whether an earlier event of `e`'s key (same topic) is not through yet: above the settled
+ * position and not a retry (so still being posted, or not handed out), or a pending retry. Events
+ * of the range being read (`after` < feed_seq <= `through`) are left out: the dispatcher posts a
+ * range's events of one key one after the other itself. Each probe reads the key's own events
+ * (a push has a handful) through (ordering_key, seq).
+ */
+const BLOCKED = (settled: string, after: string, through: string, e = 'e') =>
+  `EXISTS (SELECT 1 FROM events p
+            WHERE p.ordering_key = ${e}.ordering_key AND p.topic = ${e}.topic AND p.seq < ${e}.seq
+              AND NOT (p.feed_seq > ${after} AND p.feed_seq <= ${through})
+              AND ((p.feed_seq > COALESCE(${settled}, 0) AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id))
+                   OR EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id AND x.state = 'pending')))`;
+
+/**
+ * Takes the next range of a topic's events, up to `limit` of them: a range a dispatcher left
+ * (its lease lapsed: the dispatcher died) if there is one, else the events after the topic's
+ * cursor, which moves past them. Only events below the snapshot's xmin horizon are taken (every
+ * transaction below it has ended), so no event can later appear behind the cursor. Two dispatchers
+ * taking ranges at once queue on the cursor's row and get consecutive ranges. Answers null when
+ * there is nothing to take.
+ */
+export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs: number): Promise<DispatchRange | null> {
+  const columns = `id, topic, after_position::text AS after, through_position::text AS through, lease_until AS "leaseUntil"`;
+  // A range whose dispatcher died: taken again under a new id, so the old holder can neither
+  // renew nor complete it.
+  const { rows: retaken } = await sql.query<DispatchRange>(
+    `WITH lapsed AS (
+       DELETE FROM dispatch_ranges WHERE id = (
+         SELECT id FROM dispatch_ranges WHERE topic = $1 AND lease_until < now() ORDER BY after_position LIMIT 1 FOR UPDATE SKIP LOCKED)
+       RETURNING topic, after_position, through_position)
+     INSERT INTO dispatch_ranges (id, topic, after_position, through_position, lease_until)
+     SELECT $2, topic, after_position, through_position, now() + $3 * interval '1 millisecond' FROM lapsed
+     RETURNING ${columns}`,
+    [topic, uuidv7(), leaseMs],
+  );
+  if (retaken.length) return retaken[0];
+  // Twice at most: the second time after making the topic's cursor, if it had none.
+  for (let tries = 0; tries < 2; tries++) {
+    const { rows } = await sql.query<DispatchRange>(
+      `WITH cursor AS (SELECT position FROM dispatch_cursors WHERE topic = $1 FOR UPDATE),
+       horizon AS (SELECT events_feed_base(pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS position),
+       next AS (
+         SELECT e.feed_seq FROM events e
+          WHERE e.topic = $1 AND e.feed_seq > (SELECT position FROM cursor) AND e.feed_seq < (SELECT position FROM horizon)
+          ORDER BY e.feed_seq LIMIT $2),
+       span AS (SELECT (SELECT position FROM cursor) AS after, max(feed_seq) AS through FROM next HAVING count(*) > 0),
+       moved AS (UPDATE dispatch_cursors c SET position = span.through FROM span WHERE c.topic = $1)
+       INSERT INTO dispatch_ranges (id, topic, after_position, through_position, lease_until)
+       SELECT $3, $1, span.after, span.through, now() + $4 * interval '1 millisecond' FROM span
+       RETURNING ${columns}`,
+      [topic, limit, uuidv7(), leaseMs],
+    );
+    if (rows.length) return rows[0];
+    // No events to take, or no cursor yet for this topic: it starts before its first event.
+    const { rowCount } = await sql.query(`INSERT INTO dispatch_cursors (topic, position) VALUES ($1, 0) ON CONFLICT (topic) DO NOTHING`, [topic]);
+    if (!rowCount) return null;
+  }
+  return null;
+}
+
+/**
+ * The events of a range, in seq order, with their messages, each with whether an earlier event of
+ * its key (outside the range) is not through yet. Events the range's earlier holder already moved
+ * to the retries are left out.
+ */
+export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEvent[]> {
+  const { rows } = await sql.query<EventRow>(
+    `WITH settled AS (SELECT ${SETTLED('$1', '$4::uuid')} AS position)
+     SELECT ${EVENT_COLUMNS}, 0 AS attempts, NULL::timestamptz AS "expiresAt", 'range' AS source,
+            ${BLOCKED('(SELECT position FROM settled)', '$2::bigint', '$3::bigint')} AS blocked
+       FROM events e LEFT JOIN ${MESSAGE_OF('e')}
+      WHERE e.topic = $1 AND e.feed_seq > $2::bigint AND e.feed_seq <= $3::bigint
+        AND NOT EXISTS (SELECT 1 FROM dispatch_retries r WHERE r.event_id = e.id)
+      ORDER BY e.seq`,
+    [range.topic, range.after, range.through, range.id],
+  );
+  return rows.map(toDueEvent);
+}
+
+/** A retry a dispatcher claimed, until `lease`. */
+export interface ClaimedRetry {
+  event: DueEvent;
+  lease: Date;
+}
+
+/**
+ * Takes up to `limit` retries that are due, for the given topics, oldest first: only the first
+ * pending retry of each key, and only when no earlier event of its key is still being posted or
+ * not handed out yet. A retry whose event is gone (past the retention) comes with a null event.
+ */
+export async function claimRetries(sql: Sql, topics: string[], limit: number, leaseMs: number): Promise<ClaimedRetry[]> {
+  if (!topics.length) return [];
+  const { rows } = await sql.query<EventRow & { lease: Date }>(
+    `WITH due AS (
+       SELECT c.event_id FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
+         SELECT r.event_id, r.seq FROM dispatch_retries r
+          WHERE r.topic = t.topic AND r.state = 'pending' AND r.next_attempt_at <= now()
+            AND (r.locked_until IS NULL OR r.locked_until < now())
+            AND r.seq = (SELECT p.seq FROM dispatch_retries p WHERE p.ordering_key = r.ordering_key AND p.topic = r.topic AND p.state = 'pending'
+                          ORDER BY p.seq LIMIT 1)
+            AND NOT ${BLOCKED(SETTLED('r.topic', 'NULL::uuid'), '0', '0', 'r')}
+          ORDER BY r.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c),
+     claimed AS (
+       UPDATE dispatch_retries r SET locked_until = now() + $3 * interval '1 millisecond'
+         FROM due WHERE r.event_id = due.event_id
+       RETURNING r.*),
+     rows AS (
+       SELECT ${EVENT_COLUMNS}, c.attempts, c.expires_at AS "expiresAt", 'retry' AS source, c.locked_until AS lease, false AS blocked
+         FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ${MESSAGE_OF('e')})
+     SELECT * FROM rows ORDER BY seq::bigint`,
+    [topics, limit, leaseMs],
+  );
+  return rows.map((row) => ({ event: toDueEvent(row), lease: row.lease }));
+}
+
+export type DispatchOutcome = 'delivered' | 'retry' | 'dead' | 'held';
+
+/**
+ * What became of one event: delivered; to retry at nextAttemptAt; dead (a dead letter); or held
+ * (not posted: it waits behind an earlier event of its key, as a retry due now).
+ */
 export type DispatchResult =
-  | { id: string; outcome: 'delivered' }
-  | { id: string; outcome: 'retry'; nextAttemptAt: Date; error: string }
-  | { id: string; outcome: 'dead'; error: string };
+  | { event: DueEvent; outcome: 'delivered' | 'held' }
+  | { event: DueEvent; outcome: 'retry'; nextAttemptAt: Date; error: string }
+  | { event: DueEvent; outcome: 'dead'; error: string };
 
 /**
- * Keeps a dispatcher's claims alive while it still holds the events (posted, result not yet
- * recorded). An event whose result is already recorded (its claim cleared) is left alone.
+ * Records what became of dispatched events, in one statement. A first try that went through writes
+ * nothing; one that did not becomes a retry (or a dead letter). A retry is updated: delivered
+ * (kept, with its count of tries, until the retention), due again, or dead. Ranges whose every result is in are deleted in the same
+ * statement (`completed`), and with them their events count as through.
  */
-export async function extendEventClaims(sql: Sql, ids: string[], leaseMs: number): Promise<void> {
-  if (!ids.length) return;
+export async function recordDispatch(sql: Sql, results: DispatchResult[], completed: string[] = []): Promise<void> {
+  const written = results.filter((r) => !(r.event.source === 'range' && r.outcome === 'delivered'));
+  if (!written.length && !completed.length) return;
+  const pick = <T>(get: (result: DispatchResult) => T) => written.map(get);
   await sql.query(
-    `UPDATE events SET locked_until = now() + $2 * interval '1 millisecond'
-      WHERE id = ANY($1::uuid[]) AND dispatch_state = 'pending' AND locked_until IS NOT NULL`,
-    [ids, leaseMs],
-  );
-}
-
-/**
- * Gives back claims on events that will not be posted after all (too late to start within the
- * lease, or shutdown): each only while it is still the claim we took, never one another
- * dispatcher took after it lapsed.
- */
-export async function releaseEventClaims(sql: Sql, claims: { id: string; lease: Date }[]): Promise<number> {
-  if (!claims.length) return 0;
-  const { rowCount } = await sql.query(
-    `UPDATE events e SET locked_until = NULL FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, lease)
-      WHERE e.id = c.id AND e.locked_until = c.lease AND e.dispatch_state = 'pending'`,
-    [claims.map((claim) => claim.id), claims.map((claim) => claim.lease)],
-  );
-  return rowCount ?? 0;
-}
-
-/** Records what became of dispatched events, in one statement. */
-export async function recordDispatch(sql: Sql, results: DispatchResult[]): Promise<void> {
-  if (!results.length) return;
-  await sql.query(
-    `UPDATE events e
-        SET dispatch_state = CASE r.outcome WHEN 'retry' THEN 'pending' ELSE r.outcome END::"DispatchState",
-            attempts = e.attempts + 1,
-            next_attempt_at = COALESCE(r.next_attempt_at, e.next_attempt_at),
-            last_error = r.error,
-            delivered_at = CASE WHEN r.outcome = 'delivered' THEN now() ELSE e.delivered_at END,
-            locked_until = NULL
-       FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::text[]) AS r(id, outcome, next_attempt_at, error)
-      WHERE e.id = r.id AND e.dispatch_state = 'pending'`,
+    `WITH r AS (
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $8::text[], $9::timestamptz[])
+                AS r(id, topic, ordering_key, seq, source, outcome, next_attempt_at, error, expires_at)),
+     firsts AS (
+       INSERT INTO dispatch_retries (event_id, topic, ordering_key, seq, state, attempts, next_attempt_at, expires_at, last_error)
+       SELECT r.id, r.topic, r.ordering_key, r.seq, CASE r.outcome WHEN 'dead' THEN 'dead' ELSE 'pending' END::"DispatchState",
+              CASE r.outcome WHEN 'held' THEN 0 ELSE 1 END, COALESCE(r.next_attempt_at, now()), r.expires_at, r.error
+         FROM r WHERE r.source = 'range'
+       ON CONFLICT (event_id) DO NOTHING),
+     again AS (
+       UPDATE dispatch_retries d
+          SET state = CASE r.outcome WHEN 'held' THEN 'pending' WHEN 'retry' THEN 'pending' ELSE r.outcome END::"DispatchState",
+              attempts = d.attempts + CASE r.outcome WHEN 'held' THEN 0 ELSE 1 END,
+              next_attempt_at = COALESCE(r.next_attempt_at, d.next_attempt_at),
+              last_error = CASE r.outcome WHEN 'delivered' THEN NULL ELSE COALESCE(r.error, d.last_error) END,
+              locked_until = NULL
+         FROM r WHERE r.source = 'retry' AND d.event_id = r.id AND d.state = 'pending'),
+     done AS (DELETE FROM dispatch_ranges WHERE id = ANY($10::uuid[]))
+     SELECT 1`,
     [
-      results.map((r) => r.id),
-      results.map((r) => r.outcome),
-      results.map((r) => (r.outcome === 'retry' ? r.nextAttemptAt : null)),
-      results.map((r) => (r.outcome === 'delivered' ? null : r.error.slice(0, 1000))),
+      pick((r) => r.event.id),
+      pick((r) => r.event.topic),
+      pick((r) => r.event.orderingKey),
+      pick((r) => r.event.seq),
+      pick((r) => r.event.source),
+      pick((r) => r.outcome),
+      pick((r) => (r.outcome === 'retry' ? r.nextAttemptAt : null)),
+      pick((r) => (r.outcome === 'retry' || r.outcome === 'dead' ? r.error.slice(0, 1000) : null)),
+      pick((r) => r.event.expiresAt),
+      completed,
     ],
   );
+}
+
+/**
+ * Keeps a dispatcher's ranges and retries its own while it posts them. Answers the ranges still its
+ * own: one missing was taken by another dispatcher after its lease lapsed.
+ */
+export async function extendDispatchLeases(sql: Sql, rangeIds: string[], retryIds: string[], leaseMs: number): Promise<Map<string, Date>> {
+  const kept = new Map<string, Date>();
+  if (rangeIds.length) {
+    const { rows } = await sql.query<{ id: string; leaseUntil: Date }>(
+      `UPDATE dispatch_ranges SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = ANY($1::uuid[]) RETURNING id, lease_until AS "leaseUntil"`,
+      [rangeIds, leaseMs],
+    );
+    for (const row of rows) kept.set(row.id, row.leaseUntil);
+  }
+  if (retryIds.length) {
+    await sql.query(
+      `UPDATE dispatch_retries SET locked_until = now() + $2 * interval '1 millisecond'
+        WHERE event_id = ANY($1::uuid[]) AND state = 'pending' AND locked_until IS NOT NULL`,
+      [retryIds, leaseMs],
+    );
+  }
+  return kept;
+}
+
+/**
+ * Gives back what a dispatcher will not post after all (shutdown, or too late for its lease): its
+ * ranges become free to take at once (their events are posted again from the start, with the same
+ * event ids), its retries claimable again.
+ */
+export async function releaseDispatch(sql: Sql, rangeIds: string[], retries: { id: string; lease: Date }[]): Promise<number> {
+  let released = 0;
+  if (rangeIds.length) {
+    const { rowCount } = await sql.query(`UPDATE dispatch_ranges SET lease_until = now() - interval '1 millisecond' WHERE id = ANY($1::uuid[])`, [rangeIds]);
+    released += rowCount ?? 0;
+  }
+  if (retries.length) {
+    const { rowCount } = await sql.query(
+      `UPDATE dispatch_retries r SET locked_until = NULL FROM unnest($1::uuid[], $2::timestamptz[]) AS c(id, lease)
+        WHERE r.event_id = c.id AND r.locked_until = c.lease AND r.state = 'pending'`,
+      [retries.map((claim) => claim.id), retries.map((claim) => claim.lease)],
+    );
+    released += rowCount ?? 0;
+  }
+  return released;
 }
 
 export interface DeadLetter {
@@ -143,8 +320,9 @@ export interface DeadLetter {
 
 export async function listDeadLetters(sql: Sql, limit: number): Promise<DeadLetter[]> {
   const { rows } = await sql.query<DeadLetter>(
-    `SELECT id, topic, push_id AS "pushId", status, attempts, last_error AS "lastError", occurred_at AS "occurredAt"
-       FROM events WHERE dispatch_state = 'dead' ORDER BY seq LIMIT $1`,
+    `SELECT r.event_id AS id, r.topic, e.push_id AS "pushId", e.status, r.attempts, r.last_error AS "lastError", e.occurred_at AS "occurredAt"
+       FROM dispatch_retries r JOIN events e ON e.id = r.event_id
+      WHERE r.state = 'dead' ORDER BY r.seq LIMIT $1`,
     [limit],
   );
   return rows;
@@ -153,9 +331,9 @@ export async function listDeadLetters(sql: Sql, limit: number): Promise<DeadLett
 /** Sends dead letters again (all, or the given ones), with a fresh maximum age. */
 export async function redriveDeadLetters(sql: Sql, maxAgeMs: number, ids?: string[]): Promise<number> {
   const { rowCount } = await sql.query(
-    `UPDATE events SET dispatch_state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = NULL,
+    `UPDATE dispatch_retries SET state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = NULL,
             expires_at = now() + $1 * interval '1 millisecond'
-      WHERE dispatch_state = 'dead' AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[]))`,
+      WHERE state = 'dead' AND ($2::uuid[] IS NULL OR event_id = ANY($2::uuid[]))`,
     [maxAgeMs, ids ?? null],
   );
   return rowCount ?? 0;

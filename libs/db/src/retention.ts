@@ -25,15 +25,21 @@ export interface Purged {
   messages: number;
 }
 
+/** Whether event `e` went through: its topic's dispatch is settled past it and it waits for no retry. */
+const THROUGH = (e: string) =>
+  `(${e}.feed_seq <= COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = ${e}.topic),
+                                    (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = ${e}.topic)), 0)
+    AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = ${e}.id AND x.state = 'pending'))`;
+
 /**
  * One batch of each kind:
  * - messages settled (not `accepted`), created and last changed before the retention, with no
- *   delivery still `pending` or `sending` and no status event still waiting to be posted: deleted
- *   with their deliveries (the foreign key cascades) and their status events;
- * - events delivered, or dead (the dead letters stay for the retention, the time there is to
- *   redrive them), that occurred before the retention, whatever their topic.
- * An event still pending is kept whatever its age (a redriven dead letter keeps its old
- * occurred_at), unless `feedOnly` says nobody will post it.
+ *   delivery still `pending` or `sending` and no status event still to be posted: deleted with
+ *   their deliveries (the foreign key cascades), their status events and those events' dead letters;
+ * - events through (posted, or dead letters: the dead letters stay for the retention, the time there
+ *   is to redrive them) that occurred before the retention, whatever their topic, with their dead letters.
+ * An event still to be posted is kept whatever its age (a redriven dead letter keeps its old
+ * occurred_at), unless `feedOnly` says nobody will post push statuses.
  */
 export async function purgeOnce(sql: Sql, { retentionDays, batchSize = 1000, feedOnly = false }: PurgeOptions): Promise<Purged> {
   if (!(retentionDays > 0)) return { events: 0, messages: 0 };
@@ -43,31 +49,27 @@ export async function purgeOnce(sql: Sql, { retentionDays, batchSize = 1000, fee
         WHERE m.created_at < now() - $1 * interval '1 day' AND m.updated_at < now() - $1 * interval '1 day'
           AND m.status <> 'accepted'
           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
-          ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND e.dispatch_state = 'pending')`}
+          ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND NOT ${THROUGH('e')})`}
         ORDER BY m.created_at LIMIT $2 FOR UPDATE OF m SKIP LOCKED),
-     events_gone AS (DELETE FROM events e USING doomed WHERE e.ordering_key = doomed.id::text AND e.push_id = doomed.id RETURNING 1),
+     events_gone AS (DELETE FROM events e USING doomed WHERE e.ordering_key = doomed.id::text AND e.push_id = doomed.id RETURNING e.id),
+     letters_gone AS (DELETE FROM dispatch_retries x USING events_gone g WHERE x.event_id = g.id),
      messages_gone AS (DELETE FROM messages m USING doomed WHERE m.id = doomed.id RETURNING 1)
      SELECT (SELECT count(*) FROM messages_gone)::int AS messages, (SELECT count(*) FROM events_gone)::int AS events`,
     [retentionDays, batchSize],
   );
-  let events = rows[0].events;
-  // One state per statement: the (dispatch_state, occurred_at) index then yields the oldest first.
-  const states: [string, string | null][] = [
-    ['delivered', null],
-    ['dead', null],
-    ...(feedOnly ? [['pending', PUSH_STATUS_TOPIC] as [string, string]] : []),
-  ];
-  for (const [state, topic] of states) {
-    const { rowCount } = await sql.query(
-      `DELETE FROM events WHERE id IN (
-         SELECT id FROM events
-          WHERE dispatch_state = $3::"DispatchState" AND occurred_at < now() - $1 * interval '1 day' AND ($4::text IS NULL OR topic = $4)
-          ORDER BY occurred_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-      [retentionDays, batchSize, state, topic],
-    );
-    events += rowCount ?? 0;
-  }
-  return { events, messages: rows[0].messages };
+  // Other events, oldest first: through, or push statuses nobody will post.
+  const { rows: events } = await sql.query<{ count: number }>(
+    `WITH gone AS (
+       DELETE FROM events WHERE id IN (
+         SELECT e.id FROM events e
+          WHERE e.occurred_at < now() - $1 * interval '1 day' AND (${THROUGH('e')} OR ($3 AND e.topic = $4))
+          ORDER BY e.occurred_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+       RETURNING id),
+     letters_gone AS (DELETE FROM dispatch_retries x USING gone g WHERE x.event_id = g.id)
+     SELECT count(*)::int AS count FROM gone`,
+    [retentionDays, batchSize, feedOnly, PUSH_STATUS_TOPIC],
+  );
+  return { events: rows[0].events + events[0].count, messages: rows[0].messages };
 }
 
 export interface RetentionOptions extends PurgeOptions {

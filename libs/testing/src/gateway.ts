@@ -1,5 +1,5 @@
 import { loadGatewayConfig, type GatewayConfig } from '@operator/config';
-import { closeDb, createDb, type Db } from '@operator/db';
+import { closeDb, closeReads, createDb, createReads, type Db, type Reads } from '@operator/db';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient, type RedisOptions } from '@operator/queue';
 import { uniqueName } from './ids';
 
@@ -15,6 +15,8 @@ export const ADMIN_KEY = 'test-admin-key';
 export interface TestStores {
   config: GatewayConfig;
   db: Db;
+  /** The reads of DATABASE_READ_URL (the primary's pool unless the test names a replica). */
+  reads: Reads;
   redis: RedisClient;
   queues: PushQueues;
   close(): Promise<void>;
@@ -36,6 +38,7 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
     ...env,
   });
   const db = createDb({ url: config.DATABASE_URL, poolSize: 5 });
+  const reads = createReads(db, { url: config.DATABASE_READ_URL, primaryUrl: config.DATABASE_URL, poolSize: 3 });
   const redis = createProducerRedis(config.redis, redisOptions);
   redis.on('error', () => undefined);
   await new Promise<void>((resolve) => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve())));
@@ -43,12 +46,14 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
   return {
     config,
     db,
+    reads,
     redis,
     queues,
     async close() {
       await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
       await closePushQueues(queues).catch(() => undefined);
       redis.disconnect();
+      await closeReads(reads);
       await closeDb(db);
     },
   };

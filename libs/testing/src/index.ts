@@ -12,5 +12,6 @@ export * from './random';
 export * from './ports';
 export * from './pgbouncer';
 export * from './postgres-pair';
+export * from './pair-database';
 export * from './redis-topology';
 export * from './connect-proxy';

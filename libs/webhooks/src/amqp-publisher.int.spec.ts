@@ -137,8 +137,8 @@ describe('RabbitMQ event transport (PostgreSQL, the local RabbitMQ)', () => {
 
   async function rows(): Promise<EventRow[]> {
     const { rows: found } = await db.pool.query<EventRow>(
-      `SELECT id, body::text AS body, dispatch_state::text AS state, attempts, last_error AS "lastError"
-         FROM events WHERE topic = ANY($1::text[]) ORDER BY seq`,
+      `SELECT e.id, e.body::text AS body, d.state, d.attempts, d.last_error AS "lastError"
+         FROM events e JOIN event_dispatch d ON d.id = e.id WHERE e.topic = ANY($1::text[]) ORDER BY e.seq`,
       [[bonusTopic, balanceTopic]],
     );
     return found;

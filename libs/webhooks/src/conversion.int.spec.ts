@@ -157,7 +157,8 @@ describe('status webhook in the conversion format (PostgreSQL, a CRM receiver ov
 
   async function eventRows(push: Push): Promise<EventRow[]> {
     const { rows } = await db.pool.query<EventRow>(
-      `SELECT id, status, dispatch_state::text AS state, attempts, last_error AS "lastError" FROM events WHERE push_id = $1 ORDER BY seq`,
+      `SELECT e.id, e.status, d.state, d.attempts, d.last_error AS "lastError" FROM events e JOIN event_dispatch d ON d.id = e.id
+        WHERE e.push_id = $1 ORDER BY e.seq`,
       [push.pushId],
     );
     return rows;

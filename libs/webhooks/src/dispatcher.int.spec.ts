@@ -176,9 +176,8 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
 
   async function eventRows(pushes: Push[]): Promise<EventRow[]> {
     const { rows } = await db.pool.query<EventRow>(
-      `SELECT id, push_id AS "pushId", status, error, occurred_at AS "occurredAt", dispatch_state::text AS state, attempts,
-              last_error AS "lastError"
-         FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY seq`,
+      `SELECT e.id, e.push_id AS "pushId", e.status, e.error, e.occurred_at AS "occurredAt", d.state, d.attempts, d.last_error AS "lastError"
+         FROM events e JOIN event_dispatch d ON d.id = e.id WHERE e.push_id = ANY($1::uuid[]) ORDER BY e.seq`,
       [pushes.map((p) => p.pushId)],
     );
     return rows;
@@ -273,6 +272,32 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(plainPost.json.meta).toEqual({});
     expect(plainPost.body).toMatch(/,"meta":\{\}\}$/);
     expect(verifySignature(SECRET, plainPost.body, plainPost.headers['x-signature'] as string)).toBe(true);
+  });
+
+  it('writes nothing for an event delivered at the first try: its row is never updated, and no range or retry is left', async () => {
+    await device();
+    const pushes = await accept(3);
+    await send(pushes);
+    for (const push of pushes) await engage(push, 'delivered');
+    // Where each event's row version sits and which transaction wrote it: an update moves both.
+    const versions = async () =>
+      (
+        await db.pool.query<{ id: string; version: string }>(
+          `SELECT id, ctid::text || '/' || xmin::text AS version FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY id`,
+          [pushes.map((p) => p.pushId)],
+        )
+      ).rows;
+    const before = await versions();
+    expect(before).toHaveLength(6);
+
+    start();
+    const rows = await settled(pushes);
+    expect(rows.every((row) => row.state === 'delivered' && row.attempts === 1)).toBe(true);
+    expect(await versions()).toEqual(before);
+    const ids = before.map((row) => row.id);
+    expect((await db.pool.query('SELECT 1 FROM dispatch_retries WHERE event_id = ANY($1::uuid[])', [ids])).rowCount).toBe(0);
+    await until(async () => (await db.pool.query(`SELECT 1 FROM dispatch_ranges WHERE topic = 'push.status'`)).rowCount === 0, 'the range to be completed');
+    expect(acceptedFor(pushes)).toHaveLength(6);
   });
 
   it('reports a failed push with the reason', async () => {
@@ -530,7 +555,7 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     }
   });
 
-  it('gives back, at shutdown, the claims on events it claimed and has not posted', async () => {
+  it('gives back, at shutdown past its deadline, the range it has not finished: another dispatcher posts it at once, with the same event ids', async () => {
     await device();
     const pushes = await accept(3);
     await send(pushes);
@@ -538,14 +563,16 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     const dispatcher = createDispatcher(options({ concurrency: 1, timeoutMs: 2000, leaseMs: 60000 }));
     const round = dispatcher.runOnce();
     await until(() => receivedFor(pushes).length === 1, 'the first post');
-    expect(await dispatcher.release()).toBe(2);
-    const { rows } = await db.pool.query<{ locked: boolean }>(
-      `SELECT locked_until IS NOT NULL AS locked FROM events WHERE push_id = ANY($1::uuid[]) ORDER BY locked`,
-      [pushes.map((push) => push.pushId)],
-    );
-    expect(rows.map((row) => row.locked)).toEqual([false, false, true]);
+    expect(await dispatcher.release()).toBe(1);
     crm.slow(0);
     await round;
+    expect(receivedFor(pushes)).toHaveLength(1);
+    // Long before the 60 s lease, the next dispatcher takes the range given back, from its start.
+    await createDispatcher(options({ leaseMs: 60000 })).runOnce();
+    const rows = await settled(pushes);
+    expect(rows.every((row) => row.state === 'delivered')).toBe(true);
+    expect(crm.uniqueEventIds(of(pushes)).sort()).toEqual(rows.map((row) => row.id).sort());
+    expect(receivedFor(pushes)).toHaveLength(4);
   });
 
   it('sends each event once, in order, with several dispatchers on a slow receiver whose round outlasts the lease', async () => {

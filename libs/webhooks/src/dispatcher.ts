@@ -1,12 +1,15 @@
 import {
-  claimDueEvents,
+  claimRetries,
   createPoller,
   createWriteBehind,
-  extendEventClaims,
-  releaseEventClaims,
+  extendDispatchLeases,
+  rangeEvents,
   recordDispatch,
+  releaseDispatch,
+  takeRange,
   PUSH_STATUS_TOPIC,
   type Db,
+  type DispatchRange,
   type DispatchResult,
   type DueEvent,
 } from '@operator/db';
@@ -75,11 +78,10 @@ export interface Dispatcher {
   release(): Promise<number>;
 }
 
-interface Claim {
-  /** The last moment a post of this claim may start. */
-  lastStart: number;
-  started: number;
-}
+/** What a dispatcher holds events by: a range of a topic's first tries, or one claimed retry. */
+type Claim =
+  | { kind: 'range'; range: DispatchRange; lastStart: number; started: number; open: number; lost: boolean }
+  | { kind: 'retry'; lease: Date; lastStart: number; started: number };
 
 /** What one attempt to deliver an event came to. */
 export type PostOutcome = { ok: true } | { ok: false; retry: boolean; error: string; retryAfterMs: number };
@@ -151,11 +153,11 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     for (const event of events) {
       const body = bodyOf(event);
       if (body === undefined) {
-        results.push({ id: event.id, outcome: 'dead', error: 'event has no body and no push' });
+        results.push({ event, outcome: 'dead', error: 'event has no body and no push' });
         countDispatch(event.topic, 'dead');
       }
       // A status the format does not post (e.g. `sent` or `failed` as conversions) is done: the polling feed still has it.
-      else if (body === null) results.push({ id: event.id, outcome: 'delivered' });
+      else if (body === null) results.push({ event, outcome: 'delivered' });
       else {
         sent.push(event);
         bodies.push(body);
@@ -175,121 +177,258 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return results;
   }
 
-  function resultOf(event: DueEvent, outcome: PostOutcome): DispatchResult {
-    if (outcome.ok) return { id: event.id, outcome: 'delivered' };
+  function resultOf(event: DueEvent, outcome: PostOutcome): DispatchResult & { outcome: 'delivered' | 'retry' | 'dead' } {
+    if (outcome.ok) return { event, outcome: 'delivered' };
     const expiresAt = event.expiresAt?.getTime() ?? event.occurredAt.getTime() + options.maxAgeMs;
     const nextAt = Date.now() + backoffMs(event.attempts + 1, options.backoffMs, options.maxBackoffMs, outcome.retryAfterMs);
-    if (!outcome.retry) return { id: event.id, outcome: 'dead', error: outcome.error };
-    if (nextAt > expiresAt) return { id: event.id, outcome: 'dead', error: `${outcome.error}; gave up after the maximum age` };
-    return { id: event.id, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
+    if (!outcome.retry) return { event, outcome: 'dead', error: outcome.error };
+    if (nextAt > expiresAt) return { event, outcome: 'dead', error: `${outcome.error}; gave up after the maximum age` };
+    return { event, outcome: 'retry', nextAttemptAt: new Date(nextAt), error: outcome.error };
   }
 
-  // Results are written as posts end, a few milliseconds' worth at a time; through a PostgreSQL
-  // outage they are held and retried, never posted again because a write failed.
-  const results = createWriteBehind<DispatchResult>({ what: 'webhook results', log, write: (items) => recordDispatch(db.pool, items) });
+  // Results are written as posts end, a few milliseconds' worth at a time, and a range is deleted
+  // in the write that follows its last result; through a PostgreSQL outage they are held and
+  // retried, never posted again because a write failed.
+  type Written = { result: DispatchResult; claim: Claim } | { completed: string };
+  const results = createWriteBehind<Written>({
+    what: 'webhook results',
+    log,
+    write: (items) =>
+      recordDispatch(
+        db.pool,
+        items.flatMap((item) => ('result' in item ? [item.result] : [])),
+        items.flatMap((item) => ('completed' in item ? [item.completed] : [])),
+      ),
+  });
 
-  /** Claimed and not started, oldest first, each with its claim. */
-  const waiting: { event: DueEvent; claim: Claim }[] = [];
-  /** Posted, result not recorded yet: their claims are renewed until it is. */
-  const held = new Set<string>();
+  /** Claimed and not started, in order (a range's events by seq), each with its claim. */
+  let waiting: { event: DueEvent; claim: Claim }[] = [];
+  /** What this dispatcher holds: ranges until their last result is written, retries until theirs is. */
+  const heldRanges = new Map<string, Claim & { kind: 'range' }>();
+  const heldRetries = new Map<string, Claim & { kind: 'retry' }>();
+  /** Ordering keys (per topic) with a post in flight: their next event waits for it. */
+  const inFlight = new Set<string>();
+  const keyOf = (event: DueEvent) => `${event.topic}\u0000${event.orderingKey}`;
+  /** Pending writes (results and completions) of runOnce or of the pipeline. */
+  const recorded = new Set<Promise<void>>();
+
+  function track(written: Promise<void>) {
+    recorded.add(written);
+    const settled = written.finally(() => recorded.delete(written));
+    // Whoever waits for it sees a failure; the write-behind has logged it already.
+    settled.catch(() => undefined);
+  }
+
+  /** Hands results to the writer; a range whose every event has its result is completed after them. */
+  function record(items: { result: DispatchResult; claim: Claim }[], empty?: Claim) {
+    const completed: { completed: string }[] = [];
+    const done = (claim: Claim) => claim.kind === 'range' && claim.open === 0 && !claim.lost && completed.push({ completed: claim.range.id });
+    for (const item of items) {
+      if (item.claim.kind === 'range') {
+        item.claim.open -= 1;
+        done(item.claim);
+      }
+    }
+    if (empty && !items.length) done(empty);
+    const written = results.add([...items, ...completed]).then(() => {
+      for (const { result, claim } of items) if (claim.kind === 'retry') heldRetries.delete(result.event.id);
+      for (const { completed: id } of completed) heldRanges.delete(id);
+    });
+    track(written);
+  }
+
   let renewing: NodeJS.Timeout | undefined;
   let renewers = 0;
+  async function renewLeases() {
+    const rangeIds = [...heldRanges.keys()];
+    const kept = await extendDispatchLeases(db.pool, rangeIds, [...heldRetries.keys()], options.leaseMs);
+    const now = Date.now();
+    for (const id of rangeIds) {
+      const claim = heldRanges.get(id);
+      if (!claim) continue;
+      const leaseUntil = kept.get(id);
+      if (leaseUntil) claim.lastStart = lastStartOf(leaseUntil.getTime());
+      else loseRange(claim);
+    }
+    for (const claim of heldRetries.values()) claim.lastStart = Math.max(claim.lastStart, lastStartOf(now + options.leaseMs));
+  }
   function renew(on: boolean) {
     renewers += on ? 1 : -1;
     if (renewers === 1 && !renewing) {
-      renewing = setInterval(() => void extendEventClaims(db.pool, [...held], options.leaseMs).catch(() => undefined), Math.max(100, options.leaseMs / 3));
+      renewing = setInterval(() => void renewLeases().catch(() => undefined), Math.max(100, options.leaseMs / 3));
     } else if (renewers === 0) {
       clearInterval(renewing);
       renewing = undefined;
     }
   }
 
-  async function claimMore(limit: number): Promise<number> {
-    // A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
-    // past the lease another dispatcher takes the event and sends it too. Events not started by
-    // then are given back, for a later claim (ours or another's).
-    // (The first posts of a claim start as soon as it is taken, whatever the timeout.)
-    const claim: Claim = { lastStart: Date.now() + options.leaseMs - options.timeoutMs - options.leaseMs / 10, started: 0 };
-    const events = await claimDueEvents(db.pool, topics, limit, options.leaseMs);
-    for (const event of events) waiting.push({ event, claim });
-    if (events.length) wakeWorkers();
-    return events.length;
+  /**
+   * A post may start only if it ends (timeoutMs), and is recorded, while the claim is still ours:
+   * past the lease another dispatcher takes the range (or the retry) and sends it too.
+   */
+  const lastStartOf = (leaseUntil: number) => leaseUntil - options.timeoutMs - options.leaseMs / 10;
+
+  /** A range another dispatcher took (its lease lapsed): none of its events is started any more here. */
+  function loseRange(claim: Claim & { kind: 'range' }) {
+    if (claim.lost) return;
+    claim.lost = true;
+    heldRanges.delete(claim.range.id);
+    waiting = waiting.filter((item) => item.claim !== claim);
+    log.warn({ topic: claim.range.topic }, 'lost a range of events to another dispatcher (its lease lapsed); it posts them');
   }
 
-  function giveBack(events: DueEvent[]): Promise<number> {
-    return releaseEventClaims(
-      db.pool,
-      events.map((event) => ({ id: event.id, lease: event.lease })),
-    );
+  async function claimMore(limit: number): Promise<number> {
+    let claimed = 0;
+    const now = Date.now();
+    for (const { event, lease } of await claimRetries(db.pool, topics, limit, options.leaseMs)) {
+      const claim: Claim = { kind: 'retry', lease, lastStart: lastStartOf(now + options.leaseMs), started: 0 };
+      heldRetries.set(event.id, claim);
+      waiting.push({ event, claim });
+      claimed += 1;
+    }
+    for (const topic of topics) {
+      if (claimed >= limit) break;
+      const range = await takeRange(db.pool, topic, limit - claimed, options.leaseMs);
+      if (!range) continue;
+      const events = await rangeEvents(db.pool, range);
+      const claim: Claim = { kind: 'range', range, lastStart: lastStartOf(range.leaseUntil.getTime()), started: 0, open: events.length, lost: false };
+      heldRanges.set(range.id, claim);
+      // An event with an earlier one of its key not through yet waits behind it, as a retry.
+      const held: { result: DispatchResult; claim: Claim }[] = [];
+      for (const event of events) {
+        if (event.blocked) held.push({ result: { event, outcome: 'held' }, claim });
+        else waiting.push({ event, claim });
+      }
+      if (held.length || !events.length) record(held, claim);
+      claimed += Math.max(1, events.length);
+    }
+    if (claimed) wakeWorkers();
+    return claimed;
   }
 
   /** Whether a post of this claim may still start (its first `concurrency` posts always may). */
   const mayStart = (claim: Claim) => claim.started < options.concurrency || Date.now() <= claim.lastStart;
 
   /**
-   * The next claimed events to post together that may still start: one, or up to statusBatchMax
-   * batched status events, oldest first. Those too late for their claim are given back. The claim
-   * holds at most one event per ordering key, so the events of a batch need no order among them.
+   * The next claimed events to post together: one, or up to statusBatchMax batched status events of
+   * different keys, in order. An event whose key has a post in flight (or an earlier event not
+   * started) waits. Retries too late for their lease are given back; the events of a range too late
+   * become retries (see spill).
    */
   function take(): DueEvent[] {
-    const late: DueEvent[] = [];
     const next: DueEvent[] = [];
     const claims = new Set<Claim>();
-    while (!next.length && waiting.length) {
-      const { event, claim } = waiting.shift()!;
-      if (mayStart(claim)) {
-        next.push(event);
-        claims.add(claim);
-      } else late.push(event);
-    }
-    if (next.length && batched(next[0])) {
-      const skipped: typeof waiting = [];
-      let i = 0;
-      for (; i < waiting.length && next.length < statusBatchMax; i += 1) {
-        const { event, claim } = waiting[i];
-        if (event.topic !== next[0].topic) skipped.push(waiting[i]);
-        else if (mayStart(claim)) {
-          next.push(event);
-          claims.add(claim);
-        } else late.push(event);
+    const lateRetries: { id: string; lease: Date }[] = [];
+    const lateRanges = new Set<Claim>();
+    const passed = new Set<string>();
+    /** Indexes of the items taken out of `waiting`. */
+    const out: number[] = [];
+    // Stops as soon as the post is full: with many events claimed, each take reads only the head.
+    for (let i = 0; i < waiting.length && !(next.length && next.length >= (batched(next[0]) ? statusBatchMax : 1)); i++) {
+      const { event, claim } = waiting[i];
+      const key = keyOf(event);
+      const fits = next.length === 0 || (batched(next[0]) && event.topic === next[0].topic);
+      if (!fits || inFlight.has(key) || passed.has(key)) {
+        passed.add(key);
+        continue;
       }
-      waiting.splice(0, i, ...skipped);
+      passed.add(key);
+      if (!mayStart(claim)) {
+        if (claim.kind === 'retry') {
+          lateRetries.push({ id: event.id, lease: claim.lease });
+          heldRetries.delete(event.id);
+          out.push(i);
+        } else lateRanges.add(claim);
+        continue;
+      }
+      next.push(event);
+      claims.add(claim);
+      claimed.set(event.id, claim);
+      inFlight.add(key);
+      out.push(i);
     }
+    if (out.length === 1) waiting.splice(out[0], 1);
+    else if (out.length) {
+      const gone = new Set(out);
+      waiting = waiting.filter((_, i) => !gone.has(i));
+    }
+    if (lateRanges.size) spill(lateRanges);
     // A post counts once for each claim it holds events of.
     for (const claim of claims) claim.started += 1;
-    if (late.length) void giveBack(late).catch(() => undefined);
+    if (lateRetries.length) void releaseDispatch(db.pool, [], lateRetries).catch(() => undefined);
     if (waiting.length <= options.batchSize / 2) wakeClaimer();
     return next;
   }
 
-  /** Posts the events and hands their results to the writer; resolves once the post ended. */
-  async function postEvents(events: DueEvent[], recorded: Set<Promise<void>>): Promise<void> {
-    for (const event of events) held.add(event.id);
-    const outcomes = await dispatch(events);
-    for (const result of outcomes) {
-      if (result.outcome === 'dead') log.warn({ event: result.id, topic: events[0].topic, error: result.error }, 'event moved to the dead letters');
-    }
-    const written: Promise<void> = results.add(outcomes).finally(() => {
-      for (const event of events) held.delete(event.id);
-      recorded.delete(written);
+  /**
+   * A range too late for its lease to start another post: its events not started yet become
+   * retries, due now (each still behind the earlier events of its key), written while the range is
+   * still ours, and the range completes once its posts in flight are recorded. Giving the whole
+   * range up instead would have its next holder post again every event already delivered.
+   */
+  function spill(late: Set<Claim>) {
+    const held: { result: DispatchResult; claim: Claim }[] = [];
+    waiting = waiting.filter((item) => {
+      if (!late.has(item.claim)) return true;
+      held.push({ result: { event: item.event, outcome: 'held' }, claim: item.claim });
+      return false;
     });
-    recorded.add(written);
-    // Whoever waits for it sees a failure; the write-behind has logged it already.
-    written.catch(() => undefined);
+    if (held.length) record(held);
+  }
+
+  /** Posts the events and hands their results to the writer; resolves once the post ended. */
+  async function postEvents(events: DueEvent[]): Promise<void> {
+    const claims = new Map(events.map((event) => [event.id, claimOf(event)]));
+    let outcomes: DispatchResult[];
+    try {
+      outcomes = await dispatch(events);
+    } finally {
+      for (const event of events) inFlight.delete(keyOf(event));
+    }
+    const items: { result: DispatchResult; claim: Claim }[] = [];
+    for (const result of outcomes) {
+      const claim = claims.get(result.event.id)!;
+      items.push({ result, claim });
+      if (result.outcome === 'dead') log.warn({ event: result.event.id, topic: result.event.topic, error: result.error }, 'event moved to the dead letters');
+      // The key's later events wait behind this one: they become retries, due now, that go out after it.
+      if (result.outcome === 'retry') {
+        const key = keyOf(result.event);
+        waiting = waiting.filter((item) => {
+          if (keyOf(item.event) !== key) return true;
+          items.push({ result: { event: item.event, outcome: 'held' }, claim: item.claim });
+          return false;
+        });
+      }
+    }
+    record(items);
+    wakeWorkers();
+  }
+
+  /** The claims of events being posted (set by take), found when their post ends. */
+  const claimed = new Map<string, Claim>();
+  function claimOf(event: DueEvent): Claim {
+    const claim = claimed.get(event.id)!;
+    claimed.delete(event.id);
+    return claim;
   }
 
   async function runOnce(): Promise<number> {
     renew(true);
     try {
-      const claimed = await claimMore(options.batchSize);
-      const recorded = new Set<Promise<void>>();
+      const count = await claimMore(options.batchSize);
       await Promise.all(
-        Array.from({ length: Math.min(options.concurrency, claimed) }, async () => {
-          for (let events = take(); events.length; events = take()) await postEvents(events, recorded);
+        Array.from({ length: Math.min(options.concurrency, Math.max(1, waiting.length)) }, async () => {
+          for (let events = take(); events.length; events = take()) await postEvents(events);
         }),
       );
-      await Promise.all(recorded);
-      return claimed;
+      // Events that waited behind a post of their key still in flight when a loop ended.
+      while (waiting.length) {
+        const events = take();
+        if (!events.length) break;
+        await postEvents(events);
+      }
+      await Promise.all([...recorded]);
+      return count;
     } finally {
       renew(false);
     }
@@ -301,7 +440,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   let workers: Promise<void> | undefined;
   let idle: (() => void)[] = [];
   let roomFor: (() => void) | undefined;
-  const recordedByPipeline = new Set<Promise<void>>();
   function wakeWorkers() {
     for (const wake of idle.splice(0)) wake();
   }
@@ -325,9 +463,26 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   async function work(): Promise<void> {
     while (running) {
       const events = take();
-      if (events.length) await postEvents(events, recordedByPipeline).catch(() => undefined);
+      if (events.length) await postEvents(events).catch(() => undefined);
       else await new Promise<void>((resolve) => idle.push(resolve));
     }
+  }
+
+  /** Gives back what is claimed and not posted: the retries, and the ranges (posted again from their start by whoever takes them). */
+  function giveBack(): Promise<number> {
+    const retries = waiting.flatMap(({ event, claim }) => (claim.kind === 'retry' ? [{ id: event.id, lease: claim.lease }] : []));
+    const ranges = [...new Set(waiting.flatMap(({ claim }) => (claim.kind === 'range' ? [claim] : [])))];
+    waiting = [];
+    for (const retry of retries) heldRetries.delete(retry.id);
+    for (const claim of ranges) {
+      claim.lost = true;
+      heldRanges.delete(claim.range.id);
+    }
+    return releaseDispatch(
+      db.pool,
+      ranges.map((claim) => claim.range.id),
+      retries,
+    );
   }
 
   return {
@@ -346,13 +501,20 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       wakeWorkers();
       await claimer.stop();
       await workers;
-      await giveBack(waiting.splice(0).map((item) => item.event)).catch(() => undefined);
-      await Promise.allSettled([...recordedByPipeline]);
+      // What is claimed is posted before stopping: a range given back half posted would be posted
+      // again from its start. release() gives it back if this outlasts the shutdown deadline.
+      while (waiting.length) {
+        const events = take();
+        if (!events.length) break;
+        await postEvents(events).catch(() => undefined);
+      }
+      await giveBack().catch(() => undefined);
+      await Promise.allSettled([...recorded]);
       renew(false);
       await outbound.close();
     },
     release() {
-      return giveBack(waiting.splice(0).map((item) => item.event));
+      return giveBack();
     },
   };
 }

@@ -25,12 +25,12 @@ import {
   type CreditView,
 } from '@operator/contract';
 import { changeBonusStatus, creditFields, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
-import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, type CreditRow, type Db } from '@operator/db';
+import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, readOrPrimary, type CreditRow, type Db, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
 const TAGS = ['Back office: bonuses'];
 const PlayerParams = Type.Object({ user_id: Type.String({ description: 'Player id' }) });
-const reads = { 401: Unauthorized, 403: Forbidden, 503: Unavailable };
+const errors = { 401: Unauthorized, 403: Forbidden, 503: Unavailable };
 
 function creditView(credit: CreditRow): CreditView {
   return {
@@ -47,12 +47,12 @@ function creditView(credit: CreditRow): CreditView {
 }
 
 /** The operator's own back office: the bonus catalog, players' wallets and bonuses, credits. */
-export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusDeps }> = async (app, { db, bonus }) => {
+export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; bonus: BonusDeps }> = async (app, { db, reads, bonus }) => {
   app.get(
     '/v1/bonuses',
-    { schema: { tags: TAGS, summary: 'The bonus catalog, inactive bonuses included', response: { 200: Type.Object({ bonuses: Type.Array(CatalogBonusSchema) }), ...reads } } },
+    { schema: { tags: TAGS, summary: 'The bonus catalog, inactive bonuses included', response: { 200: Type.Object({ bonuses: Type.Array(CatalogBonusSchema) }), ...errors } } },
     async () => ({
-      bonuses: (await orUnavailable(listBonuses(db.pool, false))).map((b) => ({
+      bonuses: (await orUnavailable(reads.run((replica) => listBonuses(replica.pool, false)))).map((b) => ({
         code: b.code,
         label: b.label,
         type: b.type,
@@ -74,7 +74,7 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
         summary: 'Create or update a catalog bonus',
         params: BonusCodeParamsSchema,
         body: CatalogBonusRequestSchema,
-        response: { 200: CatalogBonusSavedSchema, 201: CatalogBonusSavedSchema, 400: BadRequest, 413: TooLarge, ...reads },
+        response: { 200: CatalogBonusSavedSchema, 201: CatalogBonusSavedSchema, 400: BadRequest, 413: TooLarge, ...errors },
       },
     },
     async (request, reply) => {
@@ -103,9 +103,9 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
 
   app.get(
     '/v1/players/:user_id/wallet',
-    { schema: { tags: TAGS, summary: "A player's balances", params: PlayerParams, response: { 200: WalletSchema, ...reads } } },
+    { schema: { tags: TAGS, summary: "A player's balances", params: PlayerParams, response: { 200: WalletSchema, ...errors } } },
     async (request) => {
-      const accounts = await orUnavailable(playerAccounts(db.pool, request.params.user_id));
+      const accounts = await orUnavailable(reads.run((replica) => playerAccounts(replica.pool, request.params.user_id)));
       // Both keys for every currency the player holds, as the balance events carry them.
       const currencies = [...new Set(accounts.map((a) => a.currency))];
       return {
@@ -128,11 +128,11 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
         summary: "A player's ledger entries",
         params: PlayerParams,
         querystring: LimitQuerySchema,
-        response: { 200: LedgerSchema, 400: BadRequest, ...reads },
+        response: { 200: LedgerSchema, 400: BadRequest, ...errors },
       },
     },
     async (request) => {
-      const entries = await orUnavailable(playerEntries(db.pool, request.params.user_id, Math.min(1000, Number(request.query.limit ?? 100))));
+      const entries = await orUnavailable(reads.run((replica) => playerEntries(replica.pool, request.params.user_id, Math.min(1000, Number(request.query.limit ?? 100)))));
       return {
         entries: entries.map((e) => ({
           id: e.id,
@@ -149,9 +149,9 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
 
   app.get(
     '/v1/players/:user_id/bonuses',
-    { schema: { tags: TAGS, summary: "A player's bonuses", params: PlayerParams, response: { 200: Type.Object({ bonuses: Type.Array(PlayerBonusSchema) }), ...reads } } },
+    { schema: { tags: TAGS, summary: "A player's bonuses", params: PlayerParams, response: { 200: Type.Object({ bonuses: Type.Array(PlayerBonusSchema) }), ...errors } } },
     async (request) => ({
-      bonuses: (await orUnavailable(listPlayerBonuses(db.pool, request.params.user_id))).map((b) => ({
+      bonuses: (await orUnavailable(reads.run((replica) => listPlayerBonuses(replica.pool, request.params.user_id)))).map((b) => ({
         user_bonus_id: b.id,
         credit_id: b.creditId,
         bonus_code: b.bonusCode,
@@ -182,7 +182,7 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
           404: errorResponse('The player has no such bonus'),
           409: errorResponse('The bonus is in a final status, which it does not leave'),
           413: TooLarge,
-          ...reads,
+          ...errors,
         },
       },
     },
@@ -201,11 +201,11 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
         tags: TAGS,
         summary: 'Credits the CRM asked for',
         querystring: CreditQuerySchema,
-        response: { 200: Type.Object({ credits: Type.Array(CreditSchema) }), 400: BadRequest, ...reads },
+        response: { 200: Type.Object({ credits: Type.Array(CreditSchema) }), 400: BadRequest, ...errors },
       },
     },
     async (request) => ({
-      credits: (await orUnavailable(listCredits(db.pool, { userId: request.query.user_id, status: request.query.status, limit: Math.min(1000, Number(request.query.limit ?? 100)) }))).map(creditView),
+      credits: (await orUnavailable(reads.run((replica) => listCredits(replica.pool, { userId: request.query.user_id, status: request.query.status, limit: Math.min(1000, Number(request.query.limit ?? 100)) })))).map(creditView),
     }),
   );
 
@@ -216,12 +216,13 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; bonus: BonusD
         tags: TAGS,
         summary: 'One credit, with the request and headers the CRM sent',
         params: Type.Object({ id: Type.String({ description: 'credit_id' }) }),
-        response: { 200: CreditSchema, 404: errorResponse('No credit has this id'), ...reads },
+        response: { 200: CreditSchema, 404: errorResponse('No credit has this id'), ...errors },
       },
     },
     async (request, reply) => {
       const id = request.params.id.toLowerCase();
-      const credit = isUuid(id) ? await orUnavailable(getCredit(db.pool, id)) : undefined;
+      // A miss on the replica is asked of the primary: the credit may have been recorded a moment ago.
+      const credit = isUuid(id) ? await orUnavailable(readOrPrimary(reads, (replica) => getCredit(replica.pool, id))) : undefined;
       if (!credit) return reply.code(404).send({ error: `no credit ${request.params.id}` });
       return creditView(credit);
     },

@@ -19,11 +19,13 @@ import {
   type CrmHeaders,
 } from '@operator/contract';
 import { prepareBonusCredit, prepareFundsCredit, type Prepared } from '@operator/bonus';
-import { getBonus, listBonuses, recordCredit, type Db } from '@operator/db';
+import { getBonus, listBonuses, recordCredit, type Db, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
 export interface BonusRouteOptions {
   db: Db;
+  /** The CRM's dropdown reads the catalog there; a credit reads its bonus on the primary (`db`). */
+  reads: Reads;
   headerNames: Record<CrmHeaderField, string>;
 }
 
@@ -36,7 +38,7 @@ const refused = (answer: CreditAccepted | Refusal): answer is Refusal => 'error'
  * The CRM's bonus endpoints (contract 4.3-4.5, 7.3). A credit is answered 200 once it is recorded
  * in PostgreSQL (the bonus app carries it out); the X-<Word>-Id header makes it exactly once.
  */
-export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (app, { db, headerNames }) => {
+export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (app, { db, reads, headerNames }) => {
   // The CRM fills a dropdown from this; it reads Success/Errors, so even a failure answers 200.
   app.get(
     '/bonus/list',
@@ -49,7 +51,7 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
     },
     async (request) => {
       try {
-        const bonuses = await listBonuses(db.pool, true);
+        const bonuses = await reads.run((replica) => listBonuses(replica.pool, true));
         return { Data: bonuses.map((bonus) => ({ text: bonus.label, value: bonus.code })), Success: true, Errors: [] };
       } catch (error) {
         request.log.error({ err: error }, 'bonus list failed');

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BadRequest, DeadLetterListSchema, Forbidden, LimitQuerySchema, RedriveSchema, RedrivenSchema, TooLarge, Unauthorized, Unavailable } from '@operator/contract';
-import { listDeadLetters, redriveDeadLetters, type Db } from '@operator/db';
+import { listDeadLetters, redriveDeadLetters, type Db, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
 const TAGS = ['Back office: webhooks'];
 
 /** Events the CRM refused or that outlived WEBHOOK_MAX_AGE: list them, and send them again. */
-export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; maxAgeMs: number }> = async (app, { db, maxAgeMs }) => {
+export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; maxAgeMs: number }> = async (app, { db, reads, maxAgeMs }) => {
   app.get(
     '/v1/webhooks/dead-letters',
     {
@@ -18,7 +18,7 @@ export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ db: Db; maxAgeMs: num
       },
     },
     async (request) => {
-      const rows = await orUnavailable(listDeadLetters(db.pool, Math.min(1000, Math.max(1, Number(request.query.limit ?? 100)))));
+      const rows = await orUnavailable(reads.run((replica) => listDeadLetters(replica.pool, Math.min(1000, Math.max(1, Number(request.query.limit ?? 100))))));
       return {
         events: rows.map((row) => ({
           event_id: row.id,

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequest, checkDeviceCredential, errorResponse, isUuid, DeviceSchema, RegisterDeviceSchema, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
 import { matchAllowedOrigin, type AllowedOrigin } from '@operator/config';
-import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device } from '@operator/db';
+import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
 const TAGS = ['Back office: devices'];
@@ -29,7 +29,7 @@ export function deviceView(device: Device): DeviceView {
  * Push endpoint is where the worker will post from inside the network, so one outside
  * WEBPUSH_ALLOWED_ORIGINS is refused before anything is stored.
  */
-export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db; webpushAllowedOrigins: readonly AllowedOrigin[] }> = async (app, { db, webpushAllowedOrigins }) => {
+export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; webpushAllowedOrigins: readonly AllowedOrigin[] }> = async (app, { db, reads, webpushAllowedOrigins }) => {
   app.post(
     '/v1/devices',
     {
@@ -76,7 +76,7 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db; webpushAllowedOri
     },
     async (request) => {
       const brandId = request.query.brand_id === undefined ? undefined : BigInt(request.query.brand_id);
-      const devices = await orUnavailable(listPlayerDevices(db, request.params.user_id, brandId));
+      const devices = await orUnavailable(reads.run((db) => listPlayerDevices(db, request.params.user_id, brandId)));
       return { devices: devices.map(deviceView) };
     },
   );

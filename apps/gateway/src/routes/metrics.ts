@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { BALANCE_TOPIC, BONUS_TOPIC } from '@operator/bonus';
-import { countCreditsByState, countDeadLetters, PUSH_STATUS_TOPIC, readOutboxBacklog, type Db } from '@operator/db';
+import { countCreditsByState, countDeadLetters, PUSH_STATUS_TOPIC, readOutboxBacklog, type Reads } from '@operator/db';
 import { acceptedMessages, METRICS_CONTENT_TYPE, metricsText, observeHttpRequest, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { queueJobCounts, type PushQueues } from '@operator/queue';
 
 export interface MetricsOptions {
-  db: Db;
+  /** The store gauges are read where the reads that may lag go: a few seconds behind is fine for a gauge. */
+  reads: Reads;
   queues: PushQueues;
 }
 
@@ -28,13 +29,13 @@ export function observeRequests(app: FastifyInstance) {
  * GET /metrics (no API key, like /health): every family of the process, with every store gauge,
  * read when scraped.
  */
-export const metricsRoutes: FastifyPluginAsync<MetricsOptions> = async (app, { db, queues }) => {
+export const metricsRoutes: FastifyPluginAsync<MetricsOptions> = async (app, { reads, queues }) => {
   const stores = watchStores(
     {
       queueJobs: () => queueJobCounts(Object.values(queues)),
-      outbox: () => readOutboxBacklog(db, [PUSH_STATUS_TOPIC, BONUS_TOPIC, BALANCE_TOPIC], STORE_READ_TIMEOUT_MS),
-      deadLetters: () => countDeadLetters(db, STORE_READ_TIMEOUT_MS),
-      credits: () => countCreditsByState(db, STORE_READ_TIMEOUT_MS),
+      outbox: () => reads.run((db) => readOutboxBacklog(db, [PUSH_STATUS_TOPIC, BONUS_TOPIC, BALANCE_TOPIC], STORE_READ_TIMEOUT_MS)),
+      deadLetters: () => reads.run((db) => countDeadLetters(db, STORE_READ_TIMEOUT_MS)),
+      credits: () => reads.run((db) => countCreditsByState(db, STORE_READ_TIMEOUT_MS)),
     },
     { log: app.log },
   );

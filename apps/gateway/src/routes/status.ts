@@ -15,7 +15,7 @@ import {
   Unauthorized,
   Unavailable,
 } from '@operator/contract';
-import { readPushFeed, readPushStatus, type Db, type PushStatusRow } from '@operator/db';
+import { readOrPrimary, readPushFeed, readPushStatus, type Db, type PushFeedPage, type PushStatusRow, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';
 
 const MAX_STATUS_IDS = 100;
@@ -41,12 +41,38 @@ function statusJson(row: PushStatusRow): string {
 /** Sends JSON already written as text (fastify sends a string as it is). */
 const sendWritten = (reply: FastifyReply, json: string) => reply.type('application/json').send(json);
 
+/** The states of `ids`; those the replica does not have yet (pushes accepted a moment ago) from the primary. */
+async function readStatuses(reads: Reads, ids: string[]): Promise<PushStatusRow[]> {
+  const rows = await reads.run((db) => readPushStatus(db.pool, ids));
+  const found = new Set(rows.map((row) => row.id));
+  const missing = ids.filter((id) => !found.has(id.toLowerCase()));
+  if (!reads.separate || !missing.length) return rows;
+  return [...rows, ...(await readPushStatus(reads.primary.pool, missing))];
+}
+
 /**
- * Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta. The
- * answers are written as text (meta goes back byte for byte): their schemas document them and
- * never serialize them.
+ * A page of the feed, from the replica. Its pages never skip an event, like the primary's (see
+ * readPushFeed), and the two may be read in turns: what either answers below its horizon is final,
+ * and the same on both. A page the replica still holds back, empty, after the wait is read from the
+ * primary: the end of the transaction it waits for may not be replayed yet, and after a failover
+ * the replica counts on the old timeline until its next restartpoint.
  */
-export const statusRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, { db }) => {
+async function readFeed(reads: Reads, after: bigint, limit: number): Promise<PushFeedPage> {
+  const read = (db: Db) => readPushFeed(db.pool, after, limit);
+  let page = await reads.run(read);
+  for (const waitUntil = Date.now() + FEED_HOLD_WAIT_MS; page.held && !page.rows.length && Date.now() < waitUntil; ) {
+    await sleep(10);
+    page = await reads.run(read);
+  }
+  return page.held && !page.rows.length && reads.separate ? read(reads.primary) : page;
+}
+
+/**
+ * Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta, read
+ * from DATABASE_READ_URL. The answers are written as text (meta goes back byte for byte): their
+ * schemas document them and never serialize them.
+ */
+export const statusRoutes: FastifyPluginAsyncTypebox<{ reads: Reads }> = async (app, { reads }) => {
   app.get(
     '/channels/push/status',
     {
@@ -65,7 +91,7 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
       const bad = ids.find((id) => !isUuid(id));
       // '' (push_id=) is falsy but no push id either.
       if (bad !== undefined) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
-      const rows = await orUnavailable(readPushStatus(db.pool, ids));
+      const rows = await orUnavailable(readStatuses(reads, ids));
       const found = new Set(rows.map((row) => row.id));
       const notFound = JSON.stringify(ids.filter((id) => !found.has(id.toLowerCase())));
       return sendWritten(reply, `{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
@@ -87,12 +113,7 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
       if (limit < 1 || limit > MAX_FEED_LIMIT) return reply.code(400).send({ error: `limit must be a number from 1 to ${MAX_FEED_LIMIT}` });
       const after = BigInt(request.query.after ?? '0');
       // Only reads: the feed's order is fixed when events are written (see readPushFeed).
-      let page = await orUnavailable(readPushFeed(db.pool, after, limit));
-      for (const waitUntil = Date.now() + FEED_HOLD_WAIT_MS; page.held && !page.rows.length && Date.now() < waitUntil; ) {
-        await sleep(10);
-        page = await orUnavailable(readPushFeed(db.pool, after, limit));
-      }
-      const { rows } = page;
+      const { rows } = await orUnavailable(readFeed(reads, after, limit));
       const events = rows.map((row) => `{"cursor":"${row.feedSeq}",${pushEventBody(row).slice(1)}`);
       const next = rows.length ? rows[rows.length - 1].feedSeq : after.toString();
       return sendWritten(reply, `{"events":[${events.join(',')}],"next_cursor":"${next}"}`);
@@ -112,7 +133,7 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ db: Db }> = async (app, {
     async (request, reply) => {
       const id = request.params.push_id;
       if (!isUuid(id)) return reply.code(404).send({ error: `no push ${id}` });
-      const [row] = await orUnavailable(readPushStatus(db.pool, [id]));
+      const row = await orUnavailable(readOrPrimary(reads, async (db) => (await readPushStatus(db.pool, [id]))[0]));
       if (!row) return reply.code(404).send({ error: `no push ${id}` });
       return sendWritten(reply, statusJson(row));
     },
