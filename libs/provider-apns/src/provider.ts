@@ -109,7 +109,7 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
  * suggests several connections for a high volume; here they are a stream pool (@operator/providers):
  * each carries as many streams as APNs announces in SETTINGS_MAX_CONCURRENT_STREAMS, a further one
  * is opened only when those are full, up to `maxConnections`, and past that a send waits for a
- * stream (before its deadline starts). APNs announces 500 to 1500 streams, and is known to drop
+ * stream (before its deadline starts). APNs announces 500 to 1500 streams, and has been seen to drop
  * to 1 after a refused notification until the next accepted one: the pool follows, and opens
  * another connection meanwhile. node-apn's own MultiProvider would deal the sends round robin
  * to a fixed number of connections, blind to what each allows.
