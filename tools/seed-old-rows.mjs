@@ -75,7 +75,7 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
     const insertDeliveries = ([first, last]) =>
       a.query(
         `INSERT INTO deliveries (id, message_id, device_id, provider, status, provider_message_id, error_code, error, attempts,
-                                 sent_at, created_at, updated_at)
+                                 sent_at, created_at, updated_at, open)
          SELECT ${deliveryId('i')}, ${messageId('i')}, NULL,
                 (CASE WHEN i % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider",
                 (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"DeliveryStatus",
@@ -83,7 +83,7 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
                 CASE WHEN ${failed('i')} THEN 'unregistered' END,
                 CASE WHEN ${failed('i')} THEN 'Requested entity was not found.' END,
                 1,
-                CASE WHEN NOT ${failed('i')} THEN ${ts('i', 800)} END, ${ts('i')}, ${ts('i', 800)}
+                CASE WHEN NOT ${failed('i')} THEN ${ts('i', 800)} END, ${ts('i')}, ${ts('i', 800)}, NULL
            FROM generate_series($1::bigint, $2::bigint) AS i`,
         [first, last],
       );

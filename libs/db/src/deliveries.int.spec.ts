@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
-import { claimDeliveries, recordOutcomes, releaseClaims, settleMessages } from './deliveries';
+import { claimDeliveries, extendClaims, recordOutcomes, releaseClaims, settleMessages, takeStrandedPushes } from './deliveries';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
 
@@ -85,6 +85,7 @@ describe('deliveries (PostgreSQL)', () => {
         auth: null,
         deviceActive: true,
         attempts: 1,
+        alone: false,
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
@@ -145,6 +146,41 @@ describe('deliveries (PostgreSQL)', () => {
     expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 1, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, claimed: false, sentAt: true });
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }]);
     expect(await delivery(fcm.id)).toMatchObject({ status: 'sent', errorCode: null });
+  });
+
+  it("keeps a delivery in the reconciler's index until it is final, and leaves updated_at to the record", async () => {
+    await device('fcm');
+    const pushId = await push();
+    const state = async (id: string) =>
+      (await db.pool.query(`SELECT status::text, open, updated_at AS "updatedAt" FROM deliveries WHERE id = $1`, [id])).rows[0];
+    const [{ id }] = (await db.pool.query('SELECT id FROM deliveries WHERE message_id = $1', [pushId])).rows;
+    const accepted = await state(id);
+    expect(accepted).toMatchObject({ status: 'pending', open: true });
+
+    // The claim and its renewals change no indexed column: the reconciler tells a live claim by claimed_at.
+    // The push's one delivery: its message is settled without a lock first.
+    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
+    await extendClaims(db.pool, [id]);
+    expect(await state(id)).toEqual({ status: 'sending', open: true, updatedAt: accepted.updatedAt });
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
+
+    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'later' }]);
+    expect(await state(id)).toMatchObject({ status: 'pending', open: true });
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+
+    await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: null }]);
+    expect(await state(id)).toMatchObject({ status: 'sent', open: null });
+  });
+
+  it('takes out of the index of open deliveries one found final (recorded by a worker that did not know the index)', async () => {
+    await device('fcm');
+    const pushId = await push();
+    const [{ id }] = (await db.pool.query('SELECT id FROM deliveries WHERE message_id = $1', [pushId])).rows;
+    await db.pool.query(`UPDATE deliveries SET status = 'sent', sent_at = now() WHERE id = $1`, [id]);
+
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
+    expect((await db.pool.query('SELECT open FROM deliveries WHERE id = $1', [id])).rows[0]).toEqual({ open: null });
   });
 
   it('settles a message sent as soon as one delivery is sent, failed once every one failed, with its status event', async () => {

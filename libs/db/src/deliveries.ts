@@ -14,6 +14,8 @@ export interface ClaimedDelivery {
   deviceActive: boolean;
   /** Claims of this delivery so far, this one included, whatever job made them. */
   attempts: number;
+  /** The push's only delivery, of any provider: no other worker records one of its deliveries. */
+  alone: boolean;
 }
 
 export interface ClaimedMessage {
@@ -47,7 +49,8 @@ const CLAIMABLE = (alias: string) =>
  * `sending`, so no other worker sends it while the claim lasts. A `sending` delivery whose claim is
  * older than `leaseMs` belonged to a worker that died, and is taken again. One statement answers
  * the claimed deliveries with their devices and messages, the pushes not (yet) visible, and how
- * many deliveries another worker holds.
+ * many deliveries another worker holds. The claim changes no indexed column (updated_at is left
+ * alone: the reconciler tells a live claim by claimed_at), so it is a HOT update.
  *
  * The deliveries are found push by push through (message_id, device_id) (OFFSET 0 keeps that
  * lookup a lookup per push, not a join the planner may turn into a scan), then updated by primary
@@ -64,22 +67,23 @@ export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Pro
          OFFSET 0) x),
      claimed AS (
        UPDATE deliveries d
-          SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1, updated_at = now()
+          SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1
         WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
         RETURNING d.id, d.message_id, d.device_id, d.attempts),
      delivery_rows AS (
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
+              (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id) = 1 AS alone,
               m.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
               NULL::int AS held
          FROM claimed c JOIN messages m ON m.id = c.message_id LEFT JOIN devices v ON v.id = c.device_id)
      SELECT * FROM delivery_rows
      UNION ALL
-     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL
+     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL, NULL
        FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id)
      UNION ALL
-     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL,
+     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL,
             (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
     [pushIds, provider, leaseMs],
   );
@@ -109,7 +113,8 @@ export type DeliveryOutcome =
 /**
  * Records what became of each claimed delivery, in one statement. Only a delivery still being
  * sent takes an outcome, except that `sent` always wins over a failure: a worker whose claim
- * lapsed (a long outage) cannot turn back what another worker recorded since.
+ * lapsed (a long outage) cannot turn back what another worker recorded since. A final outcome
+ * takes the delivery out of the reconciler's index (open null).
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Promise<void> {
   if (!outcomes.length) return;
@@ -120,7 +125,7 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Pro
             provider_message_id = COALESCE(o.provider_message_id, d.provider_message_id),
             error_code = o.error_code, error = o.error,
             sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
-            claimed_at = NULL, updated_at = now()
+            claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
             AS o(id, status, provider_message_id, error_code, error)
       WHERE d.id = o.id AND (d.status = 'sending' OR (o.status = 'sent' AND d.status <> 'sent'))`,
@@ -148,7 +153,8 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
 /**
  * Locks the messages still to be settled among these, in id order (so that two writers never wait
  * for each other), and answers their ids: the settlement that follows in the same transaction then
- * sees every delivery another writer recorded before it.
+ * sees every delivery another writer recorded before it. A push with one delivery needs no lock
+ * (the record of that delivery already waits for any other writer of it), and is not given here.
  */
 export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[]> {
   if (!pushIds.length) return [];
@@ -220,19 +226,21 @@ export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<nu
  * Pushes with deliveries of this provider that nothing has moved for `afterMs`: pending, or
  * claimed by a worker whose lease lapsed. Their job was lost (Redis lost its last writes, a queue
  * was flushed, a job was removed or failed after its attempts). Each one found is touched, so the
- * next look finds it again only if it is still stranded `afterMs` later.
+ * next look finds it again only if it is still stranded `afterMs` later. They are found through
+ * the index of open deliveries; one found final after all (recorded by a worker older than that
+ * index) leaves it.
  */
 export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
-  const { rows } = await sql.query<{ messageId: string }>(
+  const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
-       SELECT id FROM deliveries
-        WHERE status IN ('pending', 'sending') AND provider = $1::"Provider"
+       SELECT id, status::text IN ('pending', 'sending') AS open FROM deliveries
+        WHERE open AND provider = $1::"Provider"
           AND updated_at < now() - $2 * interval '1 millisecond'
-          AND (status = 'pending' OR claimed_at IS NULL OR claimed_at < now() - $3 * interval '1 millisecond')
+          AND (status::text <> 'sending' OR claimed_at IS NULL OR claimed_at < now() - $3 * interval '1 millisecond')
         ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-     UPDATE deliveries d SET updated_at = now() FROM stranded s WHERE d.id = s.id
-     RETURNING d.message_id AS "messageId"`,
+     UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END FROM stranded s WHERE d.id = s.id
+     RETURNING d.message_id AS "messageId", d.open`,
     [provider, afterMs, leaseMs, limit],
   );
-  return [...new Set(rows.map((row) => row.messageId))];
+  return [...new Set(rows.filter((row) => row.open).map((row) => row.messageId))];
 }

@@ -70,8 +70,8 @@ async function message({ ageDays, status = 'sent', changedDaysAgo = ageDays, del
   );
   for (const state of deliveries) {
     await db.pool.query(
-      `INSERT INTO deliveries (id, message_id, provider, status, created_at, updated_at) VALUES ($1, $2, 'fcm', $3::"DeliveryStatus", $4, $4)`,
-      [randomUUID(), id, state, ago(ageDays)],
+      `INSERT INTO deliveries (id, message_id, provider, status, created_at, updated_at, open) VALUES ($1, $2, 'fcm', $3::"DeliveryStatus", $4, $4, $5)`,
+      [randomUUID(), id, state, ago(ageDays), state === 'pending' || state === 'sending' ? true : null],
     );
   }
   const eventIds = [];

@@ -90,7 +90,7 @@ describe('the push path through a PostgreSQL failover', () => {
     try {
       recorder.hold([deliveryId]);
       let settled: string | undefined;
-      const recorded = recorder.record([{ pushId, outcome: { deliveryId, status: 'sent', providerMessageId: 'provider-1' } }]).then(
+      const recorded = recorder.record([{ pushId, alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: 'provider-1' } }]).then(
         () => (settled = 'recorded'),
         (error: Error) => (settled = `given up: ${error.message}`),
       );
@@ -120,7 +120,7 @@ describe('the push path through a PostgreSQL failover', () => {
       await sleep(400);
       const renewed = (await delivery(pushId)).claimedAt!;
       // A push id that is not a uuid: the write fails the same way every time, and is given up.
-      const recording = recorder.record([{ pushId: 'not-a-push-id', outcome: { deliveryId, status: 'sent', providerMessageId: null } }]);
+      const recording = recorder.record([{ pushId: 'not-a-push-id', alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: null } }]);
       await expect(recording).rejects.toMatchObject({ code: '22P02' });
 
       // (A renewal already under way when it was given up may still land.)
@@ -149,7 +149,7 @@ describe('the push path through a PostgreSQL failover', () => {
 
       const claim = await claimDeliveries(pooled.pool, pushIds, 'webpush', 60000);
       recorder.hold(claim.deliveries.map((d) => d.id));
-      await recorder.record(claim.deliveries.map((d) => ({ pushId: d.messageId, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: `p-${d.id}` } })));
+      await recorder.record(claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: `p-${d.id}` } })));
       await until(async () => (await Promise.all(pushIds.map(delivery))).every((row) => row.status === 'sent'), 'the outcomes in PostgreSQL');
       const messages = await t.db.pool.query<{ status: string }>('SELECT status::text FROM messages WHERE id = ANY($1::uuid[])', [pushIds]);
       expect(messages.rows.map((row) => row.status)).toEqual(['sent', 'sent']);

@@ -114,7 +114,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       const claim = await claimDeliveries(t.db.pool, pushIds, 'webpush', 60000);
       recorder.hold(claim.deliveries.map((d) => d.id));
       const [sent] = claim.deliveries;
-      await recorder.record([{ pushId: sent.messageId, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
+      await recorder.record([{ pushId: sent.messageId, alone: sent.alone, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
       expect(await recorder.release()).toBe(2);
       expect((await statuses(pushIds)).sort()).toEqual(['pending', 'pending', 'sent']);
       expect(recorder.held).toBe(0);

@@ -16,6 +16,8 @@ import type { LogSink } from '@operator/config';
 export interface SendOutcome {
   outcome: DeliveryOutcome;
   pushId: string;
+  /** The push's only delivery: its message is settled without being locked first (see lockMessages). */
+  alone: boolean;
   /** The device, when the provider declared its token dead. */
   deadDevice?: { id: string; reason: string };
 }
@@ -72,8 +74,8 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
         // Locked before they are tallied: of two writers recording deliveries of the same push (its
         // FCM and APNs devices, say), the second waits for the first to commit, then counts both.
         // Unlocked, each could see the other's delivery still being sent, and neither settle it.
-        const pushIds = await lockMessages(tx, [...new Set(items.map((item) => item.pushId))]);
-        await settleMessages(tx, pushIds);
+        const locked = await lockMessages(tx, [...new Set(items.flatMap((item) => (item.alone ? [] : [item.pushId])))]);
+        await settleMessages(tx, [...locked, ...new Set(items.flatMap((item) => (item.alone ? [item.pushId] : [])))]);
       });
       for (const item of items) held.delete(item.outcome.deliveryId);
     },

@@ -132,6 +132,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     if (!delivery.token || !delivery.deviceActive) {
       inactive.push({
         pushId: delivery.messageId,
+        alone: delivery.alone,
         outcome: { deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' },
       });
       continue;
@@ -144,7 +145,8 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
-    if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
+    const { alone } = delivery;
+    if (result.ok) return { pushId, alone, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
     // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
     // The delivery's own claims count too: a job the reconciler enqueues again starts at attempt 1,
@@ -152,7 +154,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
     const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt || delivery.attempts >= job.maxAttempts;
     if (error.class === 'transient' && !final) transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
-    const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
+    const outcome: SendOutcome = { pushId, alone, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
     if (error.class === 'dead-token') {
       outcome.deadDevice = { id: delivery.deviceId!, reason: error.code };
       deadDevices++;
