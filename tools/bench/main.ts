@@ -13,6 +13,7 @@ import pg from 'pg';
 import { apnsToken, fcmToken, freePort } from '@operator/testing';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
+import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
 import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
 const env = process.env;
@@ -127,6 +128,18 @@ async function baseline(): Promise<number> {
   return result.perSecond;
 }
 
+/** What the far-provider stage (far-send.ts) needs of this bench. */
+const farDeps = (gatewayPort: number): FarSendDeps => ({
+  dir,
+  appEnv,
+  accept: async (provider, total) => void (await each(gatewayPort, 4, batchesOf(total, provider === 'fcm' ? fcmPlayer : apnsPlayer))),
+  open: () => count(OPEN_DELIVERIES),
+});
+const FAR_ROWS: [string, string, 'farFcm' | 'farApns'][] = [
+  [`send: FCM ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send, 100 streams per connection`, 'farFcm'],
+  [`send: APNs ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send`, 'farApns'],
+];
+
 /** One pass over every stage; answers one figure per stage. */
 async function pass(gatewayPort: number, receiver: Receiver, providers: Providers, bare: number) {
   const figures: Record<string, { text: string; rate: number }> = {};
@@ -163,6 +176,8 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   await each(gatewayPort, 4, batchesOf(SEND, apnsPlayer));
   const apns = await drain('push-worker-apns', providers.workerEnv());
   figures.apns = { text: `${apns.rate.toFixed(0)} deliveries/s (${apns.toSend})`, rate: apns.rate };
+
+  Object.assign(figures, await farSend(farDeps(gatewayPort)));
 
   // The dispatcher alone: every status of the stages above waits in the outbox.
   const toPost = await count(PENDING_EVENTS);
@@ -206,6 +221,16 @@ async function main() {
     await each(gatewayPort, 16, devices);
     log(`${PLAYERS} FCM and ${PLAYERS} APNs players registered`);
 
+    // BENCH_ONLY=far-send: that stage alone.
+    if (env.BENCH_ONLY === 'far-send') {
+      const far = await farSend(farDeps(gatewayPort));
+      console.log('');
+      console.log('| stage | load | fresh tables |');
+      console.log('|---|---|---|');
+      for (const [stage, what, key] of FAR_ROWS) console.log(`| ${stage} | ${what} | ${far[key].text} |`);
+      return;
+    }
+
     const bare = await baseline();
     log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
     const fresh = await pass(gatewayPort, receiver, providers, bare);
@@ -234,6 +259,7 @@ async function main() {
       ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
       ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over HTTP/2 and TLS`, 'fcm'],
       ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
+      ...FAR_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
       ...costRows(END_TO_END).filter(([, , key]) => key in fresh),

@@ -3,7 +3,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ProviderName } from '@operator/contract';
-import { FakeApns, FakeFcm, FakePushService, apnsToken, fcmToken, testTls, vapidKeys } from '@operator/testing';
+import { FakeApns, FakeFcm, FakePushService, apnsToken, fcmToken, testTls, vapidKeys, type FakeApnsOptions, type FakeFcmOptions } from '@operator/testing';
 
 
 /** A device as registered with the gateway; `key` is how the provider's server names it. */
@@ -30,9 +30,10 @@ export class Providers {
     private readonly dir: string,
   ) {}
 
-  static async start(dir: string): Promise<Providers> {
+  /** `options` make the FCM and APNs servers behave otherwise (answer late, announce a stream limit). */
+  static async start(dir: string, options: { fcm?: FakeFcmOptions; apns?: FakeApnsOptions } = {}): Promise<Providers> {
     const vapid = vapidKeys();
-    const [fcm, apns, webpush] = await Promise.all([FakeFcm.start(), FakeApns.start(), FakePushService.start({ vapidPublicKey: vapid.publicKey })]);
+    const [fcm, apns, webpush] = await Promise.all([FakeFcm.start(options.fcm), FakeApns.start(options.apns), FakePushService.start({ vapidPublicKey: vapid.publicKey })]);
     return new Providers(fcm, apns, webpush, vapid, dir);
   }
 

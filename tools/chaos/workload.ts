@@ -12,8 +12,11 @@ import type { ProviderName } from '@operator/contract';
 
 /** The apps, as tools/apps.mjs lists them. */
 export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
+// The workers' defaults: a job's messages handed to the provider client at once, its connections
+// deciding how many are on the wire. A player has at most one device per provider, so a killed
+// worker had at most WORKER_CONCURRENCY x WORKER_PARALLEL_MESSAGES sends in flight.
 export const WORKER_CONCURRENCY = 10;
-export const WORKER_PARALLEL_MESSAGES = 16;
+export const WORKER_PARALLEL_MESSAGES = 100;
 
 /**
  * What every app of a run is started with, besides its stores: short polls, backoffs, leases and

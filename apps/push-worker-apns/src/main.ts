@@ -9,7 +9,17 @@ async function main() {
   const log = createLogger('push-worker-apns', config.LOG_LEVEL);
   const onPatchMissing = (missing: string[]) =>
     log.warn({ missing }, 'node-apn internals moved: these patches are off (see libs/provider-apns/src/node-apn-patches.ts)');
-  const worker = await startPushWorker('apns', config, log, (credential) => createApnsProvider({ ...credential, proxy: config.egress, timeoutMs: config.tuning.sendTimeoutMs, onPatchMissing }));
+  const { providerConcurrency, providerConnections, sendTimeoutMs } = config.tuning;
+  const worker = await startPushWorker('apns', config, log, (credential) =>
+    createApnsProvider({
+      ...credential,
+      proxy: config.egress,
+      timeoutMs: sendTimeoutMs,
+      concurrency: providerConcurrency ?? undefined,
+      maxConnections: providerConnections,
+      onPatchMissing,
+    }),
+  );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }
 

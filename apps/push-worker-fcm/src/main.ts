@@ -7,9 +7,16 @@ import { startPushWorker } from '@operator/push';
 async function main() {
   const config = loadPushWorkerConfig('fcm');
   const log = createLogger('push-worker-fcm', config.LOG_LEVEL);
-  const { providerConcurrency, sendTimeoutMs } = config.tuning;
+  const { providerConcurrency, providerConnections, sendTimeoutMs } = config.tuning;
   const worker = await startPushWorker('fcm', config, log, ({ serviceAccount, endpoint }) =>
-    createFcmProvider({ serviceAccount, endpoint, proxy: config.egress, concurrency: providerConcurrency ?? undefined, timeoutMs: sendTimeoutMs }),
+    createFcmProvider({
+      serviceAccount,
+      endpoint,
+      proxy: config.egress,
+      concurrency: providerConcurrency ?? undefined,
+      maxConnections: providerConnections,
+      timeoutMs: sendTimeoutMs,
+    }),
   );
   onShutdown({ log, timeoutMs: config.SHUTDOWN_TIMEOUT_MS, close: worker.close, abandon: worker.abandon });
 }

@@ -7,13 +7,14 @@ import { startPushWorker } from '@operator/push';
 async function main() {
   const config = loadPushWorkerConfig('webpush');
   const log = createLogger('push-worker-webpush', config.LOG_LEVEL);
-  const { providerConcurrency, sendTimeoutMs } = config.tuning;
+  const { providerConcurrency, providerConnections, sendTimeoutMs } = config.tuning;
   const worker = await startPushWorker('webpush', config, log, (credential) =>
     createWebPushProvider({
       vapid: credential.vapid,
       allowedOrigins: config.webpushAllowedOrigins,
       egress: config.egress,
       concurrency: providerConcurrency ?? undefined,
+      connectionsPerOrigin: providerConnections,
       timeoutMs: sendTimeoutMs,
       retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
     }),

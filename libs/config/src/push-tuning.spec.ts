@@ -9,11 +9,13 @@ const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
 
 const tuningError = (provider: ProviderName, env: Env) => configErrorOf(() => pushTuning(provider, env));
 
-// The values the workers, the providers and BullMQ used before the table existed: the defaults
-// must not change what a worker does.
+// The values each worker runs with. They changed once on purpose, for sends that fill the pipe: a
+// job's messages are handed to the provider client at once (parallelMessages 16 -> 100),
+// and FCM's and APNs' sends in flight follow their connections (providerConnections x the streams
+// the server allows) rather than a cap of FCM's 500.
 const SHARED = {
   workerConcurrency: 10,
-  parallelMessages: 16,
+  parallelMessages: 100,
   claimLeaseMs: 60000,
   reconcileIntervalMs: 30000,
   reconcileAfterMs: 300000,
@@ -24,12 +26,12 @@ const SHARED = {
   lockDurationMs: 30000,
 };
 const TODAY: Record<ProviderName, PushTuning> = {
-  // provider-fcm: `concurrency` 500, DEFAULT_TIMEOUT_MS 15000.
-  fcm: { ...SHARED, providerConcurrency: 500, sendTimeoutMs: 15000 },
-  // node-apn: one HTTP/2 connection with no cap, requestTimeout 5000.
-  apns: { ...SHARED, providerConcurrency: null, sendTimeoutMs: 5000 },
-  // provider-webpush: DEFAULT_CONCURRENCY 16, DEFAULT_TIMEOUT_MS 10000.
-  webpush: { ...SHARED, providerConcurrency: 16, sendTimeoutMs: 10000 },
+  // provider-fcm: DEFAULT_MAX_CONNECTIONS 8, DEFAULT_TIMEOUT_MS 15000.
+  fcm: { ...SHARED, providerConcurrency: null, providerConnections: 8, sendTimeoutMs: 15000 },
+  // provider-apns: DEFAULT_MAX_CONNECTIONS 4, node-apn's requestTimeout 5000.
+  apns: { ...SHARED, providerConcurrency: null, providerConnections: 4, sendTimeoutMs: 5000 },
+  // provider-webpush: DEFAULT_CONCURRENCY 16, DEFAULT_CONNECTIONS_PER_ORIGIN 100, DEFAULT_TIMEOUT_MS 10000.
+  webpush: { ...SHARED, providerConcurrency: 16, providerConnections: 100, sendTimeoutMs: 10000 },
 };
 
 const VARIABLES = {
@@ -41,6 +43,7 @@ const VARIABLES = {
   sendAttempts: 'PUSH_SEND_ATTEMPTS',
   sendBackoffMs: 'PUSH_SEND_BACKOFF_MS',
   providerConcurrency: 'PUSH_PROVIDER_CONCURRENCY',
+  providerConnections: 'PUSH_PROVIDER_CONNECTIONS',
   sendTimeoutMs: 'PUSH_SEND_TIMEOUT_MS',
 } as const;
 type Tunable = keyof typeof VARIABLES;
@@ -55,11 +58,12 @@ const OVERRIDES: Record<Tunable, number> = {
   sendAttempts: 2,
   sendBackoffMs: 250,
   providerConcurrency: 64,
+  providerConnections: 3,
   sendTimeoutMs: 2500,
 };
 
-/** The knobs a provider's variables set: APNs does not take its client's concurrency (node-apn has no cap). */
-const settable = (provider: ProviderName) => (Object.keys(VARIABLES) as Tunable[]).filter((knob) => provider !== 'apns' || knob !== 'providerConcurrency');
+/** The knobs a provider's variables set: every one, on every worker. */
+const settable = (_provider: ProviderName) => Object.keys(VARIABLES) as Tunable[];
 
 describe('PUSH_TUNING', () => {
   it('has one row per provider and one column per knob', () => {
@@ -71,7 +75,7 @@ describe('PUSH_TUNING', () => {
     expect(PUSH_TUNING[provider]).toEqual(TODAY[provider]);
   });
 
-  it('keeps the variables operators configure against, adds only the provider concurrency and the send timeout, and fixes the rest', () => {
+  it('keeps the variables operators configure against, adds only the provider concurrency and connections and the send timeout, and fixes the rest', () => {
     const variables = Object.fromEntries(Object.entries(PUSH_TUNING_KNOBS).flatMap(([knob, spec]) => ('variable' in spec ? [[knob, spec.variable]] : [])));
     expect(variables).toEqual(VARIABLES);
     for (const knob of ['jobMaxMessages', 'visibilityGraceMs', 'lockDurationMs'] as const) expect(PUSH_TUNING_KNOBS[knob]).toEqual(expect.objectContaining({ fixed: true }));
@@ -91,14 +95,12 @@ describe('PUSH_TUNING', () => {
       });
     }
     // Those that differ by provider have no default in the schema every worker shares.
-    expect(Object.keys(PushProviderTuningEnv.properties).sort()).toEqual(['PUSH_PROVIDER_CONCURRENCY', 'PUSH_SEND_TIMEOUT_MS']);
+    expect(Object.keys(PushProviderTuningEnv.properties).sort()).toEqual(['PUSH_PROVIDER_CONCURRENCY', 'PUSH_PROVIDER_CONNECTIONS', 'PUSH_SEND_TIMEOUT_MS']);
     for (const field of Object.values(PushProviderTuningEnv.properties)) expect(field.default).toBeUndefined();
   });
 
-  it('says why APNs does not take the provider concurrency', () => {
-    expect(PUSH_TUNING_NOT_SETTABLE).toEqual({
-      apns: { providerConcurrency: expect.stringContaining('no cap') },
-    });
+  it('has no knob a worker refuses: APNs takes the provider concurrency now that its connections are a pool of its own', () => {
+    expect(PUSH_TUNING_NOT_SETTABLE).toEqual({});
   });
 });
 
@@ -108,8 +110,8 @@ describe('pushTuning', () => {
   });
 
   it('treats an empty variable as unset, as the other variables are', () => {
-    expect(pushTuning('fcm', { PUSH_PROVIDER_CONCURRENCY: '', PUSH_SEND_TIMEOUT_MS: '' })).toEqual(TODAY.fcm);
-    expect(pushTuning('apns', { PUSH_PROVIDER_CONCURRENCY: '', PUSH_SEND_TIMEOUT_MS: '' })).toEqual(TODAY.apns);
+    expect(pushTuning('fcm', { PUSH_PROVIDER_CONCURRENCY: '', PUSH_PROVIDER_CONNECTIONS: '', PUSH_SEND_TIMEOUT_MS: '' })).toEqual(TODAY.fcm);
+    expect(pushTuning('apns', { PUSH_PROVIDER_CONCURRENCY: '', PUSH_PROVIDER_CONNECTIONS: '', PUSH_SEND_TIMEOUT_MS: '' })).toEqual(TODAY.apns);
   });
 
   it('does not change the table', () => {
@@ -152,6 +154,7 @@ describe('pushTuning', () => {
   it('holds the minimums that keep a worker sane', () => {
     expect(tuningError('fcm', { PUSH_CLAIM_LEASE_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_CLAIM_LEASE_MS')]);
     expect(tuningError('fcm', { PUSH_PROVIDER_CONCURRENCY: '0' }).problems).toEqual([expect.stringContaining('PUSH_PROVIDER_CONCURRENCY')]);
+    expect(tuningError('apns', { PUSH_PROVIDER_CONNECTIONS: '0' }).problems).toEqual([expect.stringContaining('PUSH_PROVIDER_CONNECTIONS')]);
     expect(tuningError('webpush', { PUSH_SEND_TIMEOUT_MS: '99' }).problems).toEqual([expect.stringContaining('PUSH_SEND_TIMEOUT_MS')]);
   });
 
@@ -160,12 +163,6 @@ describe('pushTuning', () => {
     expect(error.problems).toHaveLength(2);
     expect(error.problems).toEqual(expect.arrayContaining([expect.stringContaining('PUSH_WORKER_CONCURRENCY'), expect.stringContaining('PUSH_SEND_TIMEOUT_MS')]));
     expect(error.message).toContain('PUSH_SEND_TIMEOUT_MS must be a number, got "soon"');
-  });
-
-  it.each([['PUSH_PROVIDER_CONCURRENCY', 'no cap']])('refuses %s on the apns worker, which could not apply it, and says why', (variable, why) => {
-    const problems = tuningError('apns', { [variable]: '100' }).problems;
-    expect(problems).toEqual([expect.stringContaining(`${variable} does not apply to the apns worker`)]);
-    expect(problems[0]).toContain(why);
   });
 });
 
@@ -186,6 +183,7 @@ describe('loadPushWorkerConfig: tuning', () => {
       PUSH_SEND_ATTEMPTS: '2',
       PUSH_SEND_BACKOFF_MS: '250',
       PUSH_PROVIDER_CONCURRENCY: '64',
+      PUSH_PROVIDER_CONNECTIONS: '3',
       PUSH_SEND_TIMEOUT_MS: '2500',
     });
     expect(config.tuning).toEqual({ ...TODAY.fcm, ...OVERRIDES });
@@ -198,6 +196,7 @@ describe('loadPushWorkerConfig: tuning', () => {
       PUSH_SEND_ATTEMPTS: config.tuning.sendAttempts,
       PUSH_SEND_BACKOFF_MS: config.tuning.sendBackoffMs,
       PUSH_PROVIDER_CONCURRENCY: 64,
+      PUSH_PROVIDER_CONNECTIONS: 3,
       PUSH_SEND_TIMEOUT_MS: 2500,
     });
   });
@@ -205,12 +204,12 @@ describe('loadPushWorkerConfig: tuning', () => {
   it('reports a bad tuning variable with the other problems, in one ConfigError', () => {
     let error: unknown;
     try {
-      loadPushWorkerConfig('apns', { PUSH_PROVIDER_CONCURRENCY: '8000', APNS_KEY_ID: 'only-this' });
+      loadPushWorkerConfig('apns', { PUSH_PROVIDER_CONNECTIONS: '0', PUSH_SEND_TIMEOUT_MS: 'soon' });
     } catch (caught) {
       error = caught;
     }
     expect(error).toBeInstanceOf(ConfigError);
-    expect((error as ConfigError).problems).toEqual([expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'), expect.stringContaining('APNS_KEY_FILE')]);
+    expect((error as ConfigError).problems.sort()).toEqual([expect.stringContaining('PUSH_PROVIDER_CONNECTIONS'), expect.stringContaining('PUSH_SEND_TIMEOUT_MS')]);
   });
 
   it('refuses a malformed provider variable by name', () => {

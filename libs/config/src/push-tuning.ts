@@ -22,8 +22,10 @@ export interface PushTuning {
   sendAttempts: number;
   /** Base of the exponential backoff between attempts. */
   sendBackoffMs: number;
-  /** Sends in flight at once in one provider client; null: the client has no cap. */
+  /** Sends in flight at once in one provider client; null: no cap but its connections'. */
   providerConcurrency: number | null;
+  /** Connections one provider client opens at most: FCM and APNs per credential (HTTP/2), Web Push per push service origin. */
+  providerConnections: number;
   /** How long one send waits for the provider's answer. */
   sendTimeoutMs: number;
   /** Messages per send job the reconciler enqueues. */
@@ -35,9 +37,9 @@ export interface PushTuning {
 }
 
 export const PUSH_TUNING: Readonly<Record<ProviderName, Readonly<PushTuning>>> = {
-  fcm:     { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 500,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  apns:    { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, sendTimeoutMs: 5000,  jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  webpush: { workerConcurrency: 10, parallelMessages: 16, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 16,   sendTimeoutMs: 10000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  fcm:     { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 8,   sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  apns:    { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 4,   sendTimeoutMs: 5000,  jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  webpush: { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 16,   providerConnections: 100, sendTimeoutMs: 10000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
 };
 
 export type PushTuningKnob = keyof PushTuning;
@@ -57,7 +59,11 @@ export interface FixedKnob {
 /** The table's columns: what each knob means and how it is set. */
 export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | FixedKnob>> = {
   workerConcurrency: { variable: 'PUSH_WORKER_CONCURRENCY', minimum: 1, meaning: 'Send jobs one worker process runs at once' },
-  parallelMessages: { variable: 'PUSH_WORKER_PARALLEL_MESSAGES', minimum: 1, meaning: 'Messages of one job sent at once' },
+  parallelMessages: {
+    variable: 'PUSH_WORKER_PARALLEL_MESSAGES',
+    minimum: 1,
+    meaning: "Messages of one job handed to the provider client at once (its connections decide how many sends are on the wire)",
+  },
   claimLeaseMs: {
     variable: 'PUSH_CLAIM_LEASE_MS',
     minimum: 1000,
@@ -74,7 +80,12 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
   providerConcurrency: {
     variable: 'PUSH_PROVIDER_CONCURRENCY',
     minimum: 1,
-    meaning: "Sends in flight at once: FCM across all of one credential's client, Web Push within one message's send",
+    meaning: "Sends in flight at once: FCM and APNs across all of one credential's client (below what its connections take), Web Push within one message's send",
+  },
+  providerConnections: {
+    variable: 'PUSH_PROVIDER_CONNECTIONS',
+    minimum: 1,
+    meaning: "Connections a provider client opens at most: FCM and APNs per credential, each carrying as many sends as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows; Web Push per push service origin, one send each",
   },
   sendTimeoutMs: { variable: 'PUSH_SEND_TIMEOUT_MS', minimum: 100, meaning: "How long one send waits for the provider's answer before it counts as a network failure" },
   // Not an operator's lever: only the jobs of deliveries Redis lost are sized here (the gateway sizes
@@ -95,11 +106,7 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
  * Knobs a provider's client does not take: the row holds what the client does on its own, and the
  * worker refuses the variable rather than ignore it.
  */
-export const PUSH_TUNING_NOT_SETTABLE: Readonly<Partial<Record<ProviderName, Partial<Record<PushTuningKnob, string>>>>> = {
-  apns: {
-    providerConcurrency: 'node-apn multiplexes every send on one HTTP/2 connection per credential, with no cap of its own',
-  },
-};
+export const PUSH_TUNING_NOT_SETTABLE: Readonly<Partial<Record<ProviderName, Partial<Record<PushTuningKnob, string>>>>> = {};
 
 const PROVIDERS = Object.keys(PUSH_TUNING) as ProviderName[];
 
@@ -129,6 +136,7 @@ function providerTuningField(knob: PushTuningKnob): TOptional<TInteger> {
 /** The variables with a default per provider (the shared ones are in PushWorkerEnv and PushSendEnv). */
 export const PushProviderTuningEnv = Type.Object({
   PUSH_PROVIDER_CONCURRENCY: providerTuningField('providerConcurrency'),
+  PUSH_PROVIDER_CONNECTIONS: providerTuningField('providerConnections'),
   PUSH_SEND_TIMEOUT_MS: providerTuningField('sendTimeoutMs'),
 });
 

@@ -54,7 +54,7 @@ describe('loadPushWorkerConfig: no credentials', () => {
     expect(config).toMatchObject({
       NODE_ENV: 'development',
       PUSH_WORKER_CONCURRENCY: 10,
-      PUSH_WORKER_PARALLEL_MESSAGES: 16,
+      PUSH_WORKER_PARALLEL_MESSAGES: 100,
       PUSH_CLAIM_LEASE_MS: 60000,
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
@@ -90,16 +90,12 @@ describe('loadPushWorkerConfig: no credentials', () => {
     expect(loadPushWorkerConfig('webpush', { PUSH_PROVIDER_CONCURRENCY: '4', PUSH_SEND_TIMEOUT_MS: '20000' }).tuning).toMatchObject({ providerConcurrency: 4, sendTimeoutMs: 20000 });
   });
 
-  it('lists a malformed variable and a refused one together, each once', () => {
-    expect(configError('apns', { PUSH_SEND_TIMEOUT_MS: 'soon', PUSH_PROVIDER_CONCURRENCY: '5' }).problems.sort()).toEqual([
-      expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'),
+  it('lets the apns worker cap its sends and connections, as the other workers do', () => {
+    const config = loadPushWorkerConfig('apns', { PUSH_PROVIDER_CONCURRENCY: '100', PUSH_PROVIDER_CONNECTIONS: '2', PUSH_SEND_TIMEOUT_MS: '3000' });
+    expect(config.tuning).toMatchObject({ providerConcurrency: 100, providerConnections: 2, sendTimeoutMs: 3000 });
+    expect(configError('apns', { PUSH_SEND_TIMEOUT_MS: 'soon', PUSH_PROVIDER_CONNECTIONS: 'many' }).problems.sort()).toEqual([
+      'PUSH_PROVIDER_CONNECTIONS must be a number, got "many"',
       'PUSH_SEND_TIMEOUT_MS must be a number, got "soon"',
-    ]);
-  });
-
-  it('refuses the provider concurrency on apns, which cannot apply it', () => {
-    expect(configError('apns', { PUSH_PROVIDER_CONCURRENCY: '100', PUSH_SEND_TIMEOUT_MS: '3000' }).problems).toEqual([
-      expect.stringContaining('PUSH_PROVIDER_CONCURRENCY does not apply to the apns worker'),
     ]);
   });
 

@@ -128,7 +128,7 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
     expectNodeApn(plain?.status === 429, `Client#request rejected a 429 with ${JSON.stringify(plain)}`);
     expectNodeApn(plain?.retryAfter === undefined, 'Client#request now reads Retry-After itself: if Client#write keeps it on failures, the retryAfterHeader patch can go');
 
-    expect(patchNodeApn(provider)).toEqual({ retryAfterHeader: true, retryableAnswers: true, boundedAnswers: true });
+    expect(patchNodeApn(provider)).toEqual({ retryAfterHeader: true, retryableAnswers: true, boundedAnswers: true, announcedStreams: true });
     const session = answering429();
     const request = session.request;
     const patched = await rejection(client.request(session, 'localhost', notification, '/3/device/abcd', 'POST'));
@@ -234,6 +234,21 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
     expect(failed).toHaveLength(1);
   });
 
+  it('makes its session in Client#connect, before the promise connect() answers settles', async () => {
+    const client = clientOf(makeProvider(await freePort())) as unknown as { connect?: () => Promise<unknown>; session?: unknown };
+    expectNodeApn(typeof client.connect === 'function', 'Provider#client.connect is not a function: announcedStreams hears no SETTINGS');
+    await client.connect!();
+    expectNodeApn(client.session instanceof EventEmitter, 'Client#connect no longer leaves its session in client.session when it settles');
+  });
+
+  it('signs its provider token into client.config.token, renewed once per generation', () => {
+    const token = (clientOf(makeProvider()) as unknown as { config?: { token?: { current?: unknown; generation?: unknown; regenerate?: unknown } } }).config?.token;
+    expectNodeApn(typeof token?.current === 'string' && typeof token.regenerate === 'function', 'client.config.token no longer holds { current, regenerate }: shareProviderToken shares nothing');
+    const first = token!.current;
+    (token!.regenerate as (generation: unknown) => void)(Number(token!.generation) + 1);
+    expectNodeApn(token!.current === first, 'regenerate() now renews for any generation: connections sharing one token would renew it once each');
+  });
+
   it('holds the HTTP/2 session in client.session, whose shutdown never finishes once it is destroyed', async () => {
     const port = await freePort();
     const note = Object.assign(new apn.Notification(), { rawPayload: { aps: {} }, topic: 'com.example.app' });
@@ -261,7 +276,7 @@ describe('the @parse/node-apn internals node-apn-patches.ts relies on', () => {
 describe('node-apn-patches.ts without the internals', () => {
   it('patches nothing and says so, and shutdownProvider still resolves after the grace period', async () => {
     const bare = { shutdown: () => undefined } as unknown as apn.Provider;
-    expect(patchNodeApn(bare)).toEqual({ retryAfterHeader: false, retryableAnswers: false, boundedAnswers: false });
+    expect(patchNodeApn(bare)).toEqual({ retryAfterHeader: false, retryableAnswers: false, boundedAnswers: false, announcedStreams: false });
     const started = Date.now();
     await shutdownProvider(bare, 50);
     expect(Date.now() - started).toBeGreaterThanOrEqual(45);

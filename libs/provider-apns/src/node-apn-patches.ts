@@ -31,6 +31,21 @@ import { connectTls, sanitizeReason, type TlsTarget } from '@operator/egress';
  *   calls that back for a session already destroyed (a refused or cut connection), so shutdown
  *   would never finish. It forgets such a session first, and destroys one still busy after the
  *   grace period (close waits for requests in flight).
+ * - announcedStreams: Client#connect makes its HTTP/2 session and keeps it in `client.session` (a
+ *   new one after the last dropped), and nothing tells when APNs' SETTINGS came: before them,
+ *   session.remoteSettings may already read nghttp2's provisional 100. The patch wraps
+ *   Client#connect to listen for each session's 'remoteSettings' and keep its
+ *   SETTINGS_MAX_CONCURRENT_STREAMS (sessionStreams()), which the APNs provider's stream pool
+ *   keeps to. And node-apn writes its requests on a new session at once, when nghttp2 still takes
+ *   100 streams for allowed: APNs would refuse (REFUSED_STREAM) those past a lower limit. So
+ *   Client#request is wrapped too, to wait for the session's SETTINGS (within the request's
+ *   deadline, which boundedAnswers then keeps counting) before it writes. Absent, sessionStreams()
+ *   stays undefined and requests go at once.
+ * - shareProviderToken: each Client signs its own provider token (JWT) into `client.config.token`,
+ *   an object whose regenerate() makes a new one only for the generation it was asked about. The
+ *   APNs provider's further connections are given the first one's, so that every connection sends
+ *   the same JWT and renews it once: Apple answers TooManyProviderTokenUpdates to tokens changed
+ *   too often. Absent, each connection signs its own.
  * - proxiedConnection: Client#connect opens its session with `http2.connect(url, this.config)`,
  *   and config() keeps every Provider option it does not know, so a `createConnection` option
  *   (http2's own) opens the connection. The APNs provider passes one that goes through the
@@ -54,6 +69,7 @@ export interface NodeApnPatches {
   retryAfterHeader: boolean;
   retryableAnswers: boolean;
   boundedAnswers: boolean;
+  announcedStreams: boolean;
 }
 
 /** What boundedAnswers allows one request. */
@@ -78,6 +94,7 @@ type Stream = {
 };
 type Session = { request(...args: unknown[]): Stream; destroyed?: boolean; destroy?(): void };
 type Client = {
+  connect?: (this: Client, ...rest: unknown[]) => unknown;
   request?: (this: Client, session: Session, ...rest: unknown[]) => Promise<unknown>;
   retryRequest?: (error: unknown, ...rest: unknown[]) => Promise<unknown>;
   session?: Session | null;
@@ -88,14 +105,93 @@ function clientOf(provider: apn.Provider): Client | undefined {
   return client !== null && typeof client === 'object' ? (client as Client) : undefined;
 }
 
-/** Applies the send-path patches to one Provider, and says which found their internals. */
-export function patchNodeApn(provider: apn.Provider, limits: AnswerLimits = {}): NodeApnPatches {
+/**
+ * Applies the send-path patches to one Provider, and says which found their internals.
+ * `onSettings` is told each time APNs' SETTINGS come on one of its sessions.
+ */
+export function patchNodeApn(provider: apn.Provider, limits: AnswerLimits = {}, onSettings: () => void = () => undefined): NodeApnPatches {
   const client = clientOf(provider);
   return {
     retryAfterHeader: wrapRequest(client, noteRetryAfter),
     retryableAnswers: keepRetryableAnswers(client),
     boundedAnswers: wrapRequest(client, (stream, pending) => bound(stream, pending, limits)),
+    announcedStreams: watchSettings(client, onSettings) && awaitSettings(client, limits),
   };
+}
+
+/** When the request being made began, for boundedAnswers' deadline: set while awaitSettings calls on. */
+let requestStartedAt: number | undefined;
+
+/** Resolves once a watched session's SETTINGS came, or with why it ended first. */
+const settingsCame = new WeakMap<object, Promise<Error | null>>();
+
+/** Wraps Client#request to write only once the session's SETTINGS came, within the request's deadline. */
+function awaitSettings(client: Client | undefined, limits: AnswerLimits): boolean {
+  const original = client?.request;
+  if (!client || typeof original !== 'function') return false;
+  const deadlineMs = limits.deadlineMs ?? 5000;
+  client.request = function (this: Client, session: Session, ...rest: unknown[]) {
+    const ready = session ? settingsCame.get(session) : undefined;
+    if (!ready || announced.has(session)) return original.call(this, session, ...rest);
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) }), deadlineMs);
+    });
+    return Promise.race([ready, late])
+      .finally(() => clearTimeout(timer))
+      .then((ended) => {
+        // Failed as node-apn fails a request whose session errs.
+        if (ended) throw { error: ended };
+        requestStartedAt = started;
+        try {
+          return original.call(this, session, ...rest);
+        } finally {
+          requestStartedAt = undefined;
+        }
+      });
+  };
+  return true;
+}
+
+type SettingsSession = {
+  on(event: 'remoteSettings', listener: (settings: { maxConcurrentStreams?: number }) => void): unknown;
+  on(event: 'close' | 'error', listener: (error?: Error) => void): unknown;
+};
+/** SETTINGS_MAX_CONCURRENT_STREAMS each session's server announced last. */
+const announced = new WeakMap<object, number>();
+const watched = new WeakSet<object>();
+
+/** Wraps Client#connect to hear each new session's SETTINGS. The session is made before connect() settles and cannot have heard from APNs by then. */
+function watchSettings(client: Client | undefined, onSettings: () => void): boolean {
+  const original = client?.connect;
+  if (!client || typeof original !== 'function') return false;
+  const watch = () => {
+    const session = client.session as unknown as SettingsSession | null | undefined;
+    if (!session || typeof session.on !== 'function' || watched.has(session)) return;
+    watched.add(session);
+    settingsCame.set(
+      session,
+      new Promise<Error | null>((resolve) => {
+        session.on('remoteSettings', (settings) => {
+          if (typeof settings?.maxConcurrentStreams === 'number') announced.set(session, settings.maxConcurrentStreams);
+          resolve(null);
+          onSettings();
+        });
+        session.on('error', (error) => resolve(new Error(`apn write failed: ${error?.message ?? error}`)));
+        session.on('close', () => resolve(new Error('apn write failed: the connection closed before APNs settings came')));
+      }),
+    );
+  };
+  client.connect = function (this: Client, ...rest: unknown[]) {
+    const connecting = original.apply(this, rest);
+    watch();
+    return Promise.resolve(connecting).then((value) => {
+      watch();
+      return value;
+    });
+  };
+  return true;
 }
 
 /**
@@ -156,6 +252,8 @@ function withoutRawText(failure: unknown, status: number | undefined): unknown {
 /** One request, settled by its deadline, its stream cancelled past it or past maxAnswerBytes. */
 function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits): Promise<unknown> {
   const deadlineMs = limits.deadlineMs ?? 5000;
+  // What awaitSettings already waited for this request counts too.
+  const leftMs = Math.max(0, deadlineMs - (requestStartedAt === undefined ? 0 : Date.now() - requestStartedAt));
   const maxAnswerBytes = limits.maxAnswerBytes ?? 8192;
   let status: number | undefined;
   let apnsId: string | undefined;
@@ -173,7 +271,7 @@ function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits):
         stream.close(http2.constants.NGHTTP2_CANCEL);
         outcome();
       });
-    const timer = setTimeout(() => cancel(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) })), deadlineMs);
+    const timer = setTimeout(() => cancel(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) })), leftMs);
     stream.once('response', (headers) => {
       status = Number(headers[':status']);
       const id = headers['apns-id'];
@@ -217,6 +315,27 @@ export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): 
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Makes `to` send the provider token (JWT) of `from`, renewed once for both; false when the internals moved. */
+export function shareProviderToken(from: apn.Provider, to: apn.Provider): boolean {
+  const source = (clientOf(from) as { config?: { token?: unknown } } | undefined)?.config;
+  const target = (clientOf(to) as { config?: { token?: unknown } } | undefined)?.config;
+  const token = source?.token as { regenerate?: unknown; current?: unknown } | null | undefined;
+  if (!target || !token || typeof token.regenerate !== 'function' || typeof token.current !== 'string' || !target.token) return false;
+  target.token = token;
+  return true;
+}
+
+/**
+ * SETTINGS_MAX_CONCURRENT_STREAMS of the provider's current HTTP/2 session, as APNs announced it
+ * (heard by the announcedStreams patch); undefined while there is no session, it is gone, or its
+ * SETTINGS have not come yet.
+ */
+export function sessionStreams(provider: apn.Provider): number | undefined {
+  const session = clientOf(provider)?.session as { destroyed?: boolean } | null | undefined;
+  if (!session || session.destroyed) return undefined;
+  return announced.get(session);
 }
 
 /**

@@ -1,8 +1,8 @@
 import apn from '@parse/node-apn';
 import { parseRetryAfter, type ApnsCredential } from '@operator/config';
 import { proxyFor, type ProxySettings } from '@operator/egress';
-import { apnsPayload, durationSeconds, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
-import { patchNodeApn, proxiedConnection, shutdownProvider, type RetryAfterNote } from './node-apn-patches';
+import { apnsPayload, createStreamPool, durationSeconds, inFlightLimit, sendError, streamsAllowed, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { patchNodeApn, proxiedConnection, sessionStreams, shareProviderToken, shutdownProvider, type RetryAfterNote } from './node-apn-patches';
 
 /** A brand's APNs credential, and what tests add to reach a local fake. */
 export interface ApnsProviderOptions extends ApnsCredential {
@@ -20,6 +20,10 @@ export interface ApnsProviderOptions extends ApnsCredential {
   timeoutMs?: number;
   /** The operator's proxy (HTTPS_PROXY, NO_PROXY), for the APNs host and port connected to. */
   proxy?: ProxySettings;
+  /** HTTP/2 connections opened at most (PUSH_PROVIDER_CONNECTIONS), each carrying as many streams as APNs allows. Default 4. */
+  maxConnections?: number;
+  /** Sends in flight at once across the provider (PUSH_PROVIDER_CONCURRENCY); default: as many as the connections take. */
+  concurrency?: number;
 }
 
 /** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
@@ -46,6 +50,8 @@ const TRANSIENT_REASONS = new Set(['ExpiredProviderToken', 'InternalServerError'
 const APNS_HOSTS = { production: 'api.push.apple.com', sandbox: 'api.sandbox.push.apple.com' };
 /** node-apn's requestTimeout. */
 const DEFAULT_TIMEOUT_MS = 5000;
+/** Connections one provider opens at most, each carrying as many streams as APNs announces. */
+export const DEFAULT_MAX_CONNECTIONS = 4;
 
 /** APNs device tokens are hex; anything else would not even make a valid request path. */
 const DEVICE_TOKEN = /^[0-9a-f]+$/i;
@@ -98,8 +104,15 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
 }
 
 /**
- * APNs over HTTP/2 with a provider token (JWT), through @parse/node-apn. One long-lived connection
- * per provider, reused by every send; node-apn reconnects when it drops.
+ * APNs over HTTP/2 with a provider token (JWT), through @parse/node-apn. Each node-apn Provider is
+ * one long-lived connection, reused by every send, which node-apn opens again when it drops. Apple
+ * suggests several connections for a high volume; here they are a stream pool (@operator/providers):
+ * each carries as many streams as APNs announces in SETTINGS_MAX_CONCURRENT_STREAMS, a further one
+ * is opened only when those are full, up to `maxConnections`, and past that a send waits for a
+ * stream (before its deadline starts). APNs announces 500 to 1500 streams, and has been seen to drop
+ * to 1 after a refused notification until the next accepted one: the pool follows, and opens
+ * another connection meanwhile. node-apn's own MultiProvider would deal the sends round robin
+ * to a fixed number of connections, blind to what each allows.
  *
  * Headers: apns-topic is the configured bundle id, apns-push-type `alert` (every contract push has
  * a title and body), apns-priority 10 (the contract has no iOS priority; android.priority is
@@ -130,10 +143,48 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   const port = options.port ?? 443;
   const proxy = proxyFor(new URL(`https://${host.includes(':') ? `[${host}]` : host}:${port}`), options.proxy ?? {});
   if (proxy) Object.assign(providerOptions, proxiedConnection({ host, port, ca: options.ca }, proxy, timeoutMs));
-  const provider = new apn.Provider(providerOptions);
-  const missing = Object.entries(patchNodeApn(provider, { deadlineMs: timeoutMs })).flatMap(([name, applied]) => (applied ? [] : [name]));
-  if (missing.length > 0) options.onPatchMissing?.(missing);
+  /** The first connection made: the others send its provider token. */
+  let signer: apn.Provider | undefined;
+  const connection = () => {
+    const provider = new apn.Provider(providerOptions);
+    const patches: Record<string, boolean> = { ...patchNodeApn(provider, { deadlineMs: timeoutMs }, () => pool.wake()) };
+    if (signer) patches.shareProviderToken = shareProviderToken(signer, provider);
+    else signer = provider;
+    const missing = Object.entries(patches).flatMap(([name, applied]) => (applied ? [] : [name]));
+    if (missing.length > 0 && !reported.has(missing.join())) {
+      reported.add(missing.join());
+      options.onPatchMissing?.(missing);
+    }
+    return provider;
+  };
+  const reported = new Set<string>();
   let closed = false;
+  // The first connection is made now, so that patches missing are told at once; it connects on its first send.
+  let first: apn.Provider | undefined = connection();
+  const pool = createStreamPool<apn.Provider>({
+    maxConnections: options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+    open: () => {
+      const provider = first ?? connection();
+      first = undefined;
+      return provider;
+    },
+    streams: (provider) => streamsAllowed(sessionStreams(provider)),
+    settled: (provider) => sessionStreams(provider) !== undefined,
+    takesStreams: () => !closed,
+  });
+  const limit = inFlightLimit(options.concurrency);
+
+  /** One device's send on a stream of the pool: node-apn's sent or failed entry. */
+  const sendTo = (note: apn.Notification, token: string) =>
+    limit(async () => {
+      const stream = await pool.lease();
+      try {
+        const { sent, failed } = await stream.connection.send(note, token);
+        return { sent: sent as ApnSent[], failed: failed as ApnFailure[] };
+      } finally {
+        stream.release();
+      }
+    });
 
   return {
     name: 'apns',
@@ -154,10 +205,9 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
       // One request per distinct token: a device listed twice gets the push once, both targets its result.
       const tokens = [...new Set(targets.map((target) => target.token).filter((token) => DEVICE_TOKEN.test(token)))];
       const byToken = new Map<string, SendResult>();
-      if (tokens.length > 0) {
-        const { sent, failed } = await provider.send(note, tokens);
-        for (const item of sent as ApnSent[]) byToken.set(item.device, { ok: true, providerMessageId: item['apns-id'] ?? null });
-        for (const item of failed as ApnFailure[]) {
+      for (const { sent, failed } of await Promise.all(tokens.map((token) => sendTo(note, token)))) {
+        for (const item of sent) byToken.set(item.device, { ok: true, providerMessageId: item['apns-id'] ?? null });
+        for (const item of failed) {
           if (item.device !== undefined) byToken.set(item.device, { ok: false, error: failureError(item) });
         }
       }
@@ -173,7 +223,7 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      await shutdownProvider(provider);
+      await Promise.all([...pool.all(), ...(first ? [first] : [])].map((provider) => shutdownProvider(provider)));
     },
   };
 }

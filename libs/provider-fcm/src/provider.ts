@@ -7,7 +7,7 @@ import tls from 'node:tls';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import { connectTls, proxyFor, sanitizeReason, type ProxySettings } from '@operator/egress';
 import { parseRetryAfter } from '@operator/config';
-import { sendError, type ErrorScope, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { createStreamPool, inFlightLimit, sendError, streamsAllowed, type ErrorScope, type StreamLease, type StreamPool, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { fcmWireMessage, toFcmMessage } from './message';
 
 // Firebase Cloud Messaging through its HTTP v1 API over node:http2: one POST
@@ -28,15 +28,18 @@ import { fcmWireMessage, toFcmMessage } from './message';
 // - Connections go to Google's hosts, or all to FCM_ENDPOINT's origin with Google's names kept
 //   (googleConnector()), through the operator's proxy (a CONNECT tunnel) when one applies to where
 //   they go; a test's agent may open them instead. The HTTP/2 ones ask for h2 by ALPN and are
-//   kept until the server closes them, sends GOAWAY or they fail; the next send opens a new one. A
-//   further connection is opened only when every open one carries as many streams as its server
-//   allows (FCM: 100), up to MAX_CONNECTIONS; past that nghttp2 queues the requests until a
-//   stream frees up.
-// - `concurrency` caps the sends in flight across the provider (every send() call together);
-//   the others wait their turn.
+//   kept until the server closes them, sends GOAWAY or they fail. Each carries as many streams as
+//   its server announces in SETTINGS_MAX_CONCURRENT_STREAMS (FCM: 100); a further connection is
+//   opened only when every open one is full, up to `maxConnections` (PUSH_PROVIDER_CONNECTIONS);
+//   past that a send waits for a stream to free up, before its deadline starts (see
+//   @operator/providers' stream pool). So the sends on the wire follow what FCM allows: at most
+//   maxConnections x its streams per connection.
+// - `concurrency` (PUSH_PROVIDER_CONCURRENCY), when given, caps the sends in flight across the
+//   provider (every send() call together) below that; the others wait their turn.
 // - A send not answered within 15 s (firebase-admin's timeout; `timeoutMs`) is cancelled: `network`.
 //   The deadline is the whole send, its retries included: waiting for the access token, for a
-//   connection (a tunnel, a TLS handshake) and for the last byte of the answer.
+//   connection (a tunnel, a TLS handshake) and for the last byte of the answer; not the wait for
+//   a free stream, which is the other sends' answers.
 // - At most MAX_ANSWER_BYTES of an answer are read; past that the stream is cancelled and the
 //   answer classified by its status. What FCM said is kept as its status, its error codes and a
 //   sanitised message, never as raw text.
@@ -81,8 +84,10 @@ export interface FcmProviderOptions {
   ca?: string | Buffer | (string | Buffer)[];
   /** The operator's proxy (HTTPS_PROXY, NO_PROXY), applied to where each connection goes: Google's host, or `endpoint`. */
   proxy?: ProxySettings;
-  /** How many sends are in flight at once, across every send() call of the provider (default 500). */
+  /** How many sends are in flight at once, across every send() call of the provider; default: as many as the connections take. */
   concurrency?: number;
+  /** HTTP/2 connections opened at most, each carrying as many streams as FCM allows (default 8). */
+  maxConnections?: number;
   /** Retries of a send (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
   sdkRetry?: FcmSdkRetry | false;
   /**
@@ -505,7 +510,7 @@ const FCM_HOST = 'fcm.googleapis.com';
 /** firebase-admin's timeout for one send. */
 const DEFAULT_TIMEOUT_MS = 15_000;
 /** Connections one provider opens at most when each carries as many streams as its server allows. */
-const MAX_CONNECTIONS = 8;
+export const DEFAULT_MAX_CONNECTIONS = 8;
 /** firebase-admin renewed its access token this long before it expired. */
 const TOKEN_RENEWAL_MS = 5 * 60_000;
 /** The most of an answer read (FCM's and the token endpoint's are well under 2 KiB); the rest is dropped. */
@@ -538,43 +543,53 @@ interface FcmConnection {
   session: ClientHttp2Session;
   /** The TLS socket under the session. */
   socket: Duplex;
-  /** Streams in flight (including those nghttp2 holds back). */
-  streams: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS of the server's latest SETTINGS; undefined until they come. */
+  maxStreams: number | undefined;
   connected: boolean;
   /** Takes no new streams (GOAWAY, an error, close()); the socket goes once its streams are done. */
   draining: boolean;
+  /** The session's 'close' came. */
+  ended: boolean;
   /**
-   * Resolves when the server's first SETTINGS came (or the connection ended): until then node
-   * assumes 100 concurrent streams, and a server allowing fewer would refuse the rest.
+   * Resolves when the server's first SETTINGS came (or the connection ended): until then the pool
+   * counts 100 streams on it, and its requests wait for them before they are written.
    */
   settings: Promise<void>;
   failure: Error | null;
 }
 
-/** HTTP/2 connections to FCM, opened with `connect` (see the notes at the top). */
-function fcmConnections(connect: () => Duplex) {
-  /** Connections that take new streams. */
-  const usable: FcmConnection[] = [];
-  const all = new Set<FcmConnection>();
+/** HTTP/2 connections to FCM, opened with `connect` as the stream pool needs them (see the notes at the top). */
+function fcmConnections(connect: () => Duplex, maxConnections: number) {
+  const pool: StreamPool<FcmConnection> = createStreamPool<FcmConnection>({
+    maxConnections,
+    open,
+    streams: (connection) => streamsAllowed(connection.maxStreams),
+    settled: (connection) => connection.maxStreams !== undefined,
+    takesStreams: (connection) => !connection.draining,
+    // Once node has let go of a session that was closed gracefully, it ends the socket and waits for
+    // the peer to close it, but no longer reads it, so the peer's close may never be seen; the
+    // socket is destroyed here when its last stream is done.
+    retired: (connection) => connection.socket.destroy(),
+  });
 
-  // Once node has let go of a session that was closed gracefully, it ends the socket and waits for
-  // the peer to close it, but no longer reads it, so the peer's close may never be seen; the socket
-  // is destroyed here when its last stream is done.
   function drain(connection: FcmConnection) {
+    if (connection.draining) return;
     connection.draining = true;
-    const index = usable.indexOf(connection);
-    if (index >= 0) usable.splice(index, 1);
-    if (connection.streams === 0) connection.socket.destroy();
+    pool.wake();
   }
 
   function open(): FcmConnection {
     let socket: Duplex | undefined;
     const session = http2.connect(`https://${FCM_HOST}`, { createConnection: () => (socket = connect()) });
-    const settings = new Promise<void>((resolve) => {
+    const connection: FcmConnection = { session, socket: socket as Duplex, maxStreams: undefined, connected: false, draining: false, ended: false, settings: Promise.resolve(), failure: null };
+    connection.settings = new Promise<void>((resolve) => {
       session.once('remoteSettings', () => resolve());
       session.once('close', () => resolve());
     });
-    const connection: FcmConnection = { session, socket: socket as Duplex, streams: 0, connected: false, draining: false, settings, failure: null };
+    session.on('remoteSettings', (settings) => {
+      connection.maxStreams = settings.maxConcurrentStreams;
+      pool.wake();
+    });
     session.on('connect', () => {
       connection.connected = true;
       // A server that did not pick h2 would read our frames as a broken HTTP/1.1 request.
@@ -586,26 +601,12 @@ function fcmConnections(connect: () => Duplex) {
     });
     session.on('goaway', () => drain(connection));
     session.on('close', () => {
+      connection.ended = true;
       drain(connection);
-      all.delete(connection);
     });
     // An idle connection does not keep the process alive; a send in flight has its timer.
     session.unref();
-    usable.push(connection);
-    all.add(connection);
     return connection;
-  }
-
-  /** The least busy connection with a stream free, else a new one, else the least busy. */
-  function pick(): FcmConnection {
-    let least: FcmConnection | undefined;
-    for (const connection of usable) {
-      if (!connection.session.closed && (!least || connection.streams < least.streams)) least = connection;
-    }
-    // Unknown until the server's SETTINGS arrive: the first connection takes the first burst.
-    const limit = least?.session.remoteSettings.maxConcurrentStreams ?? Infinity;
-    if (least && least.streams < limit) return least;
-    return least && usable.length >= MAX_CONNECTIONS ? least : open();
   }
 
   /** Why a send on `connection` got no answer; `answered`: the status had come. */
@@ -664,11 +665,12 @@ function fcmConnections(connect: () => Duplex) {
     return stream;
   }
 
-  /** One send, answered or given up by `deadline` (a Date.now() time); `timeoutMs` only names it in the error. */
-  function request(headers: OutgoingHttpHeaders, body: string, deadline: number, timeoutMs: number): Promise<FcmAnswer> {
-    const connection = pick();
-    // Counted from here, so that sends waiting for a new connection's SETTINGS are spread too.
-    connection.streams += 1;
+  /**
+   * One send on a leased stream, answered or given up by `deadline` (a Date.now() time);
+   * `timeoutMs` only names it in the error. The caller releases the lease once this settles.
+   */
+  function request(lease: StreamLease<FcmConnection>, headers: OutgoingHttpHeaders, body: string, deadline: number, timeoutMs: number): Promise<FcmAnswer> {
+    const { connection } = lease;
     return new Promise<FcmAnswer>((resolve, reject) => {
       let stream: ClientHttp2Stream | undefined;
       let settled = false;
@@ -676,8 +678,6 @@ function fcmConnections(connect: () => Duplex) {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        connection.streams -= 1;
-        if (connection.draining && connection.streams === 0) connection.socket.destroy();
         if (outcome instanceof FcmTransportError) reject(outcome);
         else resolve(outcome);
       };
@@ -695,8 +695,8 @@ function fcmConnections(connect: () => Duplex) {
   }
 
   function close(): Promise<void> {
-    const closing = [...all].map((connection) => {
-      const closed = new Promise<void>((resolve) => connection.session.once('close', resolve));
+    const closing = pool.all().map((connection) => {
+      const closed = new Promise<void>((resolve) => (connection.ended ? resolve() : connection.session.once('close', resolve)));
       connection.session.close();
       drain(connection);
       return closed;
@@ -704,7 +704,7 @@ function fcmConnections(connect: () => Duplex) {
     return Promise.all(closing).then(() => undefined);
   }
 
-  return { request, close };
+  return { lease: () => pool.lease(), request, close };
 }
 
 /** The credential's access token, kept until 5 minutes before it expires; waiting sends share one request. */
@@ -723,23 +723,6 @@ function accessTokens(credential: Credential): () => Promise<string> {
         pending = null;
       });
     return pending;
-  };
-}
-
-/** Runs at most `limit` tasks at once; the others start in turn as those finish. */
-function inFlight(limit: number) {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return async <T>(task: () => Promise<T>): Promise<T> => {
-    if (running < limit) running += 1;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
-    try {
-      return await task();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running -= 1;
-    }
   };
 }
 
@@ -774,7 +757,7 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const retry = options.sdkRetry ?? {};
   const maxRetries = retry === false ? 0 : Math.max(0, Math.floor(retry.maxRetries ?? 1));
   const maxDelayMs = retry === false ? 0 : Math.max(0, retry.maxDelayMs ?? 1000);
-  const limit = inFlight(Math.max(1, Math.floor(options.concurrency ?? 500)));
+  const limit = inFlightLimit(options.concurrency);
 
   const credential = serviceAccountCredential(serviceAccount, agent);
   const accessToken = accessTokens(credential);
@@ -783,7 +766,7 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
     // Small frames go out at once rather than waiting on Nagle's algorithm.
     if (socket instanceof net.Socket) socket.setNoDelay(true);
     return socket;
-  });
+  }, options.maxConnections ?? DEFAULT_MAX_CONNECTIONS);
   const path = `/v1/projects/${encodeURIComponent(serviceAccount.project_id)}/messages:send`;
   let closed: Promise<void> | null = null;
 
@@ -795,34 +778,50 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
     return delay > maxDelayMs ? (asked ? undefined : maxDelayMs) : delay;
   };
 
+  /** One attempt: the answer, or the result to give up with. The wait for a stream moves the deadline back by as long. */
+  async function attempt(body: string, deadline: { at: number }): Promise<FcmAnswer | SendResult | FcmTransportError> {
+    let bearer: string;
+    try {
+      // The token request goes on for the other sends waiting on it; this one stops at its deadline.
+      bearer = await before(accessToken(), deadline.at - Date.now(), () => new FcmTransportError(`no access token within ${timeoutMs} ms`, 'app/network-timeout', false));
+    } catch (error) {
+      if (error instanceof FcmTransportError) return { ok: false, error: fcmSendError(error) };
+      const failure = error instanceof GoogleTokenError ? error.failure : credential.lastFailure;
+      return { ok: false, error: fcmSendError(fcmError('app/invalid-credential', `Failed to obtain an access token: ${(error as Error).message}`), failure) };
+    }
+    // Waiting for a stream is waiting for other sends to be answered, not for FCM: not counted.
+    const waiting = Date.now();
+    const stream = await connections.lease();
+    deadline.at += Date.now() - waiting;
+    try {
+      return await connections.request(
+        stream,
+        { ':method': 'POST', ':authority': FCM_HOST, ':path': path, authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=UTF-8' },
+        body,
+        deadline.at,
+        timeoutMs,
+      );
+    } catch (error) {
+      if (error instanceof FcmTransportError) return error;
+      return { ok: false, error: fcmSendError(error) };
+    } finally {
+      stream.release();
+    }
+  }
+
   async function sendOne(body: string): Promise<SendResult> {
     // One deadline for the whole send, its retries included.
-    const deadline = Date.now() + timeoutMs;
+    const deadline = { at: Date.now() + timeoutMs };
     for (let retries = 0; ; retries += 1) {
-      let bearer: string;
-      try {
-        // The token request goes on for the other sends waiting on it; this one stops at its deadline.
-        bearer = await before(accessToken(), deadline - Date.now(), () => new FcmTransportError(`no access token within ${timeoutMs} ms`, 'app/network-timeout', false));
-      } catch (error) {
-        if (error instanceof FcmTransportError) return { ok: false, error: fcmSendError(error) };
-        const failure = error instanceof GoogleTokenError ? error.failure : credential.lastFailure;
-        return { ok: false, error: fcmSendError(fcmError('app/invalid-credential', `Failed to obtain an access token: ${(error as Error).message}`), failure) };
+      const outcome = await attempt(body, deadline);
+      if (outcome instanceof FcmTransportError) {
+        if (outcome.unanswered && retries < maxRetries && Date.now() < deadline.at) continue;
+        return { ok: false, error: fcmSendError(outcome) };
       }
-      let answer: FcmAnswer;
-      try {
-        answer = await connections.request(
-          { ':method': 'POST', ':authority': FCM_HOST, ':path': path, authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=UTF-8' },
-          body,
-          deadline,
-          timeoutMs,
-        );
-      } catch (error) {
-        if (error instanceof FcmTransportError && error.unanswered && retries < maxRetries && Date.now() < deadline) continue;
-        return { ok: false, error: fcmSendError(error) };
-      }
-      if (answer.status === 200) return { ok: true, providerMessageId: messageName(answer.text) };
-      const delay = retryDelay(answer, retries);
-      if (delay === undefined || Date.now() + delay >= deadline) return { ok: false, error: fcmSendError(fcmAnswerError(answer.status, answer.retryAfter, answer.text)) };
+      if ('ok' in outcome) return outcome;
+      if (outcome.status === 200) return { ok: true, providerMessageId: messageName(outcome.text) };
+      const delay = retryDelay(outcome, retries);
+      if (delay === undefined || Date.now() + delay >= deadline.at) return { ok: false, error: fcmSendError(fcmAnswerError(outcome.status, outcome.retryAfter, outcome.text)) };
       if (delay > 0) await sleep(delay);
     }
   }

@@ -25,6 +25,11 @@ export interface WebPushProviderOptions {
   timeoutMs?: number;
   /** Requests in flight at once within one send(). Default 16. */
   concurrency?: number;
+  /**
+   * Connections to one push service origin at most (PUSH_PROVIDER_CONNECTIONS), one request on
+   * each at a time; a send waits for one before it is encrypted and before its deadline starts. Default 100.
+   */
+  connectionsPerOrigin?: number;
   /** The longest Retry-After reported or acted on (PUSH_RETRY_AFTER_MAX_MS); longer ones are cut to it. Default 300000 ms. */
   retryAfterMaxMs?: number;
 }
@@ -41,6 +46,7 @@ export const MAX_ANSWER_BYTES = 4096;
 const DEFAULT_TTL_SECONDS = 86_400;
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_CONCURRENCY = 16;
+export const DEFAULT_CONNECTIONS_PER_ORIGIN = 100;
 const DEFAULT_RETRY_AFTER_MAX_MS = 300_000;
 /** A Location longer than this, or not printable, is no message id we store. */
 const MAX_MESSAGE_ID_LENGTH = 1024;
@@ -52,7 +58,9 @@ export function webPushPayload(notification: Notification): string {
 }
 
 export function createWebPushProvider(options: WebPushProviderOptions): PushProvider {
-  const outbound = createOutbound({ proxy: options.egress, ca: options.ca });
+  const connectionsPerOrigin = Math.max(1, Math.floor(options.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN));
+  const outbound = createOutbound({ proxy: options.egress, ca: options.ca, connectionsPerOrigin });
+  const perOrigin = originLimits(connectionsPerOrigin);
   const requestOptions: RequestOptions = {
     vapidDetails: options.vapid,
     TTL: options.ttlSeconds ?? DEFAULT_TTL_SECONDS,
@@ -73,12 +81,17 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     const allowed = matchAllowedOrigin(subscription.endpoint, options.allowedOrigins);
     if (!allowed.ok) return { ok: false, error: sendError('origin-not-allowed', `endpoint ${allowed.reason}`) };
     const origin = new URL(subscription.endpoint).origin;
+    return perOrigin(origin, () => post(payload, subscription, origin, allowed.origin.privateAllowed));
+  }
+
+  /** Encrypts and posts one push, once a connection to its origin is free. */
+  async function post(payload: string, subscription: PushSubscription, origin: string, privateAllowed: boolean): Promise<SendResult> {
+    // Looked at once the send's turn has come: the origin may have been paused while it waited.
     const pause = services.paused(origin, Date.now());
     if (pause) {
       const message = `push service ${origin} paused for ${Math.ceil(pause.remainingMs / 1000)} s after ${pause.reason}`;
       return { ok: false, error: sendError('unavailable', message, pause.remainingMs, 'origin') };
     }
-
     let details: ReturnType<typeof generateRequestDetails>;
     try {
       details = generateRequestDetails(subscription, payload, requestOptions);
@@ -96,7 +109,7 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
         body: details.body ?? undefined,
         timeoutMs,
         maxBodyBytes: MAX_ANSWER_BYTES,
-        publicOnly: !allowed.origin.privateAllowed,
+        publicOnly: !privateAllowed,
         // Taken once the push service says so: a 201 whose body then trickles is not a failure to send again.
         successWithoutBody: true,
       });
@@ -211,4 +224,25 @@ function transportError(error: unknown): SendError {
   if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(errorReason(error)));
   if (error.failure === 'refused-address') return sendError('address-refused', `refused: ${sanitizeReason(error.message)}`);
   return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
+}
+
+/**
+ * At most `limit` tasks at once per origin, the others in turn: as many requests as the dispatcher
+ * keeps connections to the origin, so that none waits in undici's queue with its deadline running.
+ */
+function originLimits(limit: number) {
+  const origins = new Map<string, { running: number; waiting: (() => void)[] }>();
+  return async <T>(origin: string, task: () => Promise<T>): Promise<T> => {
+    let state = origins.get(origin);
+    if (!state) origins.set(origin, (state = { running: 0, waiting: [] }));
+    if (state.running < limit) state.running += 1;
+    else await new Promise<void>((resolve) => state!.waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      const next = state.waiting.shift();
+      if (next) next();
+      else if (--state.running === 0) origins.delete(origin);
+    }
+  };
 }

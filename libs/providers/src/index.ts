@@ -2,3 +2,4 @@ export * from './types';
 export * from './mapping';
 export * from './registry';
 export * from './sandbox';
+export * from './stream-pool';

@@ -55,6 +55,13 @@ export interface ApnsRecordedRequest {
   cancelled: boolean;
 }
 
+export interface FakeApnsOptions {
+  /** SETTINGS_MAX_CONCURRENT_STREAMS of each connection; unset: node's default (none announced). */
+  maxConcurrentStreams?: number;
+  /** Every request is answered this long after it came, as an APNs that far away would (a script's delayMs adds to it). */
+  answerDelayMs?: number;
+}
+
 /** APNs' limit for a regular remote notification payload. */
 export const APNS_MAX_PAYLOAD_BYTES = 4096;
 /** APNs refuses provider tokens older than an hour. */
@@ -85,20 +92,27 @@ export class FakeApns {
   readonly requests: ApnsRecordedRequest[] = [];
   /** HTTP/2 sessions (one per client connection) accepted so far. */
   sessions = 0;
+  /** Requests arrived and not answered yet, now, and the most there have been at once. */
+  inFlight = 0;
+  peakInFlight = 0;
+  /** The most requests unanswered at once on one session, and the most sessions carrying some at once. */
+  peakStreamsPerSession = 0;
+  peakBusySessions = 0;
+  private readonly busy = new Map<number, number>();
 
   private readonly publicKey: KeyObject;
   private readonly scripted = new Map<string, ApnsAnswer[]>();
   private readonly open = new Set<http2.ServerHttp2Session>();
   private server: http2.Http2SecureServer | null = null;
 
-  private constructor() {
+  private constructor(private readonly options: FakeApnsOptions = {}) {
     const pair = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
     this.key = pair.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
     this.publicKey = pair.publicKey;
   }
 
-  static async start(): Promise<FakeApns> {
-    const fake = new FakeApns();
+  static async start(options: FakeApnsOptions = {}): Promise<FakeApns> {
+    const fake = new FakeApns(options);
     await fake.listen();
     return fake;
   }
@@ -150,7 +164,8 @@ export class FakeApns {
 
   private async listen(): Promise<void> {
     const tls = testTls();
-    const server = http2.createSecureServer({ key: tls.key, cert: tls.cert, ALPNProtocols: ['h2'] });
+    const settings = this.options.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: this.options.maxConcurrentStreams };
+    const server = http2.createSecureServer({ key: tls.key, cert: tls.cert, ALPNProtocols: ['h2'], settings });
     server.on('session', (session) => {
       this.sessions += 1;
       const number = this.sessions;
@@ -169,7 +184,9 @@ export class FakeApns {
     const at = Date.now();
     stream.on('error', () => undefined);
     let recorded: ApnsRecordedRequest | undefined;
+    this.opened(session);
     stream.on('close', () => {
+      this.settled(session);
       if (recorded) recorded.cancelled = stream.rstCode === http2.constants.NGHTTP2_CANCEL;
     });
     const chunks: Buffer[] = [];
@@ -228,9 +245,34 @@ export class FakeApns {
         const timestamp = answer.status === 410 ? (answer.timestamp ?? Date.now()) : answer.timestamp;
         stream.end(JSON.stringify({ reason: answer.reason, ...(timestamp === undefined ? {} : { timestamp }) }));
       };
-      if (answer.delayMs) setTimeout(reply, answer.delayMs).unref();
+      const delayMs = (answer.delayMs ?? 0) + (this.options.answerDelayMs ?? 0);
+      if (delayMs) setTimeout(reply, delayMs).unref();
       else reply();
     });
+  }
+
+  /** Forgets the peaks of requests in flight (the counts of those in flight stay). */
+  resetPeaks(): this {
+    this.peakInFlight = this.inFlight;
+    this.peakBusySessions = this.busy.size;
+    this.peakStreamsPerSession = Math.max(0, ...this.busy.values());
+    return this;
+  }
+
+  private opened(session: number): void {
+    const streams = (this.busy.get(session) ?? 0) + 1;
+    this.busy.set(session, streams);
+    this.inFlight += 1;
+    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
+    this.peakStreamsPerSession = Math.max(this.peakStreamsPerSession, streams);
+    this.peakBusySessions = Math.max(this.peakBusySessions, this.busy.size);
+  }
+
+  private settled(session: number): void {
+    const streams = (this.busy.get(session) ?? 1) - 1;
+    if (streams === 0) this.busy.delete(session);
+    else this.busy.set(session, streams);
+    this.inFlight -= 1;
   }
 
   /** A scripted body that is not APNs' `{reason}`: a page, one too large to read, one that never ends. */

@@ -214,6 +214,8 @@ export interface FakeFcmOptions {
   maxMessageBytes?: number;
   /** SETTINGS_MAX_CONCURRENT_STREAMS of each HTTP/2 connection (Google's FCM: 100); unset: node's default. */
   maxConcurrentStreams?: number;
+  /** Every send is answered this long after it arrived, as a provider that far away would (a script's delayMs adds to it). */
+  answerDelayMs?: number;
 }
 
 /** Sends every connection to the fake (whatever host the URL names), trusting the test CA. */
@@ -373,6 +375,12 @@ export class FakeFcm {
   connections = 0;
   /** HTTP/2 sessions begun so far (each on one of those connections). */
   sessions = 0;
+  /** Sends arrived and not answered yet, now, and the most there have been at once. */
+  inFlight = 0;
+  peakInFlight = 0;
+  /** The most sends unanswered at once on one connection, and the most connections carrying some at once. */
+  peakStreamsPerConnection = 0;
+  peakBusyConnections = 0;
   port = 0;
   agent!: FakeFcmAgent;
   readonly serviceAccount: FakeServiceAccount;
@@ -392,6 +400,8 @@ export class FakeFcm {
   private sent = 0;
   private closed = false;
   private grantAnswer: FcmAnswer | null = null;
+  /** Sends unanswered on each connection that carries some. */
+  private readonly busy = new Map<object, number>();
 
   private constructor(private readonly options: FakeFcmOptions) {
     const tlsMaterial = testTls();
@@ -496,6 +506,30 @@ export class FakeFcm {
     this.grantRefusal = null;
     this.grantThrottle = null;
     return this;
+  }
+
+  /** Forgets the peaks of sends in flight (the counts of those in flight stay). */
+  resetPeaks(): this {
+    this.peakInFlight = this.inFlight;
+    this.peakBusyConnections = this.busy.size;
+    this.peakStreamsPerConnection = Math.max(0, ...this.busy.values());
+    return this;
+  }
+
+  private opened(connection: object): void {
+    const streams = (this.busy.get(connection) ?? 0) + 1;
+    this.busy.set(connection, streams);
+    this.inFlight += 1;
+    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
+    this.peakStreamsPerConnection = Math.max(this.peakStreamsPerConnection, streams);
+    this.peakBusyConnections = Math.max(this.peakBusyConnections, this.busy.size);
+  }
+
+  private settled(connection: object): void {
+    const streams = (this.busy.get(connection) ?? 1) - 1;
+    if (streams === 0) this.busy.delete(connection);
+    else this.busy.set(connection, streams);
+    this.inFlight -= 1;
   }
 
   /** TLS connections open now. */
@@ -620,8 +654,14 @@ export class FakeFcm {
       cancelled: false,
     };
     this.requests.push(entry);
+    const connection = this.connectionOf(req);
+    this.opened(connection);
     // Over HTTP/2 'finish' comes for a reset stream too; an answer ended by the fake has writableEnded.
-    res.once('close', () => (entry.cancelled = !res.writableEnded));
+    res.once('close', () => {
+      entry.cancelled = !res.writableEnded;
+      this.settled(connection);
+    });
+    if (this.options.answerDelayMs) await sleep(this.options.answerDelayMs);
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
       entry.status = status;
       entry.reason = reason;

@@ -123,6 +123,11 @@ export class FakePushService {
   tlsConnections = 0;
   /** TCP connections ever accepted, TLS handshake or not. */
   connections = 0;
+  /** Requests arrived and not answered yet, now, and the most there have been at once. */
+  inFlight = 0;
+  peakInFlight = 0;
+  /** The most TLS connections open at once. */
+  peakConnections = 0;
 
   private readonly server: https.Server;
   private readonly subscriptions = new Map<string, SubscriptionKeys>();
@@ -140,6 +145,7 @@ export class FakePushService {
     this.server.on('secureConnection', (socket) => {
       this.tlsConnections += 1;
       this.sockets.add(socket);
+      this.peakConnections = Math.max(this.peakConnections, this.sockets.size);
       socket.on('close', () => this.sockets.delete(socket));
     });
   }
@@ -218,6 +224,9 @@ export class FakePushService {
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
+    this.inFlight += 1;
+    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
+    res.once('close', () => (this.inFlight -= 1));
     const chunks: Buffer[] = [];
     let size = 0;
     const limit = this.options.maxBodyBytes ?? 4096;

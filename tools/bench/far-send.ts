@@ -1,0 +1,117 @@
+// The bench's "far provider" stage: one push worker draining queued one-device pushes to an FCM
+// and an APNs that answer every send 30 ms after it came (BENCH_FAR_DELAY_MS), as a provider that
+// far away would; the sends/s it carries, and how many it kept on the wire at most (counted by the
+// fake server). Run it alone with BENCH_ONLY=far-send; BENCH_CPU_PROF=<dir> writes each worker's
+// CPU profile there (node --cpu-prof).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FakeApns, FakeFcm } from '@operator/testing';
+import { Providers } from '../chaos/providers';
+
+const env = process.env;
+/** One-device pushes sent through each far provider. */
+export const FAR_SENDS = Number(env.BENCH_FAR_SENDS || 30000);
+/** How long the far providers take to answer. */
+export const FAR_DELAY_MS = Number(env.BENCH_FAR_DELAY_MS || 30);
+const CPU_PROFILES = env.BENCH_CPU_PROF || '';
+
+export interface FarSendDeps {
+  dir: string;
+  /** Every app's environment (database, Redis, queue prefix, logs). */
+  appEnv: NodeJS.ProcessEnv;
+  /** Accepts `count` one-device pushes through the gateway, to FCM or APNs players. */
+  accept(provider: 'fcm' | 'apns', count: number): Promise<void>;
+  /** Deliveries not final yet (pending or being sent). */
+  open(): Promise<number>;
+}
+
+export interface Figure {
+  text: string;
+  rate: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** CPU time a process has used so far, in ms (Linux /proc; 0 elsewhere). */
+function cpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    // utime and stime, in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/**
+ * One worker drains what is queued: timed from the first delivery it takes to the last, so that its
+ * start (bundle load, connections) is not counted.
+ */
+async function drain(deps: FarSendDeps, app: string, extra: Record<string, string>): Promise<{ sends: number; seconds: number; workerCpuMs: number; benchCpuMs: number }> {
+  const queued = await deps.open();
+  const profile = CPU_PROFILES ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROFILES}`, `--cpu-prof-name=${app}-far-${Date.now()}.cpuprofile`] : [];
+  const worker = spawn(process.execPath, [...profile, `dist/apps/${app}/main.js`], { env: { ...deps.appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
+  try {
+    let left = queued;
+    const deadline = Date.now() + 600_000;
+    while (left === queued) {
+      if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} sent nothing`);
+      await sleep(20);
+      left = await deps.open();
+    }
+    const started = performance.now();
+    const [workerCpu, benchCpu] = [cpuMs(worker.pid), process.cpuUsage()];
+    const from = left;
+    while (left > 0) {
+      if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} did not finish sending`);
+      await sleep(50);
+      left = await deps.open();
+    }
+    const bench = process.cpuUsage(benchCpu);
+    return { sends: from, seconds: (performance.now() - started) / 1000, workerCpuMs: cpuMs(worker.pid) - workerCpu, benchCpuMs: (bench.user + bench.system) / 1000 };
+  } finally {
+    await stop(worker);
+  }
+}
+
+/** sends/s, with the most on the wire, and the CPU per send of the worker and of this process (the fake server, the polls). */
+function figure(result: Awaited<ReturnType<typeof drain>>, fake: { peakInFlight: number; sessions: number }): Figure {
+  const rate = result.sends / result.seconds;
+  const perSend = (ms: number) => ((ms * 1000) / result.sends).toFixed(0);
+  return {
+    text: `${rate.toFixed(0)} sends/s (${result.sends}; at most ${fake.peakInFlight} in flight on ${fake.sessions} connections; CPU per send: worker ${perSend(result.workerCpuMs)} µs, fake server ${perSend(result.benchCpuMs)} µs)`,
+    rate,
+  };
+}
+
+/** The stage's figures: `farFcm` and `farApns`. */
+export async function farSend(deps: FarSendDeps): Promise<{ farFcm: Figure; farApns: Figure }> {
+  // FCM allows 100 streams per connection; APNs announces several hundred.
+  const providers = await Providers.start(mkdtempSync(join(deps.dir, 'far-')), {
+    fcm: { maxConcurrentStreams: 100, answerDelayMs: FAR_DELAY_MS },
+    apns: { maxConcurrentStreams: 1000, answerDelayMs: FAR_DELAY_MS },
+  });
+  try {
+    const measure = async (provider: 'fcm' | 'apns', fake: FakeFcm | FakeApns) => {
+      await deps.accept(provider, FAR_SENDS);
+      fake.resetPeaks();
+      const sessionsBefore = fake.sessions;
+      const result = await drain(deps, `push-worker-${provider}`, providers.workerEnv());
+      return figure(result, { peakInFlight: fake.peakInFlight, sessions: fake.sessions - sessionsBefore });
+    };
+    const farFcm = await measure('fcm', providers.fcm);
+    const farApns = await measure('apns', providers.apns);
+    return { farFcm, farApns };
+  } finally {
+    await providers.close();
+  }
+}
