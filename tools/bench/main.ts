@@ -2,7 +2,7 @@
 // table. The apps run as built, as separate processes, against the real PostgreSQL and Redis (a
 // database and queue prefix of their own); providers are local servers over TLS and the CRM is a
 // local receiver. The same figures are taken again with millions of old rows in the tables.
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
@@ -13,6 +13,7 @@ import pg from 'pg';
 import { apnsToken, fcmToken, freePort } from '@operator/testing';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
+import { appStarter, stopApp, waitUntil } from './processes';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
 import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
@@ -67,23 +68,10 @@ class Receiver {
   }
 }
 
-function start(name: string, extra: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [`dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
-}
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-async function until(probe: () => Promise<boolean>, what: string, ms = 600000) {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
+// appEnv is settled further down, before any app starts.
+const start = (name: string, extra: Record<string, string>) => appStarter(appEnv)(name, extra);
+const stop = stopApp;
+const until = (probe: () => Promise<boolean>, what: string, ms?: number) => waitUntil(probe, what, ms, 100);
 
 let nextId = randomInt(1, 2 ** 40);
 const message = (userId: string, n: number) => ({

@@ -5,11 +5,12 @@
 // pg_stat_user_tables (read once the apps have exited, which flushes their counters), WAL from
 // pg_current_wal_lsn() after a CHECKPOINT, and this database's share read back with pg_walinspect
 // (WRITES_DETAIL=1 splits it by kind of record).
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import { fcmToken, freePort } from '@operator/testing';
 import { each, type Request } from './load';
+import { appStarter, stopApp, waitUntil } from './processes';
 
 const env = process.env;
 const MESSAGES = Number(env.WRITES_MESSAGES || 20000);
@@ -27,23 +28,9 @@ const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
 const admin = new pg.Client({ connectionString: DATABASE_URL });
 const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, QUEUE_PREFIX: `writes-${Date.now()}`, LOG_LEVEL: 'warn', METRICS_PORT: '0' };
 
-function start(name: string, extra: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, [`dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
-}
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
-async function until(probe: () => Promise<boolean>, what: string, ms = 600000) {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
+const start = appStarter(appEnv);
+const stop = stopApp;
+const until = (probe: () => Promise<boolean>, what: string, ms?: number) => waitUntil(probe, what, ms, 200);
 
 interface Counters {
   ins: number;

@@ -1,0 +1,25 @@
+// The bench scripts' apps: each built app run as its own process, and the wait for what they do.
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/** Starts built apps (dist/apps/<name>/main.js) with `appEnv` and the given extra settings. */
+export function appStarter(appEnv: NodeJS.ProcessEnv): (name: string, extra: Record<string, string>) => ChildProcess {
+  return (name, extra) => spawn(process.execPath, [`dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** Stops an app with SIGTERM; resolves once it exited (at once if it already had). */
+export function stopApp(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/** Waits until `probe` answers true, asking every `everyMs`; throws naming `what` past `ms`. */
+export async function waitUntil(probe: () => Promise<boolean>, what: string, ms = 600_000, everyMs = 100): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
