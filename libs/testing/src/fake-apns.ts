@@ -2,6 +2,7 @@ import { generateKeyPairSync, randomBytes, randomUUID, verify, type KeyObject } 
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { testTls } from './tls';
+import { InFlightCounter } from './in-flight';
 
 /** What the fake answers to one request: a status, APNs' `{reason}` body, and extra headers. */
 export interface ApnsAnswer {
@@ -92,13 +93,22 @@ export class FakeApns {
   readonly requests: ApnsRecordedRequest[] = [];
   /** HTTP/2 sessions (one per client connection) accepted so far. */
   sessions = 0;
+  /** Requests arrived and not answered yet, per session. */
+  private readonly counter = new InFlightCounter<number>();
   /** Requests arrived and not answered yet, now, and the most there have been at once. */
-  inFlight = 0;
-  peakInFlight = 0;
+  get inFlight(): number {
+    return this.counter.now;
+  }
+  get peakInFlight(): number {
+    return this.counter.peak;
+  }
   /** The most requests unanswered at once on one session, and the most sessions carrying some at once. */
-  peakStreamsPerSession = 0;
-  peakBusySessions = 0;
-  private readonly busy = new Map<number, number>();
+  get peakStreamsPerSession(): number {
+    return this.counter.peakPerConnection;
+  }
+  get peakBusySessions(): number {
+    return this.counter.peakBusyConnections;
+  }
 
   private readonly publicKey: KeyObject;
   private readonly scripted = new Map<string, ApnsAnswer[]>();
@@ -184,9 +194,9 @@ export class FakeApns {
     const at = Date.now();
     stream.on('error', () => undefined);
     let recorded: ApnsRecordedRequest | undefined;
-    this.opened(session);
+    this.counter.opened(session);
     stream.on('close', () => {
-      this.settled(session);
+      this.counter.settled(session);
       if (recorded) recorded.cancelled = stream.rstCode === http2.constants.NGHTTP2_CANCEL;
     });
     const chunks: Buffer[] = [];
@@ -253,26 +263,8 @@ export class FakeApns {
 
   /** Forgets the peaks of requests in flight (the counts of those in flight stay). */
   resetPeaks(): this {
-    this.peakInFlight = this.inFlight;
-    this.peakBusySessions = this.busy.size;
-    this.peakStreamsPerSession = Math.max(0, ...this.busy.values());
+    this.counter.resetPeaks();
     return this;
-  }
-
-  private opened(session: number): void {
-    const streams = (this.busy.get(session) ?? 0) + 1;
-    this.busy.set(session, streams);
-    this.inFlight += 1;
-    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
-    this.peakStreamsPerSession = Math.max(this.peakStreamsPerSession, streams);
-    this.peakBusySessions = Math.max(this.peakBusySessions, this.busy.size);
-  }
-
-  private settled(session: number): void {
-    const streams = (this.busy.get(session) ?? 1) - 1;
-    if (streams === 0) this.busy.delete(session);
-    else this.busy.set(session, streams);
-    this.inFlight -= 1;
   }
 
   /** A scripted body that is not APNs' `{reason}`: a page, one too large to read, one that never ends. */

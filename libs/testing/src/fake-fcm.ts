@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { testTls } from './tls';
+import { InFlightCounter } from './in-flight';
 
 // A local Firebase Cloud Messaging HTTP v1 API over TLS, HTTP/2 or HTTP/1.1 as the client asks by
 // ALPN (as Google's front ends do):
@@ -375,12 +376,22 @@ export class FakeFcm {
   connections = 0;
   /** HTTP/2 sessions begun so far (each on one of those connections). */
   sessions = 0;
+  /** Sends arrived and not answered yet, per connection. */
+  private readonly counter = new InFlightCounter<object>();
   /** Sends arrived and not answered yet, now, and the most there have been at once. */
-  inFlight = 0;
-  peakInFlight = 0;
+  get inFlight(): number {
+    return this.counter.now;
+  }
+  get peakInFlight(): number {
+    return this.counter.peak;
+  }
   /** The most sends unanswered at once on one connection, and the most connections carrying some at once. */
-  peakStreamsPerConnection = 0;
-  peakBusyConnections = 0;
+  get peakStreamsPerConnection(): number {
+    return this.counter.peakPerConnection;
+  }
+  get peakBusyConnections(): number {
+    return this.counter.peakBusyConnections;
+  }
   port = 0;
   agent!: FakeFcmAgent;
   readonly serviceAccount: FakeServiceAccount;
@@ -401,7 +412,6 @@ export class FakeFcm {
   private closed = false;
   private grantAnswer: FcmAnswer | null = null;
   /** Sends unanswered on each connection that carries some. */
-  private readonly busy = new Map<object, number>();
 
   private constructor(private readonly options: FakeFcmOptions) {
     const tlsMaterial = testTls();
@@ -510,26 +520,8 @@ export class FakeFcm {
 
   /** Forgets the peaks of sends in flight (the counts of those in flight stay). */
   resetPeaks(): this {
-    this.peakInFlight = this.inFlight;
-    this.peakBusyConnections = this.busy.size;
-    this.peakStreamsPerConnection = Math.max(0, ...this.busy.values());
+    this.counter.resetPeaks();
     return this;
-  }
-
-  private opened(connection: object): void {
-    const streams = (this.busy.get(connection) ?? 0) + 1;
-    this.busy.set(connection, streams);
-    this.inFlight += 1;
-    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
-    this.peakStreamsPerConnection = Math.max(this.peakStreamsPerConnection, streams);
-    this.peakBusyConnections = Math.max(this.peakBusyConnections, this.busy.size);
-  }
-
-  private settled(connection: object): void {
-    const streams = (this.busy.get(connection) ?? 1) - 1;
-    if (streams === 0) this.busy.delete(connection);
-    else this.busy.set(connection, streams);
-    this.inFlight -= 1;
   }
 
   /** TLS connections open now. */
@@ -655,11 +647,11 @@ export class FakeFcm {
     };
     this.requests.push(entry);
     const connection = this.connectionOf(req);
-    this.opened(connection);
+    this.counter.opened(connection);
     // Over HTTP/2 'finish' comes for a reset stream too; an answer ended by the fake has writableEnded.
     res.once('close', () => {
       entry.cancelled = !res.writableEnded;
-      this.settled(connection);
+      this.counter.settled(connection);
     });
     if (this.options.answerDelayMs) await sleep(this.options.answerDelayMs);
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
