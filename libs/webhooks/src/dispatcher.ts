@@ -367,13 +367,19 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
    * range up instead would have its next holder post again every event already delivered.
    */
   function spill(late: Set<Claim>) {
+    const held = hold((item) => late.has(item.claim));
+    if (held.length) record(held);
+  }
+
+  /** Takes the waiting events that match out of `waiting`, each as held (a retry due now, behind its key). */
+  function hold(matches: (item: { event: DueEvent; claim: Claim }) => boolean): { result: DispatchResult; claim: Claim }[] {
     const held: { result: DispatchResult; claim: Claim }[] = [];
     waiting = waiting.filter((item) => {
-      if (!late.has(item.claim)) return true;
+      if (!matches(item)) return true;
       held.push({ result: { event: item.event, outcome: 'held' }, claim: item.claim });
       return false;
     });
-    if (held.length) record(held);
+    return held;
   }
 
   /** Posts the events and hands their results to the writer; resolves once the post ended. */
@@ -393,11 +399,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       // The key's later events wait behind this one: they become retries, due now, that go out after it.
       if (result.outcome === 'retry') {
         const key = keyOf(result.event);
-        waiting = waiting.filter((item) => {
-          if (keyOf(item.event) !== key) return true;
-          items.push({ result: { event: item.event, outcome: 'held' }, claim: item.claim });
-          return false;
-        });
+        items.push(...hold((item) => keyOf(item.event) === key));
       }
     }
     record(items);
