@@ -1,4 +1,5 @@
 import { inTransaction, type Db } from './client';
+import { settledPosition } from './outbox';
 
 // What the metrics read of the outbox and the credits when scraped. Each reading is one statement,
 // bounded by its own statement_timeout (far below the pool's), on indexes that hold only what is
@@ -36,8 +37,7 @@ export async function readOutboxBacklog(db: Db, topics: string[], timeoutMs: num
               (SELECT e.occurred_at FROM dispatch_retries r JOIN events e ON e.id = r.event_id
                 WHERE r.topic = t.topic AND r.state = 'pending' ORDER BY r.seq LIMIT 1)))::float8 AS "oldestSeconds"
        FROM unnest($1::text[]) AS t(topic)
-       CROSS JOIN LATERAL (SELECT COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = t.topic),
-                                                 (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = t.topic)), 0) AS position) s`,
+       CROSS JOIN LATERAL (SELECT ${settledPosition('t.topic')} AS position) s`,
     [topics],
   );
   return rows.map((row) => ({ topic: row.topic, pending: Number(row.pending), oldestSeconds: Math.max(0, row.oldestSeconds ?? 0) }));

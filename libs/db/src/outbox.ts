@@ -84,12 +84,13 @@ function toDueEvent(row: EventRow): DueEvent {
 const MESSAGE_OF = (e: string) => `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id OFFSET 0) m ON true`;
 
 /**
- * The topic's settled position: every event of the topic at or below it was handed out and its range
- * completed. Events above it are still being posted, or not handed out yet.
+ * The topic's settled position (SQL, for the topic named by the expression `topic`): every event
+ * of the topic at or below it was handed out and its range completed (a range other than
+ * `exceptRange`). Events above it are still being posted, or not handed out yet.
  */
-const SETTLED = (topic: string, exceptRange: string) =>
-  `LEAST((SELECT sc.position FROM dispatch_cursors sc WHERE sc.topic = ${topic}),
-         (SELECT min(sr.after_position) FROM dispatch_ranges sr WHERE sr.topic = ${topic} AND sr.id IS DISTINCT FROM ${exceptRange}))`;
+export const settledPosition = (topic: string, exceptRange = 'NULL::uuid') =>
+  `COALESCE(LEAST((SELECT sc.position FROM dispatch_cursors sc WHERE sc.topic = ${topic}),
+                  (SELECT min(sr.after_position) FROM dispatch_ranges sr WHERE sr.topic = ${topic} AND sr.id IS DISTINCT FROM ${exceptRange})), 0)`;
 
 /**
  * Whether an earlier event of `e`'s key (same topic) is not through yet: above the settled
@@ -102,7 +103,7 @@ const BLOCKED = (settled: string, after: string, through: string, e = 'e') =>
   `EXISTS (SELECT 1 FROM events p
             WHERE p.ordering_key = ${e}.ordering_key AND p.topic = ${e}.topic AND p.seq < ${e}.seq
               AND NOT (p.feed_seq > ${after} AND p.feed_seq <= ${through})
-              AND ((p.feed_seq > COALESCE(${settled}, 0) AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id))
+              AND ((p.feed_seq > ${settled} AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id))
                    OR EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id AND x.state = 'pending')))`;
 
 /**
@@ -159,7 +160,7 @@ export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs:
  */
 export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEvent[]> {
   const { rows } = await sql.query<EventRow>(
-    `WITH settled AS (SELECT ${SETTLED('$1', '$4::uuid')} AS position)
+    `WITH settled AS (SELECT ${settledPosition('$1', '$4::uuid')} AS position)
      SELECT ${EVENT_COLUMNS}, 0 AS attempts, NULL::timestamptz AS "expiresAt", 'range' AS source,
             ${BLOCKED('(SELECT position FROM settled)', '$2::bigint', '$3::bigint')} AS blocked
        FROM events e LEFT JOIN ${MESSAGE_OF('e')}
@@ -192,7 +193,7 @@ export async function claimRetries(sql: Sql, topics: string[], limit: number, le
             AND (r.locked_until IS NULL OR r.locked_until < now())
             AND r.seq = (SELECT p.seq FROM dispatch_retries p WHERE p.ordering_key = r.ordering_key AND p.topic = r.topic AND p.state = 'pending'
                           ORDER BY p.seq LIMIT 1)
-            AND NOT ${BLOCKED(SETTLED('r.topic', 'NULL::uuid'), '0', '0', 'r')}
+            AND NOT ${BLOCKED(settledPosition('r.topic'), '0', '0', 'r')}
           ORDER BY r.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c),
      claimed AS (
        UPDATE dispatch_retries r SET locked_until = now() + $3 * interval '1 millisecond'

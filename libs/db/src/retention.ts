@@ -1,6 +1,7 @@
 import type { LogSink } from '@operator/config';
 import type { Db, Sql } from './client';
 import { PUSH_STATUS_TOPIC } from './feed';
+import { settledPosition } from './outbox';
 import { createPoller, type Poller } from './poller';
 
 // Retention: what is settled and older than the retention goes, a small batch per statement (each
@@ -27,8 +28,7 @@ export interface Purged {
 
 /** Whether event `e` went through: its topic's dispatch is settled past it and it waits for no retry. */
 const THROUGH = (e: string) =>
-  `(${e}.feed_seq <= COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = ${e}.topic),
-                                    (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = ${e}.topic)), 0)
+  `(${e}.feed_seq <= ${settledPosition(`${e}.topic`)}
     AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = ${e}.id AND x.state = 'pending'))`;
 
 /**
