@@ -10,6 +10,7 @@ const { execFileSync } = require('node:child_process');
 const { readdirSync, readFileSync } = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const pg = require('pg');
 const { applySessionSettings, connectAdmin } = require('../pg-admin.cjs');
 const { templateDatabaseUrl } = require('./urls');
 
@@ -54,6 +55,28 @@ async function ensureTemplate(client) {
   return name;
 }
 
+/**
+ * The day partitions the apps make when they start (libs/db/src/partitions.ts), from yesterday to
+ * two days ahead, so that the tests' rows go where the apps' would (rows of other days go to the
+ * default partitions).
+ */
+async function makeDayPartitions(url) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (let offset = -1; offset <= 2; offset++) {
+      const day = new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+      const next = new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
+      const suffix = day.replaceAll('-', '');
+      await client.query(`CREATE TABLE messages_p${suffix} PARTITION OF messages FOR VALUES FROM ('${day}') TO ('${next}') WITH (fillfactor = 50)`);
+      await client.query(`CREATE TABLE deliveries_p${suffix} PARTITION OF deliveries FOR VALUES FROM ('${day}') TO ('${next}') WITH (fillfactor = 50)`);
+      await client.query(`CREATE TABLE events_p${suffix} PARTITION OF events FOR VALUES FROM ('${day} 00:00:00+00') TO ('${next} 00:00:00+00')`);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 /** Makes the database at `url` a fresh copy of the template, unless this run (`run`) already did. */
 async function prepareDatabase(url, run) {
   const client = await connectAdmin(url);
@@ -65,6 +88,7 @@ async function prepareDatabase(url, run) {
     if ((await commentOn(client, name)) === marker) return;
     await recreate(client, name, await ensureTemplate(client));
     await applySessionSettings(client, name);
+    await makeDayPartitions(url);
     await client.query(`COMMENT ON DATABASE ${quote(name)} IS '${marker}'`);
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lock]).catch(() => {});

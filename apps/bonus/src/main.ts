@@ -3,7 +3,7 @@
 // event to the outbox for the webhook dispatcher. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
 import { createLogger, loadBonusAppConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
-import { closeDb, closeReads, countCreditsByState, createDb, createPoller, createReads, pingDb, releaseCredits } from '@operator/db';
+import { closeDb, closeReads, countCreditsByState, createDb, createPoller, createReads, pingDb, releaseCredits, startPartitionKeeper } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 
 async function main() {
@@ -24,13 +24,15 @@ async function main() {
   const held = new Set<string>();
   const poller = createPoller({ what: 'bonus', log, idleMs: config.BONUS_POLL_MS, round: async () => (await runBonusRound(deps, undefined, held)) > 0 });
   poller.start();
+  // Bonus and balance events go to the day partitions of events (libs/db/src/partitions.ts).
+  const partitions = startPartitionKeeper({ db, log });
 
   onShutdown({
     log,
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
       metrics.shuttingDown();
-      await poller.stop();
+      await Promise.all([poller.stop(), partitions.stop()]);
       await deps.wallet.close?.();
       await closeReads(reads);
       await closeDb(db);

@@ -101,6 +101,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
         redis,
         queues,
         jobMaxMessages: config.PUSH_JOB_MAX_MESSAGES,
+        dedupeDays: config.PUSH_DEDUPE_DAYS,
         sendPolicy: { attempts: config.PUSH_SEND_ATTEMPTS, backoffMs: config.PUSH_SEND_BACKOFF_MS },
       },
       headerNames: crmHeaderNames(config.CRM_HEADER_WORD),

@@ -1,5 +1,5 @@
 import { createLogger, loadGatewayConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
-import { closeDb, closeReads, createDb, createReads } from '@operator/db';
+import { closeDb, closeReads, createDb, createReads, startPartitionKeeper } from '@operator/db';
 import { MetricsPortError } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues } from '@operator/queue';
 import { buildApp, buildOperationsApp } from './app';
@@ -15,6 +15,8 @@ async function main() {
   // A Redis outage is answered with 503 per request; it does not stop the process.
   const redis = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
+  // Day partitions of messages, deliveries and events, made ahead (libs/db/src/partitions.ts).
+  const partitions = startPartitionKeeper({ db, log });
   const app = buildApp({ config, db, reads, redis, queues }, true);
   // In production /metrics, /docs and the queue dashboard are on METRICS_PORT, apart from the API.
   const operations = operationsApart(config) ? buildOperationsApp({ config, db, reads, redis, queues, api: app }, true) : undefined;
@@ -28,6 +30,7 @@ async function main() {
       await app.close();
       // The operations port closes last, so the last scrapes still see the shutdown.
       await operations?.close();
+      await partitions.stop();
       await closePushQueues(queues).catch(() => undefined);
       redis.disconnect();
       await closeReads(reads);
@@ -36,6 +39,7 @@ async function main() {
   });
 
   if (operations) await listenOperations(operations, config);
+  await partitions.firstLook;
   await app.listen({ host: config.HOST, port: config.PORT });
 }
 

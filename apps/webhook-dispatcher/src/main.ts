@@ -3,7 +3,7 @@
 // Several instances may run; each event goes out once per
 // successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
 import { createLogger, loadDispatcherConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
-import { closeDb, closeReads, countDeadLetters, createDb, createReads, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startRetention } from '@operator/db';
+import { closeDb, closeReads, countDeadLetters, createDb, createReads, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startPartitionKeeper, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';
 import { createAmqpPublisher, createDispatcher } from '@operator/webhooks';
 
@@ -64,6 +64,8 @@ async function main() {
   }
   if (!eventsBase && !amqp) log.info({}, 'CRM_EVENTS_BASE_URL is not set: bonus and balance events wait in the outbox');
   dispatcher.start();
+  // The day partitions are made ahead here too (libs/db/src/partitions.ts), and dropped by retention.
+  const partitions = startPartitionKeeper({ db, log });
   // Without a status webhook the push statuses are only polled: they age out of the feed too.
   const retention = startRetention({
     db,
@@ -83,7 +85,7 @@ async function main() {
     timeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     close: async () => {
       metrics.shuttingDown();
-      await Promise.all([dispatcher.stop(), retention.stop()]);
+      await Promise.all([dispatcher.stop(), retention.stop(), partitions.stop()]);
       await amqp?.close();
       await closeReads(reads);
       await closeDb(db);

@@ -32,6 +32,12 @@ export const GatewayEnv = Type.Object({
   BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
   BATCH_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages handled per batch request; the rest are left for the CRM to resend' }),
   PUSH_JOB_MAX_MESSAGES: Type.Integer({ default: 100, minimum: 1, description: 'Messages per send job of a batch (and of a group of singles)' }),
+  PUSH_DEDUPE_DAYS: Type.Integer({
+    default: 2,
+    minimum: 0,
+    maximum: 366,
+    description: 'A push whose activity.id was accepted this many days before today (UTC) or since is answered with its first push_id; each day costs one index lookup per message',
+  }),
   PUSH_SINGLE_GROUP_WINDOW_MS: Type.Integer({
     default: 2,
     minimum: 0,

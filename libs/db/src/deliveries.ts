@@ -1,5 +1,22 @@
 import type { Platform, ProviderName } from '@operator/contract';
 import type { Sql } from './client';
+import { addDays, daysOfIds, UNDATED_DAY } from './partitions';
+
+/**
+ * `column` (a partition key) is one of the days in parameter `param` (a date[]). The statements
+ * send the days of the rows they touch, so PostgreSQL plans and locks only those days' partitions
+ * (the parameter's value is known when an unnamed statement is planned).
+ */
+const IN_DAYS = (column: string, param: string) => `${column} = ANY(${param}::date[])`;
+
+/**
+ * The days of the partitions that may hold these deliveries: a delivery's id is a UUIDv7 made by
+ * PostgreSQL's clock, its partition is its message's day (made by the gateway's clock), so the day
+ * of its id and the days on either side, and the undated day of deliveries older than UUIDv7 ids.
+ */
+function daysAroundIds(ids: string[]): string[] {
+  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1), UNDATED_DAY])))];
+}
 
 /** A delivery this worker now owns, with what it takes to send it. */
 export interface ClaimedDelivery {
@@ -63,29 +80,32 @@ export async function claimDeliveries(sql: Sql, pushIds: string[], provider: Pro
     `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)),
      candidates AS (
        SELECT x.* FROM wanted w CROSS JOIN LATERAL (
-         SELECT d.id, d.status, d.claimed_at FROM deliveries d WHERE d.message_id = w.id AND d.provider = $2::"Provider"
+         SELECT d.id, d.status, d.claimed_at FROM deliveries d
+          WHERE d.message_id = w.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
          OFFSET 0) x),
      claimed AS (
        UPDATE deliveries d
           SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1
         WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
+          AND ${IN_DAYS('d.accepted_on', '$4')}
         RETURNING d.id, d.message_id, d.device_id, d.attempts),
      delivery_rows AS (
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", v.id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
-              (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id) = 1 AS alone,
+              (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id AND ${IN_DAYS('x.accepted_on', '$4')}) = 1 AS alone,
               m.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
               NULL::int AS held
-         FROM claimed c JOIN messages m ON m.id = c.message_id LEFT JOIN devices v ON v.id = c.device_id)
+         FROM claimed c JOIN messages m ON m.id = c.message_id AND ${IN_DAYS('m.accepted_on', '$4')}
+         LEFT JOIN devices v ON v.id = c.device_id)
      SELECT * FROM delivery_rows
      UNION ALL
      SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL, NULL
-       FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id)
+       FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')})
      UNION ALL
      SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL,
             (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
-    [pushIds, provider, leaseMs],
+    [pushIds, provider, leaseMs, daysOfIds(pushIds)],
   );
   const deliveries: ClaimedDelivery[] = [];
   const messages = new Map<string, ClaimedMessage>();
@@ -128,13 +148,14 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Pro
             claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
             AS o(id, status, provider_message_id, error_code, error)
-      WHERE d.id = o.id AND (d.status = 'sending' OR (o.status = 'sent' AND d.status <> 'sent'))`,
+      WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND (d.status = 'sending' OR (o.status = 'sent' AND d.status <> 'sent'))`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
       pick((o) => (o.status === 'sent' ? o.providerMessageId : null)),
       pick((o) => (o.status === 'sent' ? null : o.errorCode)),
       pick((o) => (o.status === 'sent' ? null : o.error.slice(0, 1000))),
+      daysAroundIds(pick((o) => o.deliveryId)),
     ],
   );
 }
@@ -159,8 +180,9 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
 export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[]> {
   if (!pushIds.length) return [];
   const { rows } = await sql.query<{ id: string }>(
-    `SELECT m.id FROM messages m WHERE m.id = ANY($1::uuid[]) AND m.status::text = 'accepted' ORDER BY m.id FOR NO KEY UPDATE`,
-    [pushIds],
+    `SELECT m.id FROM messages m
+      WHERE m.id = ANY($1::uuid[]) AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status::text = 'accepted' ORDER BY m.id FOR NO KEY UPDATE`,
+    [pushIds, daysOfIds(pushIds)],
   );
   return rows.map((row) => row.id);
 }
@@ -188,20 +210,20 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
           SELECT count(*) FILTER (WHERE d.status::text = 'sent') AS sent,
                  count(*) FILTER (WHERE d.status::text IN ('pending', 'sending')) AS open,
                  string_agg(DISTINCT d.error_code, ', ' ORDER BY d.error_code) AS errors
-            FROM deliveries d WHERE d.message_id = p.id HAVING count(*) > 0) t),
+            FROM deliveries d WHERE d.message_id = p.id AND ${IN_DAYS('d.accepted_on', '$2')} HAVING count(*) > 0) t),
      settled AS (
        UPDATE messages m
           SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
               error = CASE WHEN t.sent > 0 THEN NULL ELSE t.errors END,
               updated_at = now()
          FROM tally t
-        WHERE m.id = t.message_id AND m.status = 'accepted' AND (t.sent > 0 OR t.open = 0)
+        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status = 'accepted' AND (t.sent > 0 OR t.open = 0)
         RETURNING m.id, m.status::text AS status, m.error),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
        SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM settled s ORDER BY s.id)
      SELECT id, status, error FROM settled`,
-    [pushIds],
+    [pushIds, daysOfIds(pushIds)],
   );
   return rows;
 }
@@ -209,15 +231,19 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
 /** Keeps this worker's claims alive while it still holds them (sending, or sent and not yet recorded). */
 export async function extendClaims(sql: Sql, deliveryIds: string[]): Promise<void> {
   if (!deliveryIds.length) return;
-  await sql.query(`UPDATE deliveries SET claimed_at = now() WHERE id = ANY($1::uuid[]) AND status = 'sending'`, [deliveryIds]);
+  await sql.query(`UPDATE deliveries d SET claimed_at = now() WHERE d.id = ANY($1::uuid[]) AND ${IN_DAYS('d.accepted_on', '$2')} AND d.status = 'sending'`, [
+    deliveryIds,
+    daysAroundIds(deliveryIds),
+  ]);
 }
 
 /** Gives back claims on deliveries this worker will not send after all (shutdown): pending again, for any worker. */
 export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<number> {
   if (!deliveryIds.length) return 0;
   const { rowCount } = await sql.query(
-    `UPDATE deliveries SET status = 'pending', claimed_at = NULL, updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'sending'`,
-    [deliveryIds],
+    `UPDATE deliveries d SET status = 'pending', claimed_at = NULL, updated_at = now()
+      WHERE d.id = ANY($1::uuid[]) AND ${IN_DAYS('d.accepted_on', '$2')} AND d.status = 'sending'`,
+    [deliveryIds, daysAroundIds(deliveryIds)],
   );
   return rowCount ?? 0;
 }
@@ -233,12 +259,13 @@ export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<nu
 export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
   const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
-       SELECT id, status::text IN ('pending', 'sending') AS open FROM deliveries
+       SELECT id, accepted_on, status::text IN ('pending', 'sending') AS open FROM deliveries
         WHERE open AND provider = $1::"Provider"
           AND updated_at < now() - $2 * interval '1 millisecond'
           AND (status::text <> 'sending' OR claimed_at IS NULL OR claimed_at < now() - $3 * interval '1 millisecond')
         ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-     UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END FROM stranded s WHERE d.id = s.id
+     UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END
+       FROM stranded s WHERE d.id = s.id AND d.accepted_on = s.accepted_on
      RETURNING d.message_id AS "messageId", d.open`,
     [provider, afterMs, leaseMs, limit],
   );

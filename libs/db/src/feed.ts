@@ -1,5 +1,6 @@
 import type { PushEventSource } from '@operator/contract';
 import type { Sql } from './client';
+import { daysOfIds } from './partitions';
 
 // The push status feed (GET /channels/push/events) and the pushes' current state
 // (GET /channels/push/status): reads only, so they work on a replica too.
@@ -34,7 +35,7 @@ export interface PushFeedPage {
 export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
   const { rows } = await sql.query<PushEventRow & { final: boolean }>(
     `SELECT ${PUSH_EVENT_COLUMNS}, e.feed_seq < h.horizon AS final
-       FROM events e JOIN messages m ON m.id = e.push_id
+       FROM events e JOIN messages m ON m.id = e.push_id AND m.accepted_on = uuid_v7_day(e.push_id)
             CROSS JOIN (SELECT events_feed_base(pg_snapshot_xmin(pg_current_snapshot())::text::bigint) AS horizon) h
       WHERE e.topic = $1 AND e.feed_seq > $2 ORDER BY e.feed_seq LIMIT $3`,
     [PUSH_STATUS_TOPIC, after.toString(), limit],
@@ -60,10 +61,10 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
     `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
             COALESCE(json_agg(json_build_object('provider', d.provider, 'status', d.status, 'error', d.error_code) ORDER BY d.id)
                      FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
-       FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id
-      WHERE m.id = ANY($1::uuid[])
+       FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])
+      WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])
       GROUP BY m.id`,
-    [pushIds],
+    [pushIds, daysOfIds(pushIds)],
   );
   return rows;
 }
@@ -71,7 +72,7 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
 /** The push events of `ids` with their message's activity ids and meta. */
 export async function pushEventRows(sql: Sql, ids: string[]): Promise<PushEventRow[]> {
   const { rows } = await sql.query<PushEventRow>(
-    `SELECT ${PUSH_EVENT_COLUMNS} FROM events e JOIN messages m ON m.id = e.push_id WHERE e.id = ANY($1::uuid[])`,
+    `SELECT ${PUSH_EVENT_COLUMNS} FROM events e JOIN messages m ON m.id = e.push_id AND m.accepted_on = uuid_v7_day(e.push_id) WHERE e.id = ANY($1::uuid[])`,
     [ids],
   );
   return rows;

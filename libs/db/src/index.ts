@@ -15,3 +15,4 @@ export { Prisma } from './generated/client';
 export * from './retention';
 export * from './gauges';
 export * from './reads';
+export * from './partitions';

@@ -1,5 +1,6 @@
 import type { ProviderName } from '@operator/contract';
 import type { Sql } from './client';
+import { addDays, dayOf, UNDATED_DAY, uuidV7Day } from './partitions';
 
 export interface MessageKey {
   brandId: bigint;
@@ -26,16 +27,36 @@ export const messageKey = (key: MessageKey) => `${key.brandId}:${key.crmMessageI
 // Bulk statements take their rows in one parameter (an array to unnest, or a JSON array of rows):
 // a batch of 500 is one statement, whatever its size.
 
-/** push_id of every already accepted message among `keys`, by messageKey. */
-export async function findPushIds(sql: Sql, keys: MessageKey[]): Promise<Map<string, string>> {
+/**
+ * How far back a retried push is looked for. A push's key (brand_id, crm_message_id) is unique
+ * within its day's partition (the unique index must hold the partition key), and the partitions of
+ * the days before are read for it too: from `dedupeDays` days before today, and the default
+ * partition (pushes accepted before ids were UUIDv7, and days that had no partition). Each day read
+ * costs one index lookup per message.
+ */
+export interface DedupeWindow {
+  dedupeDays: number;
+  /** Now, for tests. */
+  now?: number;
+}
+
+/** The window of PUSH_DEDUPE_DAYS's default: today and the two days before (48 to 72 hours). */
+export const DEFAULT_DEDUPE: DedupeWindow = { dedupeDays: 2 };
+
+/** The first day whose partition is read for a retried push. */
+export const firstDedupeDay = ({ dedupeDays, now = Date.now() }: DedupeWindow) => addDays(dayOf(now), -dedupeDays);
+
+/** push_id of every already accepted message among `keys` (accepted in the window), by messageKey. */
+export async function findPushIds(sql: Sql, keys: MessageKey[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<Map<string, string>> {
   const found = new Map<string, string>();
   if (!keys.length) return found;
   const { rows } = await sql.query<{ id: string; brand_id: string; crm_message_id: string }>(
     `SELECT m.id, m.brand_id::text, m.crm_message_id::text
        FROM messages m
        JOIN unnest($1::bigint[], $2::bigint[]) AS k(brand_id, crm_message_id)
-         ON m.brand_id = k.brand_id AND m.crm_message_id = k.crm_message_id`,
-    [keys.map((key) => key.brandId.toString()), keys.map((key) => key.crmMessageId.toString())],
+         ON m.brand_id = k.brand_id AND m.crm_message_id = k.crm_message_id
+      WHERE (m.accepted_on >= $3::date OR m.accepted_on = '${UNDATED_DAY}')`,
+    [keys.map((key) => key.brandId.toString()), keys.map((key) => key.crmMessageId.toString()), firstDedupeDay(window)],
   );
   for (const row of rows) found.set(`${row.brand_id}:${row.crm_message_id}`, row.id);
   return found;
@@ -49,6 +70,7 @@ export async function findPushIds(sql: Sql, keys: MessageKey[]): Promise<Map<str
  */
 const toRecord = (m: NewMessage) => ({
   id: m.id,
+  accepted_on: uuidV7Day(m.id),
   brand_id: m.brandId.toString(),
   crm_message_id: m.crmMessageId.toString(),
   user_id: m.userId,
@@ -75,20 +97,23 @@ export interface StoredMessage {
 }
 
 /**
- * Accepts messages in one statement: finds the keys already accepted, the players' active devices,
- * inserts the new messages of reachable players (a concurrent insert of the same key waits for the
- * other transaction, then skips: neither known nor inserted) and one delivery per device.
- * Messages are inserted in key order, so two statements that insert some of the same keys never
- * deadlock.
+ * Accepts messages in one statement: finds the keys already accepted (in the dedupe window), the
+ * players' active devices, inserts the new messages of reachable players (a concurrent insert of
+ * the same key and day waits for the other transaction, then skips: neither known nor inserted) and
+ * one delivery per device, in their message's day partition (the day of its id). Messages are
+ * inserted in key order, so two statements that insert some of the same keys never deadlock.
+ * Two attempts of one key on either side of midnight go to two partitions, and no unique index
+ * sees both: around midnight the caller runs this in a serializable transaction (acceptIsolation),
+ * where one of two such attempts fails and is tried again, finding the other.
  */
-export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<StoredMessage[]> {
+export async function storeMessages(sql: Sql, messages: NewMessage[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<StoredMessage[]> {
   if (!messages.length) return [];
   const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: ProviderName[] | null }>(
     `WITH input AS (
        SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (
-                       id uuid, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,
+                       id uuid, accepted_on date, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,
                        action_id bigint, trigger_hash text, origin text, payload json, meta text, crm_headers jsonb))
-                WITH ORDINALITY AS i(id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
+                WITH ORDINALITY AS i(id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                                      trigger_hash, origin, payload, meta, crm_headers, n)),
      -- Per message: the push id of its key if accepted before, and its player's active devices.
      -- Each is a lookup through its index (OFFSET 0 and the aggregate keep them lookups whatever
@@ -99,23 +124,25 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
        SELECT i.*, k.id AS known_id, v.device_ids, v.providers
          FROM input i
          LEFT JOIN LATERAL (
-           SELECT m.id FROM messages m WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id OFFSET 0) k ON true
+           SELECT m.id FROM messages m
+            WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id AND (m.accepted_on >= $2::date OR m.accepted_on = '${UNDATED_DAY}')
+           OFFSET 0) k ON true
          LEFT JOIN LATERAL (
            SELECT array_agg(d.id ORDER BY d.id) AS device_ids, array_agg(d.provider::text ORDER BY d.id) AS providers
              FROM devices d WHERE d.user_id = i.user_id AND d.brand_id = i.brand_id AND d.active) v ON true),
      inserted AS (
-       INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
+       INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
                              trigger_hash, origin, payload, meta, crm_headers)
-       SELECT t.id, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
+       SELECT t.id, t.accepted_on, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
               t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers
          FROM targets t
         WHERE t.known_id IS NULL AND t.device_ids IS NOT NULL
         ORDER BY t.brand_id, t.crm_message_id
-       ON CONFLICT (brand_id, crm_message_id) DO NOTHING
+       ON CONFLICT (brand_id, crm_message_id, accepted_on) DO NOTHING
        RETURNING id),
      delivered AS (
-       INSERT INTO deliveries (id, message_id, device_id, provider)
-       SELECT uuid_v7(), t.id, u.device_id, u.provider::"Provider"
+       INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider)
+       SELECT uuid_v7(), t.accepted_on, t.id, u.device_id, u.provider::"Provider"
          FROM targets t CROSS JOIN LATERAL unnest(t.device_ids, t.providers) AS u(device_id, provider)
         WHERE t.id = ANY(ARRAY(SELECT id FROM inserted))
         ORDER BY t.id, u.device_id)
@@ -123,7 +150,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
             t.device_ids IS NOT NULL AS reachable, t.providers
        FROM targets t
       ORDER BY t.n`,
-    [JSON.stringify(messages.map(toRecord))],
+    [JSON.stringify(messages.map(toRecord)), firstDedupeDay(window)],
   );
   return rows.map((row, i) => ({
     knownId: row.knownId,
@@ -131,4 +158,19 @@ export async function storeMessages(sql: Sql, messages: NewMessage[]): Promise<S
     reachable: row.reachable,
     providers: row.inserted ? [...new Set(row.providers ?? [])] : [],
   }));
+}
+
+/** Within this long of midnight (UTC), two attempts of one push may fall on two days. */
+export const DAY_BOUNDARY_MARGIN_MS = 5 * 60_000;
+
+/**
+ * The isolation an accepting transaction needs at `now`: serializable within
+ * DAY_BOUNDARY_MARGIN_MS of midnight (UTC), where two concurrent attempts of one push can go to two
+ * day partitions (each reads the other's partition, so one of them fails with a serialization
+ * failure and is tried again), read committed otherwise (the day's unique index is enough). The
+ * margin covers the accepting transaction's length and the gateways' clock skew.
+ */
+export function acceptIsolation(now = Date.now()): 'serializable' | 'read committed' {
+  const intoDay = now % 86_400_000;
+  return intoDay < DAY_BOUNDARY_MARGIN_MS || intoDay > 86_400_000 - DAY_BOUNDARY_MARGIN_MS ? 'serializable' : 'read committed';
 }

@@ -79,9 +79,11 @@ function toDueEvent(row: EventRow): DueEvent {
 /**
  * An event's message, as `m`, looked up by its primary key for each event (OFFSET 0 keeps it a
  * lookup): a join the planner may turn into reading every message, as it does while the table's
- * statistics lag behind a burst.
+ * statistics lag behind a burst. The push id names the day partition (uuid_v7_day), so each lookup
+ * reads one partition.
  */
-const MESSAGE_OF = (e: string) => `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id OFFSET 0) m ON true`;
+export const MESSAGE_OF = (e: string) =>
+  `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id AND accepted_on = uuid_v7_day(${e}.push_id) OFFSET 0) m ON true`;
 
 /**
  * The topic's settled position (SQL, for the topic named by the expression `topic`): every event

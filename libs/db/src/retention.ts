@@ -1,29 +1,40 @@
 import type { LogSink } from '@operator/config';
+import type pg from 'pg';
 import type { Db, Sql } from './client';
 import { PUSH_STATUS_TOPIC } from './feed';
 import { settledPosition } from './outbox';
+import { addDays, dayOf, listPartitions, partitionName } from './partitions';
 import { createPoller, type Poller } from './poller';
 
-// Retention: what is settled and older than the retention goes, a small batch per statement (each
-// its own short transaction, rows locked by someone else skipped), so the tables stop growing and
-// the hot paths keep their speed. Credits, ledger entries, accounts and player bonuses are financial
+// Retention: what is settled and older than the retention goes, so the tables stop growing and the
+// hot paths keep their speed. Messages, deliveries and events go a day at a time: a day's
+// partitions are dropped whole once the day is past the retention and nothing in them is still to
+// do (a message still being sent, an event still to be posted). Rows in the default partitions
+// (written before the tables were partitioned, or on a day that had no partition) go row by row, a
+// small batch per statement. Credits, ledger entries, accounts and player bonuses are financial
 // records and are never purged; devices and the bonus catalog are not history.
 
 export interface PurgeOptions {
   /** Rows older than this many days go; 0 keeps everything for ever. */
   retentionDays: number;
-  /** Rows per statement. */
+  /** Rows per statement (default partitions). */
   batchSize?: number;
   /**
    * Push statuses are read from the polling feed only (no CRM_STATUS_WEBHOOK_URL): nothing will
    * ever post them, so their events age out while still pending instead of holding their messages.
    */
   feedOnly?: boolean;
+  /** Now, for tests. */
+  now?: number;
+  /** Longest wait for a partition's lock before its drop is left to the next look. */
+  lockTimeoutMs?: number;
 }
 
 export interface Purged {
   events: number;
   messages: number;
+  /** Day partitions dropped. */
+  partitions: string[];
 }
 
 /** Whether event `e` went through: its topic's dispatch is settled past it and it waits for no retry. */
@@ -31,37 +42,40 @@ const THROUGH = (e: string) =>
   `(${e}.feed_seq <= ${settledPosition(`${e}.topic`)}
     AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = ${e}.id AND x.state = 'pending'))`;
 
+const TOPICS = [PUSH_STATUS_TOPIC, 'bonus', 'balance'];
+
 /**
- * One batch of each kind:
+ * One batch of each kind, from the default partitions:
  * - messages settled (not `accepted`), created and last changed before the retention, with no
  *   delivery still `pending` or `sending` and no status event still to be posted: deleted with
- *   their deliveries (the foreign key cascades), their status events and those events' dead letters;
+ *   their deliveries, their status events and those events' dead letters;
  * - events through (posted, or dead letters: the dead letters stay for the retention, the time there
  *   is to redrive them) that occurred before the retention, whatever their topic, with their dead letters.
  * An event still to be posted is kept whatever its age (a redriven dead letter keeps its old
  * occurred_at), unless `feedOnly` says nobody will post push statuses.
  */
-export async function purgeOnce(sql: Sql, { retentionDays, batchSize = 1000, feedOnly = false }: PurgeOptions): Promise<Purged> {
+export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSize = 1000, feedOnly = false }: PurgeOptions): Promise<{ events: number; messages: number }> {
   if (!(retentionDays > 0)) return { events: 0, messages: 0 };
   const { rows } = await sql.query<{ messages: number; events: number }>(
     `WITH doomed AS (
-       SELECT m.id FROM messages m
+       SELECT m.id FROM messages_default m
         WHERE m.created_at < now() - $1 * interval '1 day' AND m.updated_at < now() - $1 * interval '1 day'
           AND m.status <> 'accepted'
-          AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
+          AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
           ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND NOT ${THROUGH('e')})`}
         ORDER BY m.created_at LIMIT $2 FOR UPDATE OF m SKIP LOCKED),
      events_gone AS (DELETE FROM events e USING doomed WHERE e.ordering_key = doomed.id::text AND e.push_id = doomed.id RETURNING e.id),
      letters_gone AS (DELETE FROM dispatch_retries x USING events_gone g WHERE x.event_id = g.id),
-     messages_gone AS (DELETE FROM messages m USING doomed WHERE m.id = doomed.id RETURNING 1)
+     deliveries_gone AS (DELETE FROM deliveries_default d USING doomed WHERE d.message_id = doomed.id),
+     messages_gone AS (DELETE FROM messages_default m USING doomed WHERE m.id = doomed.id RETURNING 1)
      SELECT (SELECT count(*) FROM messages_gone)::int AS messages, (SELECT count(*) FROM events_gone)::int AS events`,
     [retentionDays, batchSize],
   );
   // Other events, oldest first: through, or push statuses nobody will post.
   const { rows: events } = await sql.query<{ count: number }>(
     `WITH gone AS (
-       DELETE FROM events WHERE id IN (
-         SELECT e.id FROM events e
+       DELETE FROM events_default WHERE id IN (
+         SELECT e.id FROM events_default e
           WHERE e.occurred_at < now() - $1 * interval '1 day' AND (${THROUGH('e')} OR ($3 AND e.topic = $4))
           ORDER BY e.occurred_at LIMIT $2 FOR UPDATE SKIP LOCKED)
        RETURNING id),
@@ -72,6 +86,99 @@ export async function purgeOnce(sql: Sql, { retentionDays, batchSize = 1000, fee
   return { events: rows[0].events + events[0].count, messages: rows[0].messages };
 }
 
+/** Why a day's messages cannot go yet (SQL answering one row per reason found), for day $1. */
+const MESSAGES_DAY_BUSY = (messages: string, deliveries: string, feedOnly: boolean) => `
+  SELECT 'a message still to be sent' AS reason FROM (SELECT 1 FROM "${messages}" WHERE status = 'accepted' LIMIT 1) a
+  UNION ALL
+  SELECT 'a delivery still open' FROM (SELECT 1 FROM "${deliveries}" WHERE open LIMIT 1) b
+  ${
+    feedOnly
+      ? ''
+      : `UNION ALL
+  SELECT 'a status event still to be posted' FROM (
+    SELECT 1 FROM events e
+     WHERE e.topic = '${PUSH_STATUS_TOPIC}' AND e.feed_seq > ${settledPosition(`'${PUSH_STATUS_TOPIC}'`)} AND uuid_v7_day(e.push_id) = $1::date
+    UNION ALL
+    SELECT 1 FROM dispatch_retries x JOIN events e ON e.id = x.event_id
+     WHERE x.state = 'pending' AND x.topic = '${PUSH_STATUS_TOPIC}' AND uuid_v7_day(e.push_id) = $1::date
+    LIMIT 1) c`
+  }`;
+
+/** Why a day's events cannot go yet. */
+const EVENTS_DAY_BUSY = (events: string, feedOnly: boolean) => {
+  const topics = TOPICS.filter((topic) => !(feedOnly && topic === PUSH_STATUS_TOPIC));
+  return `
+  SELECT 'an event still to be posted' AS reason FROM (
+    SELECT 1 FROM unnest(ARRAY[${topics.map((topic) => `'${topic}'`).join(', ')}]::text[]) AS t(topic)
+     CROSS JOIN LATERAL (SELECT 1 FROM "${events}" e WHERE e.topic = t.topic AND e.feed_seq > ${settledPosition('t.topic')} LIMIT 1) x
+    UNION ALL
+    SELECT 1 FROM dispatch_retries x JOIN "${events}" e ON e.id = x.event_id
+     WHERE x.state = 'pending' ${feedOnly ? `AND x.topic <> '${PUSH_STATUS_TOPIC}'` : ''}
+    LIMIT 1) a`;
+};
+
+/**
+ * Drops the day partitions past the retention whose rows have nothing left to do: a day's messages
+ * and deliveries together, once no message of it is still being sent and (unless `feedOnly`) no
+ * status event of its pushes is still to be posted; a day's events once every one went through
+ * (or is a dead letter: its dead letters go with it). Each drop is a transaction that locks the
+ * day's partitions (for at most `lockTimeoutMs`: a drop takes a short exclusive lock on the parent
+ * table too), checks again, and drops. A day still busy is looked at again next time.
+ */
+export async function dropExpiredPartitions(
+  pool: pg.Pool,
+  { retentionDays, feedOnly = false, now = Date.now(), lockTimeoutMs = 1000 }: PurgeOptions,
+): Promise<{ dropped: string[]; busy: { day: string; reason: string }[] }> {
+  const dropped: string[] = [];
+  const busy: { day: string; reason: string }[] = [];
+  if (!(retentionDays > 0)) return { dropped, busy };
+  // A day goes when all of it is older than the retention: its end is at most now - retentionDays.
+  const lastDay = addDays(dayOf(now), -retentionDays - 1);
+  const partitions = (await listPartitions(pool)).filter((p) => p.day !== undefined && p.day <= lastDay);
+  const days = [...new Set(partitions.map((p) => p.day!))].sort();
+  for (const day of days) {
+    const names = new Set(partitions.filter((p) => p.day === day).map((p) => p.name));
+    const groups: { tables: string[]; busy: string }[] = [];
+    const messages = partitionName('messages', day);
+    const deliveries = partitionName('deliveries', day);
+    if (names.has(messages) && names.has(deliveries)) groups.push({ tables: [deliveries, messages], busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
+    const events = partitionName('events', day);
+    if (names.has(events)) groups.push({ tables: [events], busy: EVENTS_DAY_BUSY(events, feedOnly) });
+    for (const group of groups) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+        await client.query(`LOCK TABLE ${group.tables.map((t) => `"${t}"`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
+        const { rows } = await client.query<{ reason: string }>(group.busy, group.busy.includes('$1') ? [day] : []);
+        if (rows.length) {
+          busy.push({ day, reason: rows[0].reason });
+          await client.query('ROLLBACK');
+          continue;
+        }
+        if (group.tables[0] === events) await client.query(`DELETE FROM dispatch_retries x USING "${events}" e WHERE x.event_id = e.id`);
+        for (const table of group.tables) await client.query(`DROP TABLE "${table}"`);
+        await client.query('COMMIT');
+        dropped.push(...group.tables);
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        if ((error as { code?: string }).code !== '55P03') throw error;
+        busy.push({ day, reason: 'lock not granted in time' });
+      } finally {
+        client.release();
+      }
+    }
+  }
+  return { dropped, busy };
+}
+
+/** One look: the expired day partitions dropped, then a batch of the default partitions' old rows. */
+export async function purgeOnce(pool: pg.Pool, options: PurgeOptions): Promise<Purged> {
+  const { dropped } = await dropExpiredPartitions(pool, options);
+  const rows = await purgeDefaultPartitions(pool, options);
+  return { ...rows, partitions: dropped };
+}
+
 export interface RetentionOptions extends PurgeOptions {
   db: Db;
   log: LogSink;
@@ -80,9 +187,9 @@ export interface RetentionOptions extends PurgeOptions {
 }
 
 /**
- * Purges in the background: batch after batch while there is a backlog, resting after each as long
- * as it took (so a backlog of millions of rows takes at most half of one connection's time), then
- * once every `intervalMs`. Stop it on shutdown (it finishes the batch in flight). With
+ * Purges in the background: the expired day partitions, then the default partitions' rows batch
+ * after batch while there is a backlog, resting after each as long as it took (so a backlog of
+ * millions of rows takes at most half of one connection's time), then once every `intervalMs`. Stop it on shutdown (it finishes the batch in flight). With
  * `retentionDays` 0 it does nothing.
  */
 export function startRetention({ db, log, intervalMs, ...options }: RetentionOptions): Poller {
@@ -90,14 +197,23 @@ export function startRetention({ db, log, intervalMs, ...options }: RetentionOpt
     log.info({}, 'retention is off (RETENTION_DAYS=0): messages and events are kept for ever');
     return { start() {}, stop: async () => undefined };
   }
-  const total: Purged = { events: 0, messages: 0 };
+  const total = { events: 0, messages: 0 };
+  /** Days said to be held, so that each is said once. */
+  const said = new Set<string>();
   const poller = createPoller({
     what: 'retention',
     log,
     idleMs: intervalMs,
     round: async () => {
       const started = Date.now();
-      const purged = await purgeOnce(db.pool, options);
+      const { dropped, busy } = await dropExpiredPartitions(db.pool, options);
+      if (dropped.length) log.info({ dropped, retentionDays: options.retentionDays }, 'retention dropped day partitions');
+      for (const { day, reason } of busy) {
+        if (said.has(day)) continue;
+        said.add(day);
+        log.info({ day, reason }, 'a day past the retention is kept a while longer');
+      }
+      const purged = await purgeDefaultPartitions(db.pool, options);
       if (purged.events || purged.messages) {
         total.events += purged.events;
         total.messages += purged.messages;

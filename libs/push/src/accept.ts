@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { CrmHeaders, ProviderName, PushRequest } from '@operator/contract';
-import { findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
+import { acceptIsolation, DEFAULT_DEDUPE, findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
 import { acceptedMessages, type AcceptMode } from '@operator/metrics';
 import { enqueueSendJobs, redisReady, type PushQueues, type RedisClient, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
@@ -13,6 +13,8 @@ export interface AcceptDeps {
   jobMaxMessages: number;
   /** Attempts and backoff of the send jobs. */
   sendPolicy: SendJobPolicy;
+  /** How many days before today a retried push is looked for (PUSH_DEDUPE_DAYS, default 2). */
+  dedupeDays?: number;
 }
 
 /** What became of one message. */
@@ -160,10 +162,31 @@ async function storeAll(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<s
   return new Map([...first, ...second]);
 }
 
-/** One statement finds, inserts and fans out (storeMessages); the jobs go to Redis before the commit. */
+/** Tries of a serializable accepting transaction (around midnight) that another one conflicted with. */
+const SERIALIZATION_TRIES = 5;
+
+/**
+ * One statement finds, inserts and fans out (storeMessages); the jobs go to Redis before the commit.
+ * Around midnight the transaction is serializable (acceptIsolation), and tried again when it loses
+ * to a concurrent one (a job it queued before failing is a job for pushes that are not stored: the
+ * worker finds none and drops it).
+ */
 async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<string, Outcome>> {
+  for (let tries = 1; ; tries++) {
+    const isolation = acceptIsolation();
+    try {
+      return await storeOnce(deps, messages, isolation);
+    } catch (error) {
+      if (isolation !== 'serializable' || (error as { code?: string }).code !== '40001' || tries >= SERIALIZATION_TRIES) throw error;
+    }
+  }
+}
+
+async function storeOnce(deps: AcceptDeps, messages: NewMessage[], isolation: 'serializable' | 'read committed'): Promise<Map<string, Outcome>> {
+  const window = deps.dedupeDays === undefined ? DEFAULT_DEDUPE : { dedupeDays: deps.dedupeDays };
   return inTransaction(deps.db, async (tx) => {
-    const stored = await storeMessages(tx, messages);
+    if (isolation === 'serializable') await tx.query('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE');
+    const stored = await storeMessages(tx, messages, window);
     const outcomes = new Map<string, Outcome>();
     const lost: NewMessage[] = [];
     const pushIdsByProvider = new Map<ProviderName, string[]>();
@@ -184,7 +207,7 @@ async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Pro
     });
     // Keys another request inserted meanwhile: the insert waited for it to commit, so they are visible now.
     if (lost.length) {
-      const raced = await findPushIds(tx, lost);
+      const raced = await findPushIds(tx, lost, window);
       for (const message of lost) {
         const pushId = raced.get(messageKey(message));
         outcomes.set(messageKey(message), pushId ? { kind: 'accepted', pushId, duplicate: true } : FATAL);
