@@ -35,9 +35,9 @@ async function insertPending(client, events) {
 async function insertChunk(client, brand, salt, first, count) {
   const { rows } = await client.query(
     `WITH m AS (
-       INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
+       INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
                              payload, meta, crm_headers, status)
-       SELECT gen_random_uuid(), $1, i, 'bench-player-' || (i % 1000), 71, 72, 73, 'th-' || $2 || '-' || i,
+       SELECT gen_random_uuid(), DATE '1970-01-01', $1, i, 'bench-player-' || (i % 1000), 71, 72, 73, 'th-' || $2 || '-' || i,
               '{}'::json, '{"campaign": "bench"}'::json, '{}'::jsonb, 'sent'
          FROM generate_series($4::int + 1, $4::int + $3::int) AS i
        RETURNING id)

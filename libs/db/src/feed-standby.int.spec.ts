@@ -16,8 +16,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function writeEvent(client: pg.Pool | pg.PoolClient, n: number): Promise<void> {
   await client.query(
     `WITH m AS (
-       INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, crm_headers)
-       VALUES (gen_random_uuid(), 1, $1, 'p-1', 55, 2, 3, 'th', '{}', '{}') RETURNING id)
+       INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, crm_headers)
+       VALUES (gen_random_uuid(), DATE '1970-01-01', 1, $1, 'p-1', 55, 2, 3, 'th', '{}', '{}') RETURNING id)
      INSERT INTO events (id, topic, ordering_key, push_id, status) SELECT gen_random_uuid(), $2, m.id::text, m.id, 'sent' FROM m`,
     [n, PUSH_STATUS_TOPIC],
   );

@@ -3,6 +3,7 @@ import { uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { closeDb, createDb, type Db, type Sql } from './client';
 import { PUSH_STATUS_TOPIC, readPushFeed } from './feed';
 import { rangeEvents, takeRange } from './outbox';
+import { dayOf, partitionName } from './partitions';
 
 // The outbox's readers against PostgreSQL: the dispatchers' ranges, which must not read the events
 // already handed out however many the table keeps, and the polling feed, which only reads and never
@@ -36,9 +37,9 @@ describe('outbox (PostgreSQL)', () => {
   async function pushes(sql: Sql, count: number, topic = PUSH_STATUS_TOPIC): Promise<string[]> {
     const { rows } = await sql.query<{ id: string }>(
       `WITH m AS (
-         INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
-         SELECT gen_random_uuid(), $1, $4::bigint + i, 'player', 1, 2, 3, 'th-' || i, '{}'::json, '{}'::json, '{}'::jsonb, 'sent'
-           FROM generate_series(1, $2::int) AS i RETURNING id)
+         INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT id, uuid_v7_day(id), $1, $4::bigint + i, 'player', 1, 2, 3, 'th-' || i, '{}'::json, '{}'::json, '{}'::jsonb, 'sent'
+           FROM (SELECT uuid_v7() AS id, i FROM generate_series(1, $2::int) AS i) s RETURNING id)
        INSERT INTO events (id, topic, ordering_key, push_id, status)
        SELECT gen_random_uuid(), $3, m.id::text, m.id, 'sent' FROM m
        RETURNING push_id AS id`,
@@ -104,7 +105,9 @@ describe('outbox (PostgreSQL)', () => {
 
   it('reads a range in one probe of its key per event even when the burst came after the last ANALYZE', async () => {
     const topic = uniqueName('topic');
-    await db.pool.query('ALTER TABLE events SET (autovacuum_enabled = false)');
+    // Today's partition of events, where the burst goes (a partitioned table has no storage of its own).
+    const today = partitionName('events', dayOf(Date.now()));
+    await db.pool.query(`ALTER TABLE ${today} SET (autovacuum_enabled = false)`);
     try {
       await db.pool.query(
         `INSERT INTO events (id, topic, ordering_key, status, body)
@@ -125,7 +128,7 @@ describe('outbox (PostgreSQL)', () => {
       await db.pool.query(`DELETE FROM events WHERE topic = $1`, [topic]);
       await db.pool.query(`DELETE FROM dispatch_ranges WHERE topic = $1`, [topic]);
       await db.pool.query(`DELETE FROM messages WHERE brand_id = $1`, [brand]);
-      await db.pool.query('ALTER TABLE events RESET (autovacuum_enabled)');
+      await db.pool.query(`ALTER TABLE ${today} RESET (autovacuum_enabled)`);
     }
   });
 

@@ -595,8 +595,8 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     // Pushes already sent (their `sent` event waiting), written the way the send recorder writes them.
     const { rows } = await db.pool.query<{ pushId: string }>(
       `WITH m AS (
-         INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
-         SELECT gen_random_uuid(), $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'sent' FROM generate_series(1, 3000) AS i
+         INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT gen_random_uuid(), DATE '1970-01-01', $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'sent' FROM generate_series(1, 3000) AS i
          RETURNING id)
        INSERT INTO events (id, topic, ordering_key, push_id, status) SELECT gen_random_uuid(), 'push.status', m.id::text, m.id, 'sent' FROM m
        RETURNING push_id AS "pushId"`,
@@ -713,8 +713,8 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     /** `pushes` sent pushes, each with its `sent` then `delivered` event waiting, written as the recorder writes them. */
     async function pending(pushes: number): Promise<Push[]> {
       const { rows } = await db.pool.query<{ pushId: string }>(
-        `INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
-         SELECT gen_random_uuid(), $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'delivered' FROM generate_series(1, $4::int) AS i
+        `INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, meta, crm_headers, status)
+         SELECT gen_random_uuid(), DATE '1970-01-01', $1, i, $2, 1, 2, 3, 'th-' || i, '{}'::json, $3::json, '{}'::jsonb, 'delivered' FROM generate_series(1, $4::int) AS i
          RETURNING id AS "pushId"`,
         [brand, player, ODD_META, pushes],
       );
