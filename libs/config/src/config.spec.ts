@@ -34,6 +34,7 @@ describe('loadGatewayConfig: defaults', () => {
       BODY_LIMIT_BYTES: 5 * 1024 * 1024,
       BATCH_MAX_MESSAGES: 500,
       PUSH_JOB_MAX_MESSAGES: 100,
+      PUSH_DEDUPE_DAYS: 2,
       PUSH_SINGLE_GROUP_WINDOW_MS: 2,
       PUSH_SINGLE_GROUP_MAX: 500,
       MAX_EVENT_LOOP_DELAY_MS: 1000,

@@ -63,7 +63,7 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
                      FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
        FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])
       WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])
-      GROUP BY m.id`,
+      GROUP BY m.id, m.accepted_on`,
     [pushIds, daysOfIds(pushIds)],
   );
   return rows;

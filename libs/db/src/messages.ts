@@ -1,6 +1,6 @@
 import type { ProviderName } from '@operator/contract';
 import type { Sql } from './client';
-import { addDays, dayOf, UNDATED_DAY, uuidV7Day } from './partitions';
+import { addDays, dayOf, uuidV7Day } from './partitions';
 
 export interface MessageKey {
   brandId: bigint;
@@ -30,9 +30,9 @@ export const messageKey = (key: MessageKey) => `${key.brandId}:${key.crmMessageI
 /**
  * How far back a retried push is looked for. A push's key (brand_id, crm_message_id) is unique
  * within its day's partition (the unique index must hold the partition key), and the partitions of
- * the days before are read for it too: from `dedupeDays` days before today, and the default
- * partition (pushes accepted before ids were UUIDv7, and days that had no partition). Each day read
- * costs one index lookup per message.
+ * the days before are read for it too: from `dedupeDays` days before today (and the default
+ * partition, when one of those days has no partition of its own). Each day read costs one index
+ * lookup per message.
  */
 export interface DedupeWindow {
   dedupeDays: number;
@@ -43,8 +43,15 @@ export interface DedupeWindow {
 /** The window of PUSH_DEDUPE_DAYS's default: today and the two days before (48 to 72 hours). */
 export const DEFAULT_DEDUPE: DedupeWindow = { dedupeDays: 2 };
 
-/** The first day whose partition is read for a retried push. */
-export const firstDedupeDay = ({ dedupeDays, now = Date.now() }: DedupeWindow) => addDays(dayOf(now), -dedupeDays);
+/**
+ * The first and last days whose partitions are read for a retried push: `dedupeDays` before today,
+ * through tomorrow (an attempt made just before midnight reads the partition where one made just
+ * after it goes, see acceptIsolation).
+ */
+export function dedupeDays({ dedupeDays: days, now = Date.now() }: DedupeWindow): [string, string] {
+  const today = dayOf(now);
+  return [addDays(today, -days), addDays(today, 1)];
+}
 
 /** push_id of every already accepted message among `keys` (accepted in the window), by messageKey. */
 export async function findPushIds(sql: Sql, keys: MessageKey[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<Map<string, string>> {
@@ -55,8 +62,8 @@ export async function findPushIds(sql: Sql, keys: MessageKey[], window: DedupeWi
        FROM messages m
        JOIN unnest($1::bigint[], $2::bigint[]) AS k(brand_id, crm_message_id)
          ON m.brand_id = k.brand_id AND m.crm_message_id = k.crm_message_id
-      WHERE (m.accepted_on >= $3::date OR m.accepted_on = '${UNDATED_DAY}')`,
-    [keys.map((key) => key.brandId.toString()), keys.map((key) => key.crmMessageId.toString()), firstDedupeDay(window)],
+      WHERE m.accepted_on BETWEEN $3::date AND $4::date`,
+    [keys.map((key) => key.brandId.toString()), keys.map((key) => key.crmMessageId.toString()), ...dedupeDays(window)],
   );
   for (const row of rows) found.set(`${row.brand_id}:${row.crm_message_id}`, row.id);
   return found;
@@ -125,7 +132,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[], window: De
          FROM input i
          LEFT JOIN LATERAL (
            SELECT m.id FROM messages m
-            WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id AND (m.accepted_on >= $2::date OR m.accepted_on = '${UNDATED_DAY}')
+            WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id AND m.accepted_on BETWEEN $2::date AND $3::date
            OFFSET 0) k ON true
          LEFT JOIN LATERAL (
            SELECT array_agg(d.id ORDER BY d.id) AS device_ids, array_agg(d.provider::text ORDER BY d.id) AS providers
@@ -150,7 +157,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[], window: De
             t.device_ids IS NOT NULL AS reachable, t.providers
        FROM targets t
       ORDER BY t.n`,
-    [JSON.stringify(messages.map(toRecord)), firstDedupeDay(window)],
+    [JSON.stringify(messages.map(toRecord)), ...dedupeDays(window)],
   );
   return rows.map((row, i) => ({
     knownId: row.knownId,
