@@ -12,7 +12,7 @@
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import pg from 'pg';
-import { addDays, dayOf, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_DAYS_AHEAD, UNDATED_DAY } from '@operator/db';
+import { addDays, dayOf, dayOfPartition, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_DAYS_AHEAD, UNDATED_DAY } from '@operator/db';
 
 export interface Figure {
   text: string;
@@ -293,7 +293,8 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
     for (const { name } of doomed) await client.query(`VACUUM "${name}"`);
     const vacuumWal = Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS n', [vacuumFrom])).rows[0].n);
 
-    // By partition: the dropped ones leave the statistics, and a drop writes no row of theirs.
+    // By partition: a drop writes no row of the partition it drops, whose counters go with it (and
+    // start again from nothing in the partition of the same name made again below).
     const before = await settle(client, { byPartition: true });
     const present = await messagesIn();
     const window = await WalWindow.open(client);
@@ -309,7 +310,12 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
 
     // This session's counters go out as it goes idle after this statement.
     await client.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
-    const changed = delta(before, await settle(client, { byPartition: true }));
+    const after = await settle(client, { byPartition: true });
+    for (const name of dropped) {
+      before.delete(name);
+      after.delete(name);
+    }
+    const changed = delta(before, after);
     const inspected = await wal.read();
     if (!messages) return { retention: { text: `nothing dropped${busy.length ? ` (${busy.map((b) => `${b.day}: ${b.reason}`).join('; ')})` : ''}`, rate: 0 } };
     const rowWrites = writes(sum(changed));
@@ -319,7 +325,7 @@ export async function retentionCost(databaseUrl: string, endToEnd?: { writes: nu
       retention: {
         text:
           `${fmt(rowWrites / messages)} row writes, ${fmt(wal.bytes / messages, 0)} bytes of WAL${fpi} per message dropped` +
-          ` (${messages.toLocaleString('en')} messages, ${dropped.length} partitions in ${seconds.toFixed(2)} s)` +
+          ` (${messages.toLocaleString('en')} messages, ${dropped.length} partitions of ${new Set(dropped.map(dayOfPartition)).size} days in ${seconds.toFixed(2)} s)` +
           `; the VACUUM of the day's partitions before it, for their updates' dead rows, ${fmt(vacuumWal / messages, 0)} bytes`,
         rate: rowWrites / messages,
       },
