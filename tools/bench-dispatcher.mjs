@@ -13,6 +13,7 @@ import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { bundle } from './bundle.mjs';
+import { dayOf, makeDayPartitions } from './day-partitions.mjs';
 import { ensureDatabase, migrate } from './db-migrate.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -21,8 +22,10 @@ const APP = 'dist/tools/bench-dispatcher/webhook-dispatcher.js';
 /**
  * One message and its `sent` event per push, for a brand of its own, 50,000 to a transaction (one
  * transaction holds at most 65,536 events: see the outbox_indexes migration); answers the event ids.
+ * They go to today's partitions, made first as the dispatcher would make them when it starts.
  */
 async function insertPending(client, events) {
+  await makeDayPartitions(client, dayOf(Date.now() - 86_400_000), dayOf(Date.now() + 86_400_000));
   const brand = 800_000_000 + Math.floor(Math.random() * 99_999_999);
   const salt = randomBytes(4).toString('hex');
   const ids = new Set();
@@ -37,9 +40,9 @@ async function insertChunk(client, brand, salt, first, count) {
     `WITH m AS (
        INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
                              payload, meta, crm_headers, status)
-       SELECT gen_random_uuid(), DATE '1970-01-01', $1, i, 'bench-player-' || (i % 1000), 71, 72, 73, 'th-' || $2 || '-' || i,
+       SELECT id, uuid_v7_day(id), $1, i, 'bench-player-' || (i % 1000), 71, 72, 73, 'th-' || $2 || '-' || i,
               '{}'::json, '{"campaign": "bench"}'::json, '{}'::jsonb, 'sent'
-         FROM generate_series($4::int + 1, $4::int + $3::int) AS i
+         FROM (SELECT uuid_v7() AS id, i FROM generate_series($4::int + 1, $4::int + $3::int) AS i) g
        RETURNING id)
      INSERT INTO events (id, topic, ordering_key, push_id, status)
      SELECT gen_random_uuid(), 'push.status', m.id::text, m.id, 'sent' FROM m

@@ -1,9 +1,12 @@
 // Old rows for the benchmark: messages settled long ago, each with its delivery and its delivered
-// status event, exactly what retention purges. They fill the tables (and their indexes) the way a
-// few months of traffic would, so that the hot paths can be measured against a grown database.
+// status event, exactly what retention drops. They fill the tables (and their indexes) the way a
+// few months of traffic would, so that the hot paths can be measured against a grown database:
+// each row in the partition of its day, as the apps would have written it (a message's id is a
+// UUIDv7 of its time and names its day, its delivery goes with it, its event goes by its time).
 // Everything is set-based (INSERT ... SELECT generate_series): millions of rows in a minute or two.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { dayOf, makeDayPartitions } from './day-partitions.mjs';
 
 /** The brand the old messages belong to: none of the benchmark's own. */
 export const OLD_ROWS_BRAND = 900_000_001;
@@ -44,9 +47,14 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
       [OLD_ROWS_BRAND, ageDays],
     );
     const spanMs = 30 * 86_400_000;
+    // Every day from the first message to the last event (900 ms after its message).
+    const { skipped } = await makeDayPartitions(a, dayOf(Number(base.from_ms)), dayOf(Number(base.from_ms) + spanMs + 1000));
+    if (skipped.length) console.warn(`seed-old-rows: ${skipped.join(', ')} not made (rows of their day in the default partition): their rows go there`);
     // Row i (1..n) was created at from_ms + i * step, in id order, like real traffic.
     const at = (i) => `(${base.from_ms}::bigint + (${i}::bigint * ${spanMs}::bigint / ${n}))`;
     const ts = (i, plusMs = 0) => `to_timestamp((${at(i)} + ${plusMs}) / 1000.0)`;
+    // The UTC day of the ids' timestamp, as uuid_v7_day() reads it from them.
+    const day = (i) => `(${ts(i)} AT TIME ZONE 'UTC')::date`;
     const messageId = (i) => uuidV7(at(i), `'${salt}m' || ${i}`);
     const deliveryId = (i) => uuidV7(at(i), `'${salt}d' || ${i}`);
     const failed = (i) => `(${i} % 20 = 0)`;
@@ -56,9 +64,9 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
 
     const insertMessages = ([first, last]) =>
       a.query(
-        `INSERT INTO messages (id, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
+        `INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
                                origin, payload, meta, crm_headers, status, error, created_at, updated_at)
-         SELECT ${messageId('i')}, $1, $2::bigint + i, 'old-player-' || (i % 100000), 55, 2, 3, 'th-' || (i % 1000),
+         SELECT ${messageId('i')}, ${day('i')}, $1, $2::bigint + i, 'old-player-' || (i % 100000), 55, 2, 3, 'th-' || (i % 1000),
                 NULL,
                 json_build_object('activity', json_build_object('id', $2::bigint + i, 'brand_id', $1::bigint, 'user_id', 'old-player-' || (i % 100000),
                                   'activity_id', 55, 'action_group_id', 2, 'trigger_hash', 'th-' || (i % 1000), 'action_id', 3),
@@ -74,9 +82,9 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
     // The device was removed since (device_id is set to null when a device is deleted).
     const insertDeliveries = ([first, last]) =>
       a.query(
-        `INSERT INTO deliveries (id, message_id, device_id, provider, status, provider_message_id, error_code, error, attempts,
+        `INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider, status, provider_message_id, error_code, error, attempts,
                                  sent_at, created_at, updated_at, open)
-         SELECT ${deliveryId('i')}, ${messageId('i')}, NULL,
+         SELECT ${deliveryId('i')}, ${day('i')}, ${messageId('i')}, NULL,
                 (CASE WHEN i % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider",
                 (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"DeliveryStatus",
                 CASE WHEN NOT ${failed('i')} THEN 'projects/old/messages/' || i END,
@@ -99,8 +107,7 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
         [base.seq, base.feed, first, last, n],
       );
 
-    // Messages, then their deliveries (the foreign key needs the messages committed), on one
-    // connection; events on the other meanwhile.
+    // Messages, then their deliveries, on one connection; events on the other meanwhile.
     await Promise.all([
       (async () => {
         for (const chunk of chunks) await insertMessages(chunk);

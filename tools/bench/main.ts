@@ -223,7 +223,8 @@ async function main() {
     log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
     const fresh = await pass(gatewayPort, receiver, providers, bare);
     log('fresh tables done');
-    // Retention purges every row of the stages above, then the dispatcher alone, on databases of its own.
+    // Retention drops the day partitions holding every row of the stages above (and makes them again
+    // for the second pass), then the dispatcher alone, on databases of its own.
     Object.assign(fresh, await retentionCost(DATABASE_URL, { writes: fresh.pgWrites.rate, wal: fresh.pgWal.rate }));
     Object.assign(fresh, await dispatcherFigures(DATABASE_URL));
 

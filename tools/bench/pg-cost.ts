@@ -2,7 +2,7 @@
 // pg_current_wal_lsn(), a CHECKPOINT first so that every stage pays its full-page images alike,
 // and with pg_walinspect how much of it was full-page images), the rows it inserted, updated
 // (HOT or not) and deleted (pg_stat_user_tables, partitions counted under their table), and the
-// transactions it committed (pg_stat_database). Also what retention costs per message it purges,
+// transactions it committed (pg_stat_database). Also what retention costs per message it drops,
 // and the dispatcher alone, one event per POST and batched (tools/bench-dispatcher.mjs).
 //
 // WAL is the cluster's: what other databases of the same server write during a stage counts too
@@ -12,7 +12,7 @@
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import pg from 'pg';
-import { purgeOnce } from '@operator/db';
+import { addDays, dayOf, dayOfPartition, dropExpiredPartitions, ensurePartitions, listPartitions, PARTITION_DAYS_AHEAD, UNDATED_DAY } from '@operator/db';
 
 export interface Figure {
   text: string;
@@ -39,10 +39,13 @@ const NO_TIMEOUT = '-c statement_timeout=0';
 /** Longer than PGSTAT_IDLE_INTERVAL (10 s): an idle backend has flushed its counters by then. */
 const QUIET_MS = 11_000;
 
-/** Rows written per table of the project (a partition under its partitioned table). */
-async function tables(client: pg.ClientBase): Promise<Map<string, Tally>> {
+/**
+ * Rows written per table of the project: a partition under its partitioned table, or, `byPartition`,
+ * under its own name (so that a partition dropped in between counts for nothing on either side).
+ */
+async function tables(client: pg.ClientBase, byPartition = false): Promise<Map<string, Tally>> {
   const { rows } = await client.query<{ name: string } & Tally>(
-    `SELECT coalesce(p.relname, s.relname) AS name, sum(s.n_tup_ins)::float8 AS ins, sum(s.n_tup_upd)::float8 AS upd,
+    `SELECT ${byPartition ? 's.relname' : 'coalesce(p.relname, s.relname)'} AS name, sum(s.n_tup_ins)::float8 AS ins, sum(s.n_tup_upd)::float8 AS upd,
             sum(s.n_tup_hot_upd)::float8 AS hot, sum(s.n_tup_del)::float8 AS del
        FROM pg_stat_user_tables s
        LEFT JOIN pg_inherits i ON i.inhrelid = s.relid
@@ -59,12 +62,12 @@ async function commits(client: pg.ClientBase): Promise<number> {
 }
 
 /** Waits until no backend has row counts left to flush: the counters unchanged for QUIET_MS. */
-async function settle(client: pg.ClientBase, maxMs = 90_000): Promise<Map<string, Tally>> {
+async function settle(client: pg.ClientBase, { maxMs = 90_000, byPartition = false } = {}): Promise<Map<string, Tally>> {
   const started = Date.now();
   let last = '';
   let since = Date.now();
   for (;;) {
-    const now = await tables(client);
+    const now = await tables(client, byPartition);
     const key = [...now].map(([name, t]) => `${name}:${writes(t)}`).join(',');
     if (key !== last) {
       last = key;
@@ -262,56 +265,75 @@ function costFigures(c: Cost): Record<string, Figure> {
 }
 
 /**
- * Retention's cost: every settled message in the bench database is purged by retention's own
- * statements (purgeOnce, a retention of a fraction of a second), after a CHECKPOINT, then the
- * tables are vacuumed; answers the row deletes and WAL per message purged, and with `endToEnd` (the
- * end-to-end stage's row writes and WAL bytes per message) the total from acceptance to purged.
+ * Retention's cost. Retention drops a day's partitions whole once the day is past the retention,
+ * and the bench's rows are all in today's: dropExpiredPartitions, retention's own, runs as if two
+ * days had gone by (a retention of one day), after a CHECKPOINT, and answers the row writes and WAL
+ * per message dropped; with `endToEnd` (the end-to-end stage's row writes and WAL bytes per
+ * message) the total from acceptance to gone. A dropped partition needs no VACUUM, but its rows'
+ * updates left dead versions that autovacuum clears while the day lives: that VACUUM is run on the
+ * day's partitions first and counted in the total. Then the partitions from yesterday on are made
+ * again (as the apps' partition keeper would), for the stages that follow.
  */
 export async function retentionCost(databaseUrl: string, endToEnd?: { writes: number; wal: number }): Promise<Record<string, Figure>> {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, options: NO_TIMEOUT });
+  // One session holds the WAL window; the drops and the partitions made after take others.
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 3, options: NO_TIMEOUT });
   const client = await pool.connect();
   try {
-    const before = await settle(client);
+    const retentionDays = 1;
+    const today = dayOf(Date.now());
+    const now = Date.parse(`${addDays(today, retentionDays + 1)}T12:00:00Z`);
+    // Every day through today: what dropExpiredPartitions takes to be past the retention at `now`.
+    const doomed = (await listPartitions(client)).filter((p) => p.day !== undefined && p.day <= today);
+    const dated = `SELECT count(*)::float8 AS n FROM messages WHERE accepted_on > DATE '${UNDATED_DAY}' AND accepted_on <= DATE '${today}'`;
+    const messagesIn = async () => (await client.query<{ n: number }>(dated)).rows[0].n;
+    const undated = (await client.query<{ n: number }>('SELECT count(*)::float8 AS n FROM messages_default')).rows[0].n;
+    if (undated) log(`retention: ${undated} messages in the default partition, which this figure leaves out`);
+
+    const vacuumFrom = await lsn(client);
+    for (const { name } of doomed) await client.query(`VACUUM "${name}"`);
+    const vacuumWal = Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS n', [vacuumFrom])).rows[0].n);
+
+    // By partition: a drop writes no row of the partition it drops, whose counters go with it (and
+    // start again from nothing in the partition of the same name made again below).
+    const before = await settle(client, { byPartition: true });
+    const present = await messagesIn();
     const window = await WalWindow.open(client);
     const started = performance.now();
-    let messages = 0;
-    for (const deadline = Date.now() + 600_000; Date.now() < deadline; ) {
-      // 1e-6 days: 86 ms.
-      const purged = await purgeOnce(client, { retentionDays: 1e-6 });
-      messages += purged.messages;
-      if (!purged.messages && !purged.events) break;
-    }
+    const { dropped, busy } = await dropExpiredPartitions(pool, { retentionDays, now });
     const seconds = (performance.now() - started) / 1000;
     const wal = await window.stop();
-    // The dead rows then cost a VACUUM (autovacuum's, in service), which also clears what the
-    // rows' updates left: at once, before autovacuum gets to them.
-    const vacuumFrom = await lsn(client);
-    const { rows: purgedTables } = await client.query<{ name: string }>(
-      `SELECT quote_ident(relname) AS name FROM pg_class WHERE relname IN ('messages', 'deliveries', 'events', 'dispatch_retries') AND relkind IN ('r', 'p') AND relnamespace = 'public'::regnamespace`,
-    );
-    for (const { name } of purgedTables) await client.query(`VACUUM ${name}`);
-    const vacuumWal = Number((await client.query<{ n: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS n', [vacuumFrom])).rows[0].n);
+    const messages = present - (await messagesIn());
+    for (const { day, reason } of busy) log(`retention: day ${day} not dropped: ${reason}`);
+
+    const made = await ensurePartitions(pool, addDays(today, -1), addDays(today, PARTITION_DAYS_AHEAD));
+    if (made.skipped.length) log(`retention: partitions not made again: ${made.skipped.map((p) => `${p.name} (${p.reason})`).join(', ')}`);
+
     // This session's counters go out as it goes idle after this statement.
     await client.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
-    const changed = delta(before, await settle(client));
+    const after = await settle(client, { byPartition: true });
+    for (const name of dropped) {
+      before.delete(name);
+      after.delete(name);
+    }
+    const changed = delta(before, after);
     const inspected = await wal.read();
-    if (!messages) return { retention: { text: 'nothing to purge', rate: 0 } };
-    const deletes = sum(changed).del;
-    const other = writes(sum(changed)) - deletes;
-    log(`retention, rows deleted per message purged by table: ${perTable(changed, messages)}`);
+    if (!messages) return { retention: { text: `nothing dropped${busy.length ? ` (${busy.map((b) => `${b.day}: ${b.reason}`).join('; ')})` : ''}`, rate: 0 } };
+    const rowWrites = writes(sum(changed));
+    if (changed.size) log(`retention, rows written per message dropped by table: ${perTable(changed, messages)}`);
     const fpi = inspected ? ` (full-page images ${fmt(inspected.fpi / messages, 0)})` : '';
     const figures: Record<string, Figure> = {
       retention: {
         text:
-          `${fmt(deletes / messages)} row deletes${other ? ` and ${fmt(other / messages)} other writes` : ''}, ${fmt(wal.bytes / messages, 0)} bytes of WAL${fpi}` +
-          ` and ${fmt(vacuumWal / messages, 0)} more for the VACUUM after, per message purged (${messages.toLocaleString('en')} in ${seconds.toFixed(1)} s)`,
-        rate: (deletes + other) / messages,
+          `${fmt(rowWrites / messages)} row writes, ${fmt(wal.bytes / messages, 0)} bytes of WAL${fpi} per message dropped` +
+          ` (${messages.toLocaleString('en')} messages, ${dropped.length} partitions of ${new Set(dropped.map(dayOfPartition)).size} days in ${seconds.toFixed(2)} s)` +
+          `; the VACUUM of the day's partitions before it, for their updates' dead rows, ${fmt(vacuumWal / messages, 0)} bytes`,
+        rate: rowWrites / messages,
       },
     };
     if (endToEnd) {
-      const rows = endToEnd.writes + (deletes + other) / messages;
+      const rows = endToEnd.writes + rowWrites / messages;
       const bytes = endToEnd.wal + (wal.bytes + vacuumWal) / messages;
-      figures.pgTotal = { text: `${fmt(rows)} row writes, ${fmt(bytes, 0)} bytes of WAL (the VACUUM after retention included)`, rate: rows };
+      figures.pgTotal = { text: `${fmt(rows)} row writes, ${fmt(bytes, 0)} bytes of WAL (the VACUUM before the drop included)`, rate: rows };
     }
     return figures;
   } finally {
@@ -350,7 +372,7 @@ export const costRows = (endToEnd: number): [string, string, string][] => [
   ['PostgreSQL per message: WAL', `end to end, ${endToEnd} messages, CHECKPOINT first; WAL of the whole server`, 'pgWal'],
   ['PostgreSQL per message: rows', 'end to end: inserts, updates, deletes of every table', 'pgWrites'],
   ['PostgreSQL per message: commits', 'end to end: transactions committed in the bench database', 'pgCommits'],
-  ['retention', "every settled message purged by retention's statements, CHECKPOINT first", 'retention'],
+  ['retention', "today's partitions dropped by retention's statements as if past the retention, CHECKPOINT first", 'retention'],
   ['PostgreSQL per message, all in', 'end to end plus retention', 'pgTotal'],
   ['dispatcher: one event per POST', `${DISPATCHER_EVENTS} queued status events, local receiver, fresh database`, 'dispatchOne'],
   ['dispatcher: batched', `the same, CRM_STATUS_WEBHOOK_BATCH_MAX=${DISPATCHER_BATCH}`, 'dispatchBatched'],

@@ -40,13 +40,17 @@ interface Counters {
 }
 type Snapshot = Record<string, Counters> & { wal: bigint; lsn: string; commits: number };
 
-/** Counters of every table, once they stop moving (a backend flushes its counts when idle or on exit). */
+/**
+ * Counters of every table (a partition's under its partitioned table), once they stop moving (a
+ * backend flushes its counts when idle or on exit).
+ */
 async function snapshot(): Promise<Snapshot> {
   let last = '';
   for (;;) {
     await pool.query('SELECT pg_stat_clear_snapshot()');
     const { rows } = await pool.query<{ relname: string; ins: string; upd: string; hot: string; del: string }>(
-      `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot, n_tup_del AS del FROM pg_stat_user_tables`,
+      `SELECT coalesce(p.relname, s.relname) AS relname, sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del
+         FROM pg_stat_user_tables s LEFT JOIN pg_inherits i ON i.inhrelid = s.relid LEFT JOIN pg_class p ON p.oid = i.inhparent GROUP BY 1`,
     );
     const now = JSON.stringify(rows.sort((a, b) => a.relname.localeCompare(b.relname)));
     if (now === last) {
@@ -135,10 +139,11 @@ async function main() {
     // The server is shared: the records of this database alone, by the table they touch (its indexes and TOAST included).
     const { rows: records } = await admin.query<{ relation: string; records: string; bytes: string; fpi: string }>(
       `WITH files AS (
-         SELECT c.relfilenode, COALESCE(t.relname, i.relname, c.relname) AS relation
+         SELECT c.relfilenode, COALESCE(p.relname, t.relname, i.relname, c.relname) AS relation
            FROM pg_class c
            LEFT JOIN pg_index x ON x.indexrelid = c.oid LEFT JOIN pg_class i ON i.oid = x.indrelid
            LEFT JOIN pg_class t ON t.reltoastrelid = COALESCE(i.oid, c.oid)
+           LEFT JOIN pg_inherits h ON h.inhrelid = COALESCE(t.oid, i.oid, c.oid) LEFT JOIN pg_class p ON p.oid = h.inhparent
           WHERE c.relfilenode <> 0),
        recs AS (
          SELECT r.record_length, r.fpi_length, r.resource_manager || ' ' || split_part(r.record_type, ' ', 1) AS kind, substring(r.block_ref FROM 'rel [0-9]+/' || $3 || '/([0-9]+)')::oid AS file
