@@ -51,7 +51,51 @@ export interface DispatchRange {
   after: string;
   through: string;
   leaseUntil: Date;
+  /** The window its events, and the events it waits for, are read in. */
+  window?: EventWindow;
 }
+
+/**
+ * Bounds of occurred_at (ISO timestamps, from inclusive, to exclusive) within which every event of
+ * some topics that is not through yet lies: events are partitioned by day of occurred_at, and a
+ * statement given these bounds as parameters plans and reads only the days between them, where one
+ * reading every day's partition (a month of them) spends longer planning than running.
+ */
+export interface EventWindow {
+  from: string;
+  to: string;
+}
+
+/** No bounds: every day's partition is read. */
+export const ANY_TIME: EventWindow = { from: '-infinity', to: 'infinity' };
+
+/**
+ * The window of these topics' events not through yet, as of now: from a day before the oldest of
+ * them (the first event past each topic's settled position in feed order, and the first pending
+ * retry in seq order: neither order is quite occurred_at's, as a transaction's events are dated
+ * when it began, and the day covers any transaction's length) to a day ahead. It holds for as long
+ * as events keep being dated now: a dispatcher opens one every few seconds. A dead letter sent
+ * again keeps its old occurred_at and widens the next window; the retries are always claimed
+ * whatever their age, only the wait behind an earlier event of the key looks within the window.
+ */
+export async function openEventWindow(sql: Sql, topics: string[]): Promise<EventWindow> {
+  const { rows } = await sql.query<{ from: Date; to: Date }>(
+    `SELECT LEAST(
+              (SELECT min(f.occurred_at) FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
+                 SELECT e.occurred_at FROM events e WHERE e.topic = t.topic AND e.feed_seq > ${settledPosition('t.topic')}
+                  ORDER BY e.feed_seq LIMIT 1) f),
+              (SELECT min(f.occurred_at) FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
+                 SELECT e.occurred_at FROM dispatch_retries r JOIN events e ON e.id = r.event_id
+                  WHERE r.topic = t.topic AND r.state = 'pending' ORDER BY r.seq LIMIT 1) f),
+              now()) - interval '1 day' AS "from",
+            now() + interval '1 day' AS "to"`,
+    [topics],
+  );
+  return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString() };
+}
+
+/** `e.occurred_at` within the window whose bounds are parameters `from` and `to`. */
+const IN_WINDOW = (e: string, from: string, to: string) => `${e}.occurred_at >= ${from}::timestamptz AND ${e}.occurred_at < ${to}::timestamptz`;
 
 type EventRow = Omit<DueEvent, 'push'> & Omit<PushEventRow, 'crmMessageId'> & { crmMessageId: string | null };
 
@@ -99,11 +143,11 @@ export const settledPosition = (topic: string, exceptRange = 'NULL::uuid') =>
  * position and not a retry (so still being posted, or not handed out), or a pending retry. Events
  * of the range being read (`after` < feed_seq <= `through`) are left out: the dispatcher posts a
  * range's events of one key one after the other itself. Each probe reads the key's own events
- * (a push has a handful) through (ordering_key, seq).
+ * (a push has a handful) through (ordering_key, seq), in the days of the event window only.
  */
-const BLOCKED = (settled: string, after: string, through: string, e = 'e') =>
+const BLOCKED = (settled: string, after: string, through: string, window: [string, string], e = 'e') =>
   `EXISTS (SELECT 1 FROM events p
-            WHERE p.ordering_key = ${e}.ordering_key AND p.topic = ${e}.topic AND p.seq < ${e}.seq
+            WHERE p.ordering_key = ${e}.ordering_key AND p.topic = ${e}.topic AND p.seq < ${e}.seq AND ${IN_WINDOW('p', ...window)}
               AND NOT (p.feed_seq > ${after} AND p.feed_seq <= ${through})
               AND ((p.feed_seq > ${settled} AND NOT EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id))
                    OR EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id AND x.state = 'pending')))`;
@@ -116,7 +160,7 @@ const BLOCKED = (settled: string, after: string, through: string, e = 'e') =>
  * taking ranges at once queue on the cursor's row and get consecutive ranges. Answers null when
  * there is nothing to take.
  */
-export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs: number): Promise<DispatchRange | null> {
+export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<DispatchRange | null> {
   const columns = `id, topic, after_position::text AS after, through_position::text AS through, lease_until AS "leaseUntil"`;
   // A range whose dispatcher died: taken again under a new id, so the old holder can neither
   // renew nor complete it.
@@ -130,7 +174,7 @@ export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs:
      RETURNING ${columns}`,
     [topic, uuidv7(), leaseMs],
   );
-  if (retaken.length) return retaken[0];
+  if (retaken.length) return { ...retaken[0], window };
   // Twice at most: the second time after making the topic's cursor, if it had none.
   for (let tries = 0; tries < 2; tries++) {
     const { rows } = await sql.query<DispatchRange>(
@@ -139,15 +183,16 @@ export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs:
        next AS (
          SELECT e.feed_seq FROM events e
           WHERE e.topic = $1 AND e.feed_seq > (SELECT position FROM cursor) AND e.feed_seq < (SELECT position FROM horizon)
+            AND ${IN_WINDOW('e', '$5', '$6')}
           ORDER BY e.feed_seq LIMIT $2),
        span AS (SELECT (SELECT position FROM cursor) AS after, max(feed_seq) AS through FROM next HAVING count(*) > 0),
        moved AS (UPDATE dispatch_cursors c SET position = span.through FROM span WHERE c.topic = $1)
        INSERT INTO dispatch_ranges (id, topic, after_position, through_position, lease_until)
        SELECT $3, $1, span.after, span.through, now() + $4 * interval '1 millisecond' FROM span
        RETURNING ${columns}`,
-      [topic, limit, uuidv7(), leaseMs],
+      [topic, limit, uuidv7(), leaseMs, window.from, window.to],
     );
-    if (rows.length) return rows[0];
+    if (rows.length) return { ...rows[0], window };
     // No events to take, or no cursor yet for this topic: it starts before its first event.
     const { rowCount } = await sql.query(`INSERT INTO dispatch_cursors (topic, position) VALUES ($1, 0) ON CONFLICT (topic) DO NOTHING`, [topic]);
     if (!rowCount) return null;
@@ -164,12 +209,12 @@ export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEv
   const { rows } = await sql.query<EventRow>(
     `WITH settled AS (SELECT ${settledPosition('$1', '$4::uuid')} AS position)
      SELECT ${EVENT_COLUMNS}, 0 AS attempts, NULL::timestamptz AS "expiresAt", 'range' AS source,
-            ${BLOCKED('(SELECT position FROM settled)', '$2::bigint', '$3::bigint')} AS blocked
+            ${BLOCKED('(SELECT position FROM settled)', '$2::bigint', '$3::bigint', ['$5', '$6'])} AS blocked
        FROM events e LEFT JOIN ${MESSAGE_OF('e')}
-      WHERE e.topic = $1 AND e.feed_seq > $2::bigint AND e.feed_seq <= $3::bigint
+      WHERE e.topic = $1 AND e.feed_seq > $2::bigint AND e.feed_seq <= $3::bigint AND ${IN_WINDOW('e', '$5', '$6')}
         AND NOT EXISTS (SELECT 1 FROM dispatch_retries r WHERE r.event_id = e.id)
       ORDER BY e.seq`,
-    [range.topic, range.after, range.through, range.id],
+    [range.topic, range.after, range.through, range.id, (range.window ?? ANY_TIME).from, (range.window ?? ANY_TIME).to],
   );
   return rows.map(toDueEvent);
 }
@@ -185,7 +230,7 @@ export interface ClaimedRetry {
  * pending retry of each key, and only when no earlier event of its key is still being posted or
  * not handed out yet. A retry whose event is gone (past the retention) comes with a null event.
  */
-export async function claimRetries(sql: Sql, topics: string[], limit: number, leaseMs: number): Promise<ClaimedRetry[]> {
+export async function claimRetries(sql: Sql, topics: string[], limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<ClaimedRetry[]> {
   if (!topics.length) return [];
   const { rows } = await sql.query<EventRow & { lease: Date }>(
     `WITH due AS (
@@ -195,7 +240,7 @@ export async function claimRetries(sql: Sql, topics: string[], limit: number, le
             AND (r.locked_until IS NULL OR r.locked_until < now())
             AND r.seq = (SELECT p.seq FROM dispatch_retries p WHERE p.ordering_key = r.ordering_key AND p.topic = r.topic AND p.state = 'pending'
                           ORDER BY p.seq LIMIT 1)
-            AND NOT ${BLOCKED(settledPosition('r.topic'), '0', '0', 'r')}
+            AND NOT ${BLOCKED(settledPosition('r.topic'), '0', '0', ['$4', '$5'], 'r')}
           ORDER BY r.seq LIMIT $2 FOR UPDATE SKIP LOCKED) c),
      claimed AS (
        UPDATE dispatch_retries r SET locked_until = now() + $3 * interval '1 millisecond'
@@ -205,7 +250,7 @@ export async function claimRetries(sql: Sql, topics: string[], limit: number, le
        SELECT ${EVENT_COLUMNS}, c.attempts, c.expires_at AS "expiresAt", 'retry' AS source, c.locked_until AS lease, false AS blocked
          FROM claimed c JOIN events e ON e.id = c.event_id LEFT JOIN ${MESSAGE_OF('e')})
      SELECT * FROM rows ORDER BY seq::bigint`,
-    [topics, limit, leaseMs],
+    [topics, limit, leaseMs, window.from, window.to],
   );
   return rows.map((row) => ({ event: toDueEvent(row), lease: row.lease }));
 }

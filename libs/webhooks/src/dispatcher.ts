@@ -3,6 +3,7 @@ import {
   createPoller,
   createWriteBehind,
   extendDispatchLeases,
+  openEventWindow,
   rangeEvents,
   recordDispatch,
   releaseDispatch,
@@ -12,12 +13,16 @@ import {
   type DispatchRange,
   type DispatchResult,
   type DueEvent,
+  type EventWindow,
 } from '@operator/db';
 import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
 import { answerReason, createOutbound, OutboundError, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { SIGNATURE_HEADER, signatureHeader } from './signature';
 import { backoffMs, isRetriedStatus, parseRetryAfter, type LogSink } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
+
+/** How long an event window is used before it is opened again (it holds for a day). */
+const EVENT_WINDOW_MS = 5000;
 
 export interface WebhookAuth {
   basic?: { username: string; password: string };
@@ -277,10 +282,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     log.warn({ topic: claim.range.topic }, 'lost a range of events to another dispatcher (its lease lapsed); it posts them');
   }
 
+  /** The days where the events not through yet are (see openEventWindow), opened again every few seconds. */
+  let window: { value: EventWindow; until: number } | undefined;
+  async function eventWindow(): Promise<EventWindow> {
+    if (!window || Date.now() >= window.until) window = { value: await openEventWindow(db.pool, topics), until: Date.now() + EVENT_WINDOW_MS };
+    return window.value;
+  }
+
   async function claimMore(limit: number): Promise<number> {
     let claimed = 0;
     const now = Date.now();
-    for (const { event, lease } of await claimRetries(db.pool, topics, limit, options.leaseMs)) {
+    const within = await eventWindow();
+    for (const { event, lease } of await claimRetries(db.pool, topics, limit, options.leaseMs, within)) {
       const claim: Claim = { kind: 'retry', lease, lastStart: lastStartOf(now + options.leaseMs), started: 0 };
       heldRetries.set(event.id, claim);
       waiting.push({ event, claim });
@@ -288,7 +301,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
     for (const topic of topics) {
       if (claimed >= limit) break;
-      const range = await takeRange(db.pool, topic, limit - claimed, options.leaseMs);
+      const range = await takeRange(db.pool, topic, limit - claimed, options.leaseMs, within);
       if (!range) continue;
       const events = await rangeEvents(db.pool, range);
       const claim: Claim = { kind: 'range', range, lastStart: lastStartOf(range.leaseUntil.getTime()), started: 0, open: events.length, lost: false };
