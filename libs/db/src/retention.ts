@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Db, Sql } from './client';
 import { PUSH_STATUS_TOPIC } from './feed';
 import { settledPosition } from './outbox';
-import { addDays, dayOf, listPartitions, partitionName } from './partitions';
+import { addDays, dayOf, listPartitions, partitionName, type PartitionedTable } from './partitions';
 import { createPoller, type Poller } from './poller';
 
 // Retention: what is settled and older than the retention goes, so the tables stop growing and the
@@ -121,9 +121,13 @@ const EVENTS_DAY_BUSY = (events: string, feedOnly: boolean) => {
  * Drops the day partitions past the retention whose rows have nothing left to do: a day's messages
  * and deliveries together, once no message of it is still being sent and (unless `feedOnly`) no
  * status event of its pushes is still to be posted; a day's events once every one went through
- * (or is a dead letter: its dead letters go with it). Each drop is a transaction that locks the
- * day's partitions (for at most `lockTimeoutMs`: a drop takes a short exclusive lock on the parent
- * table too), checks again, and drops. A day still busy is looked at again next time.
+ * (or is a dead letter: its dead letters go with it). A day is looked at first without a lock, so
+ * a day still busy blocks nothing; it is looked at again next time. A day found done is dropped in
+ * a transaction that locks the parent tables, then the day's partitions (waiting at most
+ * `lockTimeoutMs`), checks again, and drops. The parents are locked first because every query on a
+ * parent locks it before its partitions, and a drop needs the parent too: a drop that held a
+ * partition and then waited for the parent would deadlock with a query holding the parent and
+ * waiting for that partition.
  */
 export async function dropExpiredPartitions(
   pool: pg.Pool,
@@ -138,19 +142,28 @@ export async function dropExpiredPartitions(
   const days = [...new Set(partitions.map((p) => p.day!))].sort();
   for (const day of days) {
     const names = new Set(partitions.filter((p) => p.day === day).map((p) => p.name));
-    const groups: { tables: string[]; busy: string }[] = [];
+    const groups: { parents: PartitionedTable[]; tables: string[]; busy: string }[] = [];
     const messages = partitionName('messages', day);
     const deliveries = partitionName('deliveries', day);
-    if (names.has(messages) && names.has(deliveries)) groups.push({ tables: [deliveries, messages], busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
+    if (names.has(messages) && names.has(deliveries)) {
+      groups.push({ parents: ['deliveries', 'messages'], tables: [deliveries, messages], busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
+    }
     const events = partitionName('events', day);
-    if (names.has(events)) groups.push({ tables: [events], busy: EVENTS_DAY_BUSY(events, feedOnly) });
+    if (names.has(events)) groups.push({ parents: ['events'], tables: [events], busy: EVENTS_DAY_BUSY(events, feedOnly) });
     for (const group of groups) {
+      const params = group.busy.includes('$1') ? [day] : [];
+      const { rows: seen } = await pool.query<{ reason: string }>(group.busy, params);
+      if (seen.length) {
+        busy.push({ day, reason: seen[0].reason });
+        continue;
+      }
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
         await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-        await client.query(`LOCK TABLE ${group.tables.map((t) => `"${t}"`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-        const { rows } = await client.query<{ reason: string }>(group.busy, group.busy.includes('$1') ? [day] : []);
+        const locked = [...group.parents.map((t) => `ONLY "${t}"`), ...group.tables.map((t) => `"${t}"`)];
+        await client.query(`LOCK TABLE ${locked.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+        const { rows } = await client.query<{ reason: string }>(group.busy, params);
         if (rows.length) {
           busy.push({ day, reason: rows[0].reason });
           await client.query('ROLLBACK');
