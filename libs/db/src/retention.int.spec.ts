@@ -2,6 +2,8 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, type Db, type Sql } from './client';
 import { addDays, dayOf, ensurePartitions, partitionName, UNDATED_DAY, type PartitionedTable } from './partitions';
+import { claimDeliveries } from './deliveries';
+import { storeMessages } from './messages';
 import { dropExpiredPartitions, purgeDefaultPartitions, purgeOnce, startRetention, type PurgeOptions } from './retention';
 
 // Against the test database, which other test files use at the same time: every row here is this
@@ -379,6 +381,51 @@ describe('dropExpiredPartitions', () => {
     const reads = await Promise.all(readers);
     expect(reads.every((n) => n > 0)).toBe(true);
     expect(result.dropped).toEqual(expect.arrayContaining(tablesOf(day)));
+    expect(await partitionsLeft(day)).toEqual([]);
+  });
+
+  // Statements of the apps that take both parents, in either order: the gateway's acceptance takes
+  // messages then deliveries, a send's claim deliveries then messages. Each comes in while the drop
+  // waits for a query in flight on the first table it takes.
+  const accept = () =>
+    storeMessages(db.pool, [
+      {
+        id: uuidv7(),
+        brandId: BigInt(brand),
+        crmMessageId: BigInt(randomInt(1, 2 ** 47)),
+        userId: `${player}-nobody`,
+        activityId: 1n,
+        actionGroupId: 2n,
+        actionId: 3n,
+        triggerHash: 'th',
+        origin: null,
+        payload: {},
+        meta: null,
+        crmHeaders: {},
+      },
+    ]);
+  const claim = () => claimDeliveries(db.pool, [uuidv7()], 'fcm', 30_000);
+  it.each([
+    ['a push accepted', 'deliveries', accept],
+    ['a send claimed', 'messages', claim],
+  ] as const)('drops a day without a deadlock for %s meanwhile (while a query on %s is in flight)', async (_, inFlight, statement) => {
+    const { day, at } = await pastDay();
+    await message({ at: at() });
+    const reader = await db.pool.connect();
+    try {
+      await reader.query('BEGIN');
+      await reader.query(`SELECT count(*) FROM ${inFlight} WHERE id = $1`, [randomUUID()]);
+      const dropping = drop({ retentionDays: 30 });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const done = (statement as () => Promise<unknown>)();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await reader.query('COMMIT');
+      await expect(done).resolves.toBeDefined();
+      expect((await dropping).dropped).toEqual(expect.arrayContaining(tablesOf(day)));
+    } finally {
+      await reader.query('ROLLBACK').catch(() => undefined);
+      reader.release();
+    }
     expect(await partitionsLeft(day)).toEqual([]);
   });
 
