@@ -417,7 +417,7 @@ describe('dropExpiredPartitions', () => {
       await reader.query(`SELECT count(*) FROM ${inFlight} WHERE id = $1`, [randomUUID()]);
       const dropping = drop({ retentionDays: 30 });
       await new Promise((resolve) => setTimeout(resolve, 200));
-      const done = (statement as () => Promise<unknown>)();
+      const done = statement();
       await new Promise((resolve) => setTimeout(resolve, 200));
       await reader.query('COMMIT');
       await expect(done).resolves.toBeDefined();
