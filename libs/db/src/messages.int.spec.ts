@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
+import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, type Db } from './client';
 import { deactivateDevices } from './deliveries';
 import { registerDevice } from './devices';
-import { findPushIds, storeMessages, type NewMessage } from './messages';
+import { acceptIsolation, findPushIds, storeMessages, type NewMessage } from './messages';
+import { dayOf, partitionName } from './partitions';
 
 // Accepting pushes against PostgreSQL: a message is stored once per (brand, CRM id) whatever the
 // retries, only for a player with an active device in its brand, with one delivery per device.
@@ -90,6 +92,25 @@ describe('storeMessages (PostgreSQL)', () => {
     );
   });
 
+  it('finds a push accepted on an earlier day (in its day partition) as a retry today, within the dedupe window', async () => {
+    await device('fcm');
+    const yesterday = Date.now() - 86_400_000;
+    const first = message({ id: uuidv7({ msecs: yesterday }) });
+    expect(await storeMessages(db.pool, [first])).toEqual([{ knownId: null, insertedId: first.id, reachable: true, providers: ['fcm'] }]);
+    const { rows: where } = await db.pool.query('SELECT tableoid::regclass::text AS partition FROM messages WHERE id = $1', [first.id]);
+    expect(where).toEqual([{ partition: partitionName('messages', dayOf(yesterday)) }]);
+
+    const retry = { ...first, id: uuidv7() };
+    expect(await storeMessages(db.pool, [retry])).toEqual([{ knownId: first.id, insertedId: null, reachable: true, providers: [] }]);
+    expect(await findPushIds(db.pool, [first], { dedupeDays: 1 })).toEqual(new Map([[`${brand}:${first.crmMessageId}`, first.id]]));
+
+    // A window of today only does not look at yesterday: the same key is a new push today.
+    expect(await findPushIds(db.pool, [first], { dedupeDays: 0 })).toEqual(new Map());
+    expect(await storeMessages(db.pool, [retry], { dedupeDays: 0 })).toEqual([{ knownId: null, insertedId: retry.id, reachable: true, providers: ['fcm'] }]);
+    const { rows } = await db.pool.query('SELECT id FROM messages WHERE brand_id = $1 ORDER BY id', [brand]);
+    expect(rows).toEqual([{ id: first.id }, { id: retry.id }]);
+  });
+
   it('stores a key given twice in one batch once', async () => {
     await device('fcm');
     const m = message();
@@ -135,5 +156,14 @@ describe('storeMessages (PostgreSQL)', () => {
   it('answers nothing for no messages', async () => {
     expect(await storeMessages(db.pool, [])).toEqual([]);
     expect(await findPushIds(db.pool, [])).toEqual(new Map());
+  });
+});
+
+describe('acceptIsolation', () => {
+  const at = (time: string) => acceptIsolation(Date.parse(`2026-11-26T${time}Z`));
+
+  it('is serializable within five minutes of midnight (UTC), where two attempts of a push may fall on two days, read committed otherwise', () => {
+    expect(['23:55:00.001', '23:59:59.999', '00:00:00.000', '00:04:59.999'].map(at)).toEqual(Array(4).fill('serializable'));
+    expect(['00:05:00.000', '12:00:00.000', '23:55:00.000'].map(at)).toEqual(Array(3).fill('read committed'));
   });
 });

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Db, Sql } from './client';
 import { PUSH_STATUS_TOPIC } from './feed';
 import { settledPosition } from './outbox';
-import { addDays, dayOf, listPartitions, partitionName } from './partitions';
+import { addDays, dayOf, listPartitions, partitionName, type PartitionedTable } from './partitions';
 import { createPoller, type Poller } from './poller';
 
 // Retention: what is settled and older than the retention goes, so the tables stop growing and the
@@ -26,7 +26,7 @@ export interface PurgeOptions {
   feedOnly?: boolean;
   /** Now, for tests. */
   now?: number;
-  /** Longest wait for a partition's lock before its drop is left to the next look. */
+  /** Longest wait for the locks of a partition's drop before it is left to the next look. */
   lockTimeoutMs?: number;
 }
 
@@ -86,11 +86,15 @@ export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSiz
   return { events: rows[0].events + events[0].count, messages: rows[0].messages };
 }
 
-/** Why a day's messages cannot go yet (SQL answering one row per reason found), for day $1. */
+/**
+ * Why a day's messages cannot go yet (SQL answering one row per reason found), for day $1: its
+ * deliveries are looked for in `deliveries`, the day's partition or, once that is gone (or was
+ * never made), the default partition.
+ */
 const MESSAGES_DAY_BUSY = (messages: string, deliveries: string, feedOnly: boolean) => `
   SELECT 'a message still to be sent' AS reason FROM (SELECT 1 FROM "${messages}" WHERE status = 'accepted' LIMIT 1) a
   UNION ALL
-  SELECT 'a delivery still open' FROM (SELECT 1 FROM "${deliveries}" WHERE open LIMIT 1) b
+  SELECT 'a delivery still open' FROM (SELECT 1 FROM "${deliveries}" WHERE open AND accepted_on = $1::date LIMIT 1) b
   ${
     feedOnly
       ? ''
@@ -119,11 +123,19 @@ const EVENTS_DAY_BUSY = (events: string, feedOnly: boolean) => {
 
 /**
  * Drops the day partitions past the retention whose rows have nothing left to do: a day's messages
- * and deliveries together, once no message of it is still being sent and (unless `feedOnly`) no
- * status event of its pushes is still to be posted; a day's events once every one went through
- * (or is a dead letter: its dead letters go with it). Each drop is a transaction that locks the
- * day's partitions (for at most `lockTimeoutMs`: a drop takes a short exclusive lock on the parent
- * table too), checks again, and drops. A day still busy is looked at again next time.
+ * and deliveries, once no message of it is still being sent and (unless `feedOnly`) no status event
+ * of its pushes is still to be posted; a day's events once every one went through (or is a dead
+ * letter: its dead letters go with it). A day is looked at first without a lock, so a day still
+ * busy blocks nothing; it is looked at again next time.
+ *
+ * A partition found done is dropped in a transaction of its own (one retention at a time: an
+ * advisory lock) that locks its parent table, then the partition (waiting at most `lockTimeoutMs`),
+ * checks again, and drops. Dropping a partition takes an exclusive lock on its parent, and every
+ * query takes its tables' locks parent first. Holding the partition while waiting for the parent
+ * would deadlock with a query holding the parent and waiting for the partition; holding one parent
+ * while waiting for another would deadlock with a statement taking both the other way round (the
+ * gateway's takes messages then deliveries, a send's claim deliveries then messages). So each
+ * transaction locks one parent, first: a day's deliveries go, then its messages.
  */
 export async function dropExpiredPartitions(
   pool: pg.Pool,
@@ -138,28 +150,40 @@ export async function dropExpiredPartitions(
   const days = [...new Set(partitions.map((p) => p.day!))].sort();
   for (const day of days) {
     const names = new Set(partitions.filter((p) => p.day === day).map((p) => p.name));
-    const groups: { tables: string[]; busy: string }[] = [];
+    const steps: { parent: PartitionedTable; table: string; busy: string }[] = [];
     const messages = partitionName('messages', day);
     const deliveries = partitionName('deliveries', day);
-    if (names.has(messages) && names.has(deliveries)) groups.push({ tables: [deliveries, messages], busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
+    if (names.has(messages)) {
+      if (names.has(deliveries)) steps.push({ parent: 'deliveries', table: deliveries, busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
+      steps.push({ parent: 'messages', table: messages, busy: MESSAGES_DAY_BUSY(messages, 'deliveries_default', feedOnly) });
+    }
     const events = partitionName('events', day);
-    if (names.has(events)) groups.push({ tables: [events], busy: EVENTS_DAY_BUSY(events, feedOnly) });
-    for (const group of groups) {
+    if (names.has(events)) steps.push({ parent: 'events', table: events, busy: EVENTS_DAY_BUSY(events, feedOnly) });
+    for (const step of steps) {
+      // A day's messages go only once its deliveries went.
+      if (step.table === messages && names.has(deliveries) && !dropped.includes(deliveries)) continue;
+      const params = step.busy.includes('$1') ? [day] : [];
+      const { rows: seen } = await pool.query<{ reason: string }>(step.busy, params);
+      if (seen.length) {
+        busy.push({ day, reason: seen[0].reason });
+        continue;
+      }
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
         await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-        await client.query(`LOCK TABLE ${group.tables.map((t) => `"${t}"`).join(', ')} IN ACCESS EXCLUSIVE MODE`);
-        const { rows } = await client.query<{ reason: string }>(group.busy, group.busy.includes('$1') ? [day] : []);
+        await client.query("SELECT pg_advisory_xact_lock(hashtext('operator-api retention'))");
+        await client.query(`LOCK TABLE ONLY "${step.parent}", "${step.table}" IN ACCESS EXCLUSIVE MODE`);
+        const { rows } = await client.query<{ reason: string }>(step.busy, params);
         if (rows.length) {
           busy.push({ day, reason: rows[0].reason });
           await client.query('ROLLBACK');
           continue;
         }
-        if (group.tables[0] === events) await client.query(`DELETE FROM dispatch_retries x USING "${events}" e WHERE x.event_id = e.id`);
-        for (const table of group.tables) await client.query(`DROP TABLE "${table}"`);
+        if (step.table === events) await client.query(`DELETE FROM dispatch_retries x USING "${events}" e WHERE x.event_id = e.id`);
+        await client.query(`DROP TABLE "${step.table}"`);
         await client.query('COMMIT');
-        dropped.push(...group.tables);
+        dropped.push(step.table);
       } catch (error) {
         await client.query('ROLLBACK').catch(() => undefined);
         if ((error as { code?: string }).code !== '55P03') throw error;
