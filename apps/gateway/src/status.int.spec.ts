@@ -577,7 +577,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
     async function deadEvent(): Promise<{ pushId: string; id: string }> {
       const [pushId] = await sentPushes();
       const [row] = await eventRows([pushId]);
-      const event = await h.stores.db.event.findUniqueOrThrow({ where: { id: row.id } });
+      const event = await h.stores.db.event.findFirstOrThrow({ where: { id: row.id } });
       // A dead letter is the event's row in dispatch_retries, as the dispatcher writes it.
       await h.stores.db.dispatchRetry.create({
         data: { eventId: event.id, topic: event.topic, orderingKey: event.orderingKey, seq: event.seq, state: 'dead', lastError: 'HTTP 400', attempts: 3 },
@@ -589,7 +589,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       const { pushId, id } = await deadEvent();
       const response = await internal('GET', '/v1/webhooks/dead-letters?limit=1000');
       expect(response.statusCode).toBe(200);
-      const row = await h.stores.db.event.findUniqueOrThrow({ where: { id } });
+      const row = await h.stores.db.event.findFirstOrThrow({ where: { id } });
       const listed = response.json().events.find((e: { event_id: string }) => e.event_id === id);
       expect(listed).toEqual({
         event_id: id,

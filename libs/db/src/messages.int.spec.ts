@@ -25,7 +25,7 @@ describe('storeMessages (PostgreSQL)', () => {
   });
 
   const message = (overrides: Partial<NewMessage> = {}): NewMessage => ({
-    id: randomUUID(),
+    id: uuidv7(),
     brandId: BigInt(brand),
     crmMessageId: BigInt(uniqueId()),
     userId: player,
@@ -80,7 +80,7 @@ describe('storeMessages (PostgreSQL)', () => {
     const first = message();
     await storeMessages(db.pool, [first]);
 
-    const retry = { ...first, id: randomUUID(), triggerHash: 'another' };
+    const retry = { ...first, id: uuidv7(), triggerHash: 'another' };
     const [stored] = await storeMessages(db.pool, [retry]);
 
     expect(stored).toEqual({ knownId: first.id, insertedId: null, reachable: true, providers: [] });
@@ -115,7 +115,7 @@ describe('storeMessages (PostgreSQL)', () => {
     await device('fcm');
     const m = message();
 
-    const stored = await storeMessages(db.pool, [m, { ...m, id: randomUUID() }]);
+    const stored = await storeMessages(db.pool, [m, { ...m, id: uuidv7() }]);
 
     expect(stored.filter((s) => s.insertedId)).toHaveLength(1);
     expect(stored.every((s) => s.knownId === null && s.reachable)).toBe(true);

@@ -108,6 +108,9 @@ const MESSAGES_DAY_BUSY = (messages: string, deliveries: string, feedOnly: boole
     LIMIT 1) c`
   }`;
 
+/** A delivery of the day's partition still open. */
+const DELIVERIES_OPEN = (deliveries: string) => `SELECT 'a delivery still open' AS reason FROM "${deliveries}" WHERE open LIMIT 1`;
+
 /** Why a day's events cannot go yet. */
 const EVENTS_DAY_BUSY = (events: string, feedOnly: boolean) => {
   const topics = TOPICS.filter((topic) => !(feedOnly && topic === PUSH_STATUS_TOPIC));
@@ -150,15 +153,25 @@ export async function dropExpiredPartitions(
   const days = [...new Set(partitions.map((p) => p.day!))].sort();
   for (const day of days) {
     const names = new Set(partitions.filter((p) => p.day === day).map((p) => p.name));
-    const steps: { parent: PartitionedTable; table: string; busy: string }[] = [];
+    // `busy` is looked at first, without a lock; `recheck`, under the parent's exclusive lock, which
+    // stops every statement on the table meanwhile, is what can change in between and is cheap to
+    // read: a delivery open again (through the index of open deliveries), an event of the day's
+    // partition not through. A message never goes back to accepted, and a status event of a push
+    // a month old appearing in those milliseconds is left to chance.
+    const steps: { parent: PartitionedTable; table: string; busy: string; recheck: string | null }[] = [];
     const messages = partitionName('messages', day);
     const deliveries = partitionName('deliveries', day);
     if (names.has(messages)) {
-      if (names.has(deliveries)) steps.push({ parent: 'deliveries', table: deliveries, busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly) });
-      steps.push({ parent: 'messages', table: messages, busy: MESSAGES_DAY_BUSY(messages, 'deliveries_default', feedOnly) });
+      if (names.has(deliveries)) {
+        steps.push({ parent: 'deliveries', table: deliveries, busy: MESSAGES_DAY_BUSY(messages, deliveries, feedOnly), recheck: DELIVERIES_OPEN(deliveries) });
+      }
+      steps.push({ parent: 'messages', table: messages, busy: MESSAGES_DAY_BUSY(messages, 'deliveries_default', feedOnly), recheck: null });
     }
     const events = partitionName('events', day);
-    if (names.has(events)) steps.push({ parent: 'events', table: events, busy: EVENTS_DAY_BUSY(events, feedOnly) });
+    if (names.has(events)) {
+      const check = EVENTS_DAY_BUSY(events, feedOnly);
+      steps.push({ parent: 'events', table: events, busy: check, recheck: check });
+    }
     for (const step of steps) {
       // A day's messages go only once its deliveries went.
       if (step.table === messages && names.has(deliveries) && !dropped.includes(deliveries)) continue;
@@ -174,7 +187,9 @@ export async function dropExpiredPartitions(
         await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
         await client.query("SELECT pg_advisory_xact_lock(hashtext('operator-api retention'))");
         await client.query(`LOCK TABLE ONLY "${step.parent}", "${step.table}" IN ACCESS EXCLUSIVE MODE`);
-        const { rows } = await client.query<{ reason: string }>(step.busy, params);
+        const { rows } = step.recheck
+          ? await client.query<{ reason: string }>(step.recheck, step.recheck.includes('$1') ? [day] : [])
+          : { rows: [] };
         if (rows.length) {
           busy.push({ day, reason: rows[0].reason });
           await client.query('ROLLBACK');

@@ -104,7 +104,7 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
   }
 
   const delivery = (pushId: string, deviceId: string) => db.delivery.findFirstOrThrow({ where: { messageId: pushId, deviceId } });
-  const message = (pushId: string) => db.message.findUniqueOrThrow({ where: { id: pushId } });
+  const message = (pushId: string) => db.message.findFirstOrThrow({ where: { id: pushId } });
 
   it('defers only the device that answered 429 for an hour: the rest of its job and the next job are sent at once; it is retried after the cap and fails on the last attempt', async () => {
     const player = uniqueName('player');

@@ -46,7 +46,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     const devices = await t.db.device.findMany({ where: { id: { in: rows.flatMap((row) => (row.deviceId ? [row.deviceId] : [])) } } });
     return rows.map((row) => ({ ...row, device: devices.find((found) => found.id === row.deviceId) ?? null }));
   };
-  const message = (pushId: string) => t.db.message.findUniqueOrThrow({ where: { id: pushId } });
+  const message = (pushId: string) => t.db.message.findFirstOrThrow({ where: { id: pushId } });
   const receivedBy = (id: string) => t.fake.received.filter((m) => m.id === id);
   const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
 

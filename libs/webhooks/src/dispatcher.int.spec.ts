@@ -644,7 +644,7 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     // The device reports before the worker recorded the send.
     expect(await engage(early, 'opened')).toEqual({ found: true, changed: true, status: 'opened' });
     expect(await send([early])).toMatchObject({ kind: 'done', sent: 1 });
-    expect(await db.message.findUniqueOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'opened' });
+    expect(await db.message.findFirstOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'opened' });
 
     start();
     const rows = await settled([push, early]);

@@ -83,8 +83,11 @@ export class Harness {
     await this.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${REFUSAL}()`);
   }
 
-  messageRows(brandId: number) {
-    return this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) }, include: { deliveries: true } });
+  /** A brand's messages, each with its deliveries (no relation joins them: see the time_partitions migration). */
+  async messageRows(brandId: number) {
+    const messages = await this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) } });
+    const deliveries = await this.stores.db.delivery.findMany({ where: { messageId: { in: messages.map((m) => m.id) } } });
+    return messages.map((m) => ({ ...m, deliveries: deliveries.filter((d) => d.messageId === m.id) }));
   }
 }
 
