@@ -10,12 +10,13 @@ import { addDays, daysOfIds, UNDATED_DAY } from './partitions';
 const IN_DAYS = (column: string, param: string) => `${column} = ANY(${param}::date[])`;
 
 /**
- * The days of the partitions that may hold these deliveries: a delivery's id is a UUIDv7 made by
- * PostgreSQL's clock, its partition is its message's day (made by the gateway's clock), so the day
- * of its id and the days on either side, and the undated day of deliveries older than UUIDv7 ids.
+ * The days of the partitions that may hold these deliveries, when only their ids are known: a
+ * delivery's id is a UUIDv7 made by PostgreSQL's clock, its partition is its message's day (made by
+ * the gateway's clock), so the day of its id and the days on either side. (A delivery older than
+ * UUIDv7 ids has an id of another version, whose day is the undated one of its message.)
  */
 function daysAroundIds(ids: string[]): string[] {
-  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1), UNDATED_DAY])))];
+  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1)])))];
 }
 
 /** A delivery this worker now owns, with what it takes to send it. */
@@ -134,9 +135,10 @@ export type DeliveryOutcome =
  * Records what became of each claimed delivery, in one statement. Only a delivery still being
  * sent takes an outcome, except that `sent` always wins over a failure: a worker whose claim
  * lapsed (a long outage) cannot turn back what another worker recorded since. A final outcome
- * takes the delivery out of the reconciler's index (open null).
+ * takes the delivery out of the reconciler's index (open null). `pushIds`, the pushes of these deliveries,
+ * name the one day partition each is in.
  */
-export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Promise<void> {
+export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds?: string[]): Promise<void> {
   if (!outcomes.length) return;
   const pick = <T>(get: (outcome: DeliveryOutcome) => T) => outcomes.map(get);
   await sql.query(
@@ -155,7 +157,8 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[]): Pro
       pick((o) => (o.status === 'sent' ? o.providerMessageId : null)),
       pick((o) => (o.status === 'sent' ? null : o.errorCode)),
       pick((o) => (o.status === 'sent' ? null : o.error.slice(0, 1000))),
-      daysAroundIds(pick((o) => o.deliveryId)),
+      // The days of their pushes when given (a delivery is in its push's day), else around their ids.
+      pushIds ? daysOfIds(pushIds) : daysAroundIds(pick((o) => o.deliveryId)),
     ],
   );
 }

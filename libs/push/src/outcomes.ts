@@ -66,6 +66,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
         await recordOutcomes(
           tx,
           items.map((item) => item.outcome),
+          items.map((item) => item.pushId),
         );
         await deactivateDevices(
           tx,
