@@ -12,11 +12,11 @@ const IN_DAYS = (column: string, param: string) => `${column} = ANY(${param}::da
 /**
  * The days of the partitions that may hold these deliveries, when only their ids are known: a
  * delivery's id is a UUIDv7 made by PostgreSQL's clock, its partition is its message's day (made by
- * the gateway's clock), so the day of its id and the days on either side. (A delivery older than
- * UUIDv7 ids has an id of another version, whose day is the undated one of its message.)
+ * the gateway's clock), so the day of its id and the days on either side, and the undated day of
+ * messages whose ids are not UUIDv7 (older ones, in the default partition).
  */
 function daysAroundIds(ids: string[]): string[] {
-  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1)])))];
+  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1), UNDATED_DAY])))];
 }
 
 /** A delivery this worker now owns, with what it takes to send it. */
