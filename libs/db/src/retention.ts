@@ -35,6 +35,8 @@ export interface Purged {
   messages: number;
   /** Day partitions dropped. */
   partitions: string[];
+  /** Days past the retention kept a while longer, with why. */
+  busy: { day: string; reason: string }[];
 }
 
 /** Whether event `e` went through: its topic's dispatch is settled past it and it waits for no retry. */
@@ -213,9 +215,9 @@ export async function dropExpiredPartitions(
 
 /** One look: the expired day partitions dropped, then a batch of the default partitions' old rows. */
 export async function purgeOnce(pool: pg.Pool, options: PurgeOptions): Promise<Purged> {
-  const { dropped } = await dropExpiredPartitions(pool, options);
+  const { dropped, busy } = await dropExpiredPartitions(pool, options);
   const rows = await purgeDefaultPartitions(pool, options);
-  return { ...rows, partitions: dropped };
+  return { ...rows, partitions: dropped, busy };
 }
 
 export interface RetentionOptions extends PurgeOptions {
@@ -228,8 +230,8 @@ export interface RetentionOptions extends PurgeOptions {
 /**
  * Purges in the background: the expired day partitions, then the default partitions' rows batch
  * after batch while there is a backlog, resting after each as long as it took (so a backlog of
- * millions of rows takes at most half of one connection's time), then once every `intervalMs`. Stop it on shutdown (it finishes the batch in flight). With
- * `retentionDays` 0 it does nothing.
+ * millions of rows takes at most half of one connection's time), then once every `intervalMs`.
+ * Stop it on shutdown (it finishes the batch in flight). With `retentionDays` 0 it does nothing.
  */
 export function startRetention({ db, log, intervalMs, ...options }: RetentionOptions): Poller {
   if (!(options.retentionDays > 0)) {
@@ -245,14 +247,13 @@ export function startRetention({ db, log, intervalMs, ...options }: RetentionOpt
     idleMs: intervalMs,
     round: async () => {
       const started = Date.now();
-      const { dropped, busy } = await dropExpiredPartitions(db.pool, options);
-      if (dropped.length) log.info({ dropped, retentionDays: options.retentionDays }, 'retention dropped day partitions');
-      for (const { day, reason } of busy) {
+      const purged = await purgeOnce(db.pool, options);
+      if (purged.partitions.length) log.info({ dropped: purged.partitions, retentionDays: options.retentionDays }, 'retention dropped day partitions');
+      for (const { day, reason } of purged.busy) {
         if (said.has(day)) continue;
         said.add(day);
         log.info({ day, reason }, 'a day past the retention is kept a while longer');
       }
-      const purged = await purgeDefaultPartitions(db.pool, options);
       if (purged.events || purged.messages) {
         total.events += purged.events;
         total.messages += purged.messages;
