@@ -57,21 +57,15 @@ async function ensureTemplate(client) {
 
 /**
  * The day partitions the apps make when they start (libs/db/src/partitions.ts), from yesterday to
- * two days ahead, so that the tests' rows go where the apps' would (rows of other days go to the
- * default partitions).
+ * two days ahead, made the way the bench scripts make them (tools/day-partitions.mjs), so that the
+ * tests' rows go where the apps' would (rows of other days go to the default partitions).
  */
-async function makeDayPartitions(url) {
+async function makeTestDayPartitions(url) {
+  const { dayOf, makeDayPartitions } = await import('../day-partitions.mjs');
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    for (let offset = -1; offset <= 2; offset++) {
-      const day = new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
-      const next = new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
-      const suffix = day.replaceAll('-', '');
-      await client.query(`CREATE TABLE messages_p${suffix} PARTITION OF messages FOR VALUES FROM ('${day}') TO ('${next}') WITH (fillfactor = 50)`);
-      await client.query(`CREATE TABLE deliveries_p${suffix} PARTITION OF deliveries FOR VALUES FROM ('${day}') TO ('${next}') WITH (fillfactor = 50)`);
-      await client.query(`CREATE TABLE events_p${suffix} PARTITION OF events FOR VALUES FROM ('${day} 00:00:00+00') TO ('${next} 00:00:00+00')`);
-    }
+    await makeDayPartitions(client, dayOf(Date.now() - 86_400_000), dayOf(Date.now() + 2 * 86_400_000));
   } finally {
     await client.end();
   }
@@ -88,7 +82,7 @@ async function prepareDatabase(url, run) {
     if ((await commentOn(client, name)) === marker) return;
     await recreate(client, name, await ensureTemplate(client));
     await applySessionSettings(client, name);
-    await makeDayPartitions(url);
+    await makeTestDayPartitions(url);
     await client.query(`COMMENT ON DATABASE ${quote(name)} IS '${marker}'`);
   } finally {
     await client.query('SELECT pg_advisory_unlock(hashtext($1))', [lock]).catch(() => {});
