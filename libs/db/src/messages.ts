@@ -1,6 +1,6 @@
 import type { ProviderName } from '@operator/contract';
 import type { Sql } from './client';
-import { addDays, dayOf, uuidV7Day } from './partitions';
+import { addDays, DAY_MS, dayOf, uuidV7Day } from './partitions';
 
 export interface MessageKey {
   brandId: bigint;
@@ -178,6 +178,6 @@ export const DAY_BOUNDARY_MARGIN_MS = 5 * 60_000;
  * margin covers the accepting transaction's length and the gateways' clock skew.
  */
 export function acceptIsolation(now = Date.now()): 'serializable' | 'read committed' {
-  const intoDay = now % 86_400_000;
-  return intoDay < DAY_BOUNDARY_MARGIN_MS || intoDay > 86_400_000 - DAY_BOUNDARY_MARGIN_MS ? 'serializable' : 'read committed';
+  const intoDay = now % DAY_MS;
+  return intoDay < DAY_BOUNDARY_MARGIN_MS || intoDay > DAY_MS - DAY_BOUNDARY_MARGIN_MS ? 'serializable' : 'read committed';
 }

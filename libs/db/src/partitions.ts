@@ -27,7 +27,8 @@ const TABLES: TableSpec[] = [
   { table: 'events', bound: (day) => `'${day} 00:00:00+00'`, storage: '' },
 ];
 
-const DAY_MS = 86_400_000;
+/** A day, in milliseconds. */
+export const DAY_MS = 86_400_000;
 
 /** The UTC day of a time, as YYYY-MM-DD. */
 export const dayOf = (time: Date | number): string => new Date(time).toISOString().slice(0, 10);
