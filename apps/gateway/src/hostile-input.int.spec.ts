@@ -145,6 +145,14 @@ describe('hostile input at the edge', () => {
       expect(await h.messageRows(brand)).toEqual([]);
     });
 
+    it('answers 400 naming a "__proto__" key given twice, and 400 naming "__proto__" given once, in a single push', async () => {
+      const request = JSON.stringify(pushRequest(brand, player));
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"__proto__":{"a":1},"__proto__":{"a":2},')), 400, /^meta\.__proto__ is given twice$/);
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"x":{"__proto__":{"isAdmin":true}},')), 400, /^request body has a key named "__proto__"/);
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"constructor":{"prototype":{"isAdmin":true}},')), 400, /"constructor" object with a "prototype" key/);
+      expect(await h.messageRows(brand)).toEqual([]);
+    });
+
     it('puts a batch message with a key given twice in failed, with the reason, and stores the others', async () => {
       const [first, twice, last] = [pushRequest(brand, player), pushRequest(brand, player), pushRequest(brand, player)];
       const bad = JSON.stringify(twice).replace('"meta":{', '"meta":{"k":{"x":1,"x":2},');

@@ -23,6 +23,18 @@ declare module 'fastify' {
  * would not read the same everywhere is refused with 400: a key given twice (JSON.parse keeps the
  * last, the kept text both), or nesting too deep for PostgreSQL to parse what is stored.
  */
+const FORBIDDEN_PROTOTYPE = 'request body has a key named "__proto__", or a "constructor" object with a "prototype" key; neither is accepted';
+
+/** Whether the text is JSON, read as JSON.parse reads it (Fastify's parser, which refuses those keys, does not say why). */
+function isValidJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function registerJsonBodies(app: FastifyInstance) {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
@@ -30,7 +42,13 @@ export function registerJsonBodies(app: FastifyInstance) {
     const text = (body as string).replace(/^\uFEFF/, '');
     request.rawBody = text;
     parseJson(request, body as string, (error, value) => {
-      if (error) return done(error, undefined);
+      if (error) {
+        // Valid JSON refused for a "__proto__" key (or a "constructor" holding "prototype"): a key
+        // given twice or nesting too deep is still named first, as for any other body.
+        if (!isValidJson(text)) return done(error, undefined);
+        const { problem } = checkJsonText(text);
+        return done(new ValidationError(problem ?? FORBIDDEN_PROTOTYPE), undefined);
+      }
       const { problem, items } = checkJsonText(text);
       if (items.size && request.routeOptions.config.answersEachItem) request.itemProblems = items;
       else if (problem !== null) return done(new ValidationError(problem), undefined);

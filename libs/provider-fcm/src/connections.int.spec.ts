@@ -26,7 +26,7 @@ describe('FCM provider: sends in flight follow the connections FCM allows', () =
   });
 
   it('fills every connection to the streams the server announces, opens up to the cap, and goes no further', async () => {
-    fake = await FakeFcm.start({ maxConcurrentStreams: 40, answerDelayMs: 300 });
+    fake = await FakeFcm.start({ maxConcurrentStreams: 40, answerDelayMs: 300, holdUntilInFlight: 120 });
     const provider = providerFor({ maxConnections: 3 });
     const results = await provider.send(notification(), Array.from({ length: 400 }, target));
     expect(results.every((result) => result.ok)).toBe(true);
@@ -39,7 +39,7 @@ describe('FCM provider: sends in flight follow the connections FCM allows', () =
   });
 
   it('keeps FCM’s 100 streams busy on each of its 8 default connections: far more than 160 sends in flight', async () => {
-    fake = await FakeFcm.start({ maxConcurrentStreams: 100, answerDelayMs: 400 });
+    fake = await FakeFcm.start({ maxConcurrentStreams: 100, answerDelayMs: 400, holdUntilInFlight: 800 });
     const provider = providerFor();
     const results = await provider.send(notification(), Array.from({ length: 1000 }, target));
     expect(results.every((result) => result.ok)).toBe(true);

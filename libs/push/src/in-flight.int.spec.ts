@@ -110,7 +110,7 @@ describe('sends in flight of one worker (PostgreSQL, Redis, a far FCM over TLS)'
   });
 
   it('never goes past what the server announces on each connection nor the connection cap', async () => {
-    fake = await FakeFcm.start({ maxConcurrentStreams: 30, answerDelayMs: 300 });
+    fake = await FakeFcm.start({ maxConcurrentStreams: 30, answerDelayMs: 300, holdUntilInFlight: 90 });
     provider = createFcmProvider({ serviceAccount: fake.serviceAccount, httpAgent: fake.agent, maxConnections: 3 });
     const pushIds = await accept(600);
     await drain(pushIds);

@@ -13,6 +13,8 @@ describe('isConnectionLoss', () => {
     ['a slot being moved', new Error('TRYAGAIN Multiple keys request during rehashing of slot')],
     ['a Cluster that cannot be reached', new Error('Failed to refresh slots cache.')],
     ['slots moving faster than followed', new Error('Too many Cluster redirections. Last error: Error: MOVED 3999 127.0.0.1:7001')],
+    ['a transaction redirected to a master that is gone', new Error('MOVED 885 127.0.0.1:38969')],
+    ['a transaction asked elsewhere mid-migration', new Error('ASK 885 127.0.0.1:38970')],
   ])('counts %s', (_what, error) => {
     expect(isConnectionLoss(error)).toBe(true);
   });
@@ -21,6 +23,7 @@ describe('isConnectionLoss', () => {
     ['a script error', new Error('ERR Error running script (call to f_1234): @user_script:1: wrong number of arguments')],
     ['a wrong type', new Error('WRONGTYPE Operation against a key holding the wrong kind of value')],
     ['a full Redis', new Error("OOM command not allowed when used memory > 'maxmemory'.")],
+    ['a script that mentions a move', new Error('ERR Error running script: MOVED is not a command')],
   ])('does not count %s', (_what, error) => {
     expect(isConnectionLoss(error)).toBe(false);
   });

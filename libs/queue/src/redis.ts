@@ -24,6 +24,12 @@ export function createProducerRedis(connection: RedisConnection, options: RedisO
     // again by itself could take it out of the MULTI it belongs to (enqueueSendJobs' addBulk).
     reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
     ...options,
+  }, {
+    // A command whose node is gone is tried again every 100 ms while the slot map is fetched anew,
+    // up to maxRedirections times (ioredis: 16, which is 1.6 s, and several seconds on a busy
+    // host, before a request is refused). Four tries refuse it within about half a second; a
+    // MOVED while slots move needs one.
+    maxRedirections: 4,
   });
   return watched(client, log);
 }
@@ -83,7 +89,7 @@ class SentinelRedis extends Redis {
   override duplicate: Redis['duplicate'] = (override) => new SentinelRedis({ ...this.options, ...override }) as never;
 }
 
-function createClient(connection: RedisConnection, options: RedisOptions): RedisClient {
+function createClient(connection: RedisConnection, options: RedisOptions, clusterTuning: Partial<ClusterOptions> = {}): RedisClient {
   const access: RedisOptions = {
     ...(connection.username && { username: connection.username }),
     ...(connection.password && { password: connection.password }),
@@ -121,6 +127,7 @@ function createClient(connection: RedisConnection, options: RedisOptions): Redis
         redisOptions: { ...access, ...nodeOptions },
         // Managed clusters announce names their certificates are made out to: TLS checks the name, not an address.
         ...(connection.tls && { dnsLookup: (address, callback) => callback(null, address) }),
+        ...clusterTuning,
       };
       return new Cluster(connection.nodes, clusterOptions);
     }
@@ -170,10 +177,11 @@ export async function redisReadiness(redis: RedisClient): Promise<StoreServer> {
 }
 
 // What a connection reports while Redis is away, failing over, or answering from a replica: the
-// outage is logged once, however many attempts fail, and its end once.
+// outage is logged once, however many attempts fail, and its end once. A MOVED or ASK that reaches
+// the caller is a slot whose master is changing (a transaction is not followed past maxRedirections).
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const CONNECTION_MESSAGES =
-  /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Cluster is disconnected|Too many Cluster redirections|^CLUSTERDOWN|^TRYAGAIN|\bREADONLY\b|^UNBLOCKED/i;
+  /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Cluster is disconnected|Too many Cluster redirections|^CLUSTERDOWN|^TRYAGAIN|^MOVED |^ASK |\bREADONLY\b|^UNBLOCKED/i;
 
 export function isConnectionLoss(error: Error & { code?: unknown }): boolean {
   return (typeof error.code === 'string' && CONNECTION_CODES.has(error.code)) || CONNECTION_MESSAGES.test(error.message);

@@ -217,6 +217,12 @@ export interface FakeFcmOptions {
   maxConcurrentStreams?: number;
   /** Every send is answered this long after it arrived, as a provider that far away would (a script's delayMs adds to it). */
   answerDelayMs?: number;
+  /**
+   * No send is answered before this many have been in flight at once (or 10 s have gone by); after
+   * that, as answerDelayMs says. A test of the client's peak then does not depend on how fast this
+   * machine opens connections. resetPeaks() closes the gate again.
+   */
+  holdUntilInFlight?: number;
 }
 
 /** Sends every connection to the fake (whatever host the URL names), trusting the test CA. */
@@ -653,6 +659,7 @@ export class FakeFcm {
       entry.cancelled = !res.writableEnded;
       this.counter.settled(connection);
     });
+    if (this.options.holdUntilInFlight) await this.counter.until(this.options.holdUntilInFlight, 10_000);
     if (this.options.answerDelayMs) await sleep(this.options.answerDelayMs);
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
       entry.status = status;
