@@ -18,7 +18,7 @@ execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 // /health on a METRICS_PORT of its own, unless the environment sets one for all (METRICS_PORT=0:
 // each takes a free port).
 const production = process.env.NODE_ENV === 'production';
-const METRICS_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469 };
+const METRICS_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469, 'push-worker-hms': 9470, 'push-worker-onesignal': 9471 };
 const metricsPort = (name) => (name in METRICS_PORTS ? (process.env.METRICS_PORT || String(METRICS_PORTS[name])) : undefined);
 // The queue dashboard is off by default; on here, for the developer at hand, unless the environment says.
 const gatewayEnv = production ? {} : { ADMIN_UI: process.env.ADMIN_UI || 'true' };

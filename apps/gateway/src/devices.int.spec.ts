@@ -119,6 +119,27 @@ describe('the device registry (/v1)', () => {
       expect(await list(player)).toEqual([]);
     });
 
+    it.each([
+      ['hms', 'android', `IQAAAACy0kYqAADdOR${'x'.repeat(40)}_-:Gtb1kqAN5V0`],
+      ['onesignal', 'ios', '1dd608f2-c6a1-11e3-851d-000c2940e62c'],
+    ] as const)('registers a %s device with its token', async (provider, platform, token) => {
+      const response = await register({ user_id: player, brand_id: brand, provider, platform, token });
+      expect(response.statusCode).toBe(201);
+      expect(response.json()).toMatchObject({ provider, platform, token, active: true });
+    });
+
+    it.each([
+      ['hms', 'short-token', /HMS push token/],
+      ['hms', `has spaces ${'x'.repeat(30)}`, /HMS push token/],
+      ['onesignal', 'not-a-subscription-id', /OneSignal subscription id/],
+      ['onesignal', '1dd608f2c6a111e3851d000c2940e62c', /OneSignal subscription id/],
+    ] as const)('answers 400 naming the token for a %s token that is not one (%s)', async (provider, token, message) => {
+      const response = await register({ user_id: player, brand_id: brand, provider, token });
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toEqual({ error: expect.stringMatching(message) });
+      expect(await list(player)).toEqual([]);
+    });
+
     describe('webpush', () => {
       it('registers a subscription with its endpoint as the token and stores its keys', async () => {
         const subscription = webPushSubscription();

@@ -5,7 +5,7 @@ import { PUSH_TUNING, PUSH_TUNING_KNOBS, PUSH_TUNING_NOT_SETTABLE, PushProviderT
 import { loadPushWorkerConfig, PushWorkerEnv } from './push';
 import { configErrorOf } from './test/config-error';
 
-const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush'];
+const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
 
 const tuningError = (provider: ProviderName, env: Env) => configErrorOf(() => pushTuning(provider, env));
 
@@ -32,6 +32,9 @@ const TODAY: Record<ProviderName, PushTuning> = {
   apns: { ...SHARED, providerConcurrency: null, providerConnections: 4, sendTimeoutMs: 5000 },
   // provider-webpush: DEFAULT_CONCURRENCY 16, DEFAULT_CONNECTIONS_PER_ORIGIN 100, DEFAULT_TIMEOUT_MS 10000.
   webpush: { ...SHARED, providerConcurrency: 16, providerConnections: 100, sendTimeoutMs: 10000 },
+  // provider-hms and provider-onesignal: DEFAULT_MAX_CONNECTIONS 32, DEFAULT_TIMEOUT_MS 15000.
+  hms: { ...SHARED, providerConcurrency: null, providerConnections: 32, sendTimeoutMs: 15000 },
+  onesignal: { ...SHARED, providerConcurrency: null, providerConnections: 32, sendTimeoutMs: 15000 },
 };
 
 const VARIABLES = {

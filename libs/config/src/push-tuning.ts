@@ -40,6 +40,8 @@ export const PUSH_TUNING: Readonly<Record<ProviderName, Readonly<PushTuning>>> =
   fcm:     { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 8,   sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
   apns:    { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 4,   sendTimeoutMs: 5000,  jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
   webpush: { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 16,   providerConnections: 100, sendTimeoutMs: 10000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  hms:       { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 32,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+  onesignal: { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 32,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
 };
 
 export type PushTuningKnob = keyof PushTuning;
@@ -85,7 +87,7 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
   providerConnections: {
     variable: 'PUSH_PROVIDER_CONNECTIONS',
     minimum: 1,
-    meaning: "Connections a provider client opens at most: FCM and APNs per credential, each carrying as many sends as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows; Web Push per push service origin, one send each",
+    meaning: "Connections a provider client opens at most: FCM and APNs per credential, each carrying as many sends as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows; Web Push per push service origin, one send each; HMS and OneSignal per credential (HTTP/1.1 keep-alive), one request at a time each",
   },
   sendTimeoutMs: { variable: 'PUSH_SEND_TIMEOUT_MS', minimum: 100, meaning: "How long one send waits for the provider's answer before it counts as a network failure" },
   // Not an operator's lever: only the jobs of deliveries Redis lost are sized here (the gateway sizes

@@ -44,7 +44,7 @@ function apnsEnv(): Env {
 }
 
 describe('loadPushWorkerConfig: no credentials', () => {
-  it.each(['fcm', 'apns', 'webpush'] as const)('%s runs on the sandbox with the defaults', (provider) => {
+  it.each(['fcm', 'apns', 'webpush', 'hms', 'onesignal'] as const)('%s runs on the sandbox with the defaults', (provider) => {
     const config = loadPushWorkerConfig(provider, {});
     expect(config.provider).toBe(provider);
     expect(config.sandbox).toBe(true);
@@ -155,6 +155,8 @@ describe('loadPushWorkerConfig: production', () => {
     ['fcm', 'FCM_SERVICE_ACCOUNT_FILE'],
     ['apns', 'APNS_KEY_FILE, APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC'],
     ['webpush', 'VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY, VAPID_SUBJECT'],
+    ['hms', 'HMS_APP_ID, HMS_APP_SECRET'],
+    ['onesignal', 'ONESIGNAL_APP_ID, ONESIGNAL_REST_API_KEY'],
   ] as const)('refuses the %s sandbox, naming %s and PUSH_CREDENTIALS_FILE', (provider, variables) => {
     const error = configError(provider, { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET });
     expect(error.problems).toHaveLength(1);
@@ -291,6 +293,52 @@ describe('loadPushWorkerConfig: webpush default credentials', () => {
     expect(configError('webpush', { VAPID_PUBLIC_KEY: 'pub' }).problems).toEqual([
       'default webpush credentials: set VAPID_PRIVATE_KEY, VAPID_SUBJECT as well',
     ]);
+  });
+});
+
+const ONESIGNAL_APP = '5eb5a37e-b458-11e3-ac11-000c2940e62c';
+
+describe('loadPushWorkerConfig: hms and onesignal credentials', () => {
+  it('reads the HMS app id and secret, and HMS_ENDPOINT', () => {
+    const config = loadPushWorkerConfig('hms', { HMS_APP_ID: '104567890', HMS_APP_SECRET: 'hms-secret', HMS_ENDPOINT: 'https://127.0.0.1:8443' });
+    expect(config.sandbox).toBe(false);
+    expect(config.credentials.default).toEqual({ appId: '104567890', appSecret: 'hms-secret', endpoint: 'https://127.0.0.1:8443' });
+  });
+
+  it('reads the OneSignal app id and REST API key, and ONESIGNAL_ENDPOINT', () => {
+    const config = loadPushWorkerConfig('onesignal', { ONESIGNAL_APP_ID: ONESIGNAL_APP, ONESIGNAL_REST_API_KEY: 'os-key', ONESIGNAL_ENDPOINT: 'https://onesignal.internal' });
+    expect(config.credentials.default).toEqual({ appId: ONESIGNAL_APP, restApiKey: 'os-key', endpoint: 'https://onesignal.internal' });
+  });
+
+  it('names the variable missing from a partial set, and refuses a OneSignal app id that is not a UUID', () => {
+    expect(configError('hms', { HMS_APP_ID: '104567890' }).problems).toEqual(['default hms credentials: set HMS_APP_SECRET as well']);
+    expect(configError('onesignal', { ONESIGNAL_REST_API_KEY: 'k' }).problems).toEqual(['default onesignal credentials: set ONESIGNAL_APP_ID as well']);
+    expect(configError('onesignal', { ONESIGNAL_APP_ID: 'my-app', ONESIGNAL_REST_API_KEY: 'k' }).problems).toEqual([
+      'default onesignal credentials: the OneSignal app id must be a UUID',
+    ]);
+  });
+
+  it('refuses an endpoint that is not an https origin', () => {
+    expect(configError('hms', { HMS_APP_ID: '1', HMS_APP_SECRET: 's', HMS_ENDPOINT: 'http://127.0.0.1:8080' }).problems).toEqual([
+      'HMS_ENDPOINT: http://127.0.0.1:8080 must be an https origin',
+    ]);
+    expect(configError('onesignal', { ONESIGNAL_APP_ID: ONESIGNAL_APP, ONESIGNAL_REST_API_KEY: 'k', ONESIGNAL_ENDPOINT: 'https://api.example.com/v1' }).problems).toEqual([
+      'ONESIGNAL_ENDPOINT: https://api.example.com/v1 must be an origin only (https://host[:port])',
+    ]);
+  });
+
+  it('gives each brand of PUSH_CREDENTIALS_FILE its own, naming the fields an entry lacks', () => {
+    const path = jsonFile({
+      brands: {
+        '4': { hms: { appId: '4001', appSecret: 's4' }, onesignal: { appId: ONESIGNAL_APP, restApiKey: 'k4' } },
+        '6': { hms: { appId: '6001' }, onesignal: { restApiKey: 'k6' } },
+      },
+    });
+    expect(configError('hms', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual(['PUSH_CREDENTIALS_FILE brand 6 hms: set appSecret as well']);
+    expect(configError('onesignal', { PUSH_CREDENTIALS_FILE: path }).problems).toEqual(['PUSH_CREDENTIALS_FILE brand 6 onesignal: set appId as well']);
+    const good = jsonFile({ brands: { '4': { hms: { appId: '4001', appSecret: 's4' }, onesignal: { appId: ONESIGNAL_APP, restApiKey: 'k4' } } } });
+    expect(loadPushWorkerConfig('hms', { PUSH_CREDENTIALS_FILE: good }).credentials.brands.get('4')).toEqual({ appId: '4001', appSecret: 's4' });
+    expect(loadPushWorkerConfig('onesignal', { PUSH_CREDENTIALS_FILE: good }).credentials.brands.get('4')).toEqual({ appId: ONESIGNAL_APP, restApiKey: 'k4' });
   });
 });
 

@@ -50,6 +50,18 @@ export const WebPushEnv = Type.Object({
   ...WebPushOriginsEnv.properties,
 });
 
+export const HmsEnv = Type.Object({
+  HMS_APP_ID: Type.String({ default: '', description: 'App id of the AppGallery Connect app: the OAuth client id of Push Kit (default brand)' }),
+  HMS_APP_SECRET: Type.String({ default: '', description: 'App secret of that app: the OAuth client secret' }),
+  HMS_ENDPOINT: Type.String({ default: '', description: 'https origin that takes every Push Kit request instead (the push API and the OAuth token URL): proxies, tests' }),
+});
+
+export const OneSignalEnv = Type.Object({
+  ONESIGNAL_APP_ID: Type.String({ default: '', description: 'OneSignal app id (default brand)' }),
+  ONESIGNAL_REST_API_KEY: Type.String({ default: '', description: "The app's REST API key" }),
+  ONESIGNAL_ENDPOINT: Type.String({ default: '', description: 'https origin that takes every OneSignal request instead of https://api.onesignal.com: proxies, tests' }),
+});
+
 export interface FcmCredential {
   serviceAccount: { project_id: string; client_email: string; private_key: string };
   /** FCM_ENDPOINT: an https origin that takes every connection (FCM API and OAuth token URL). */
@@ -71,10 +83,24 @@ export interface ApnsCredential {
 export interface WebPushCredential {
   vapid: { publicKey: string; privateKey: string; subject: string };
 }
+export interface HmsCredential {
+  appId: string;
+  appSecret: string;
+  /** HMS_ENDPOINT: an https origin that takes every request (push API and OAuth token URL). */
+  endpoint?: string;
+}
+export interface OneSignalCredential {
+  appId: string;
+  restApiKey: string;
+  /** ONESIGNAL_ENDPOINT: an https origin that takes every request. */
+  endpoint?: string;
+}
 export interface Credentials {
   fcm: FcmCredential;
   apns: ApnsCredential;
   webpush: WebPushCredential;
+  hms: HmsCredential;
+  onesignal: OneSignalCredential;
 }
 
 /** Credentials of one provider: the default brand's and each configured brand's. */
@@ -83,7 +109,7 @@ export interface ProviderCredentials<P extends ProviderName> {
   brands: Map<string, Credentials[P]>;
 }
 
-export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv]);
+export const WorkerConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, FcmEnv, ApnsEnv, WebPushEnv, HmsEnv, OneSignalEnv]);
 export type PushWorkerConfig<P extends ProviderName> = Omit<Static<typeof WorkerConfigSchema>, RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
   provider: P;
   redis: RedisConnection;
@@ -140,6 +166,8 @@ type BrandEntry = {
   fcm?: { serviceAccountFile?: string };
   apns?: { keyFile?: string; keyId?: string; teamId?: string; topic?: string; production?: boolean; host?: string; port?: number };
   webpush?: { publicKey?: string; privateKey?: string; subject?: string };
+  hms?: { appId?: string; appSecret?: string };
+  onesignal?: { appId?: string; restApiKey?: string };
 };
 
 function credentialFrom<P extends ProviderName>(
@@ -161,11 +189,24 @@ function credentialFrom<P extends ProviderName>(
     if (key === undefined) return undefined;
     return { key, keyId: a.keyId!, teamId: a.teamId!, topic: a.topic!, production: a.production === true, host: a.host || undefined, port: a.port } as Credentials[P];
   }
+  if (provider === 'hms') {
+    const h = entry.hms ?? {};
+    if (!requireAll({ appId: h.appId, appSecret: h.appSecret }, what, problems, names)) return undefined;
+    return { appId: String(h.appId), appSecret: String(h.appSecret) } as Credentials[P];
+  }
+  if (provider === 'onesignal') {
+    const o = entry.onesignal ?? {};
+    if (!requireAll({ appId: o.appId, restApiKey: o.restApiKey }, what, problems, names)) return undefined;
+    if (!ONESIGNAL_APP_ID.test(String(o.appId))) problems.push(`${what}: the OneSignal app id must be a UUID`);
+    return { appId: String(o.appId), restApiKey: String(o.restApiKey) } as Credentials[P];
+  }
   const w = entry.webpush ?? {};
   if (!requireAll({ publicKey: w.publicKey, privateKey: w.privateKey, subject: w.subject }, what, problems, names)) return undefined;
   if (!/^(mailto:|https:)/.test(w.subject!)) problems.push(`${what}: the VAPID subject must start with mailto: or https:`);
   return { vapid: { publicKey: w.publicKey!, privateKey: w.privateKey!, subject: w.subject! } } as Credentials[P];
 }
+
+const ONESIGNAL_APP_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 function defaultEntry(raw: Static<typeof WorkerConfigSchema>): BrandEntry {
   return {
@@ -180,29 +221,37 @@ function defaultEntry(raw: Static<typeof WorkerConfigSchema>): BrandEntry {
       port: raw.APNS_PORT,
     },
     webpush: { publicKey: raw.VAPID_PUBLIC_KEY, privateKey: raw.VAPID_PRIVATE_KEY, subject: raw.VAPID_SUBJECT },
+    hms: { appId: raw.HMS_APP_ID, appSecret: raw.HMS_APP_SECRET },
+    onesignal: { appId: raw.ONESIGNAL_APP_ID, restApiKey: raw.ONESIGNAL_REST_API_KEY },
   };
 }
 
 /** The environment variable behind each field of the default brand's entry. */
-const DEFAULT_NAMES: Record<string, string> = {
-  serviceAccountFile: 'FCM_SERVICE_ACCOUNT_FILE',
-  keyFile: 'APNS_KEY_FILE',
-  keyId: 'APNS_KEY_ID',
-  teamId: 'APNS_TEAM_ID',
-  topic: 'APNS_TOPIC',
-  publicKey: 'VAPID_PUBLIC_KEY',
-  privateKey: 'VAPID_PRIVATE_KEY',
-  subject: 'VAPID_SUBJECT',
+const DEFAULT_NAMES: Record<ProviderName, Record<string, string>> = {
+  fcm: { serviceAccountFile: 'FCM_SERVICE_ACCOUNT_FILE' },
+  apns: { keyFile: 'APNS_KEY_FILE', keyId: 'APNS_KEY_ID', teamId: 'APNS_TEAM_ID', topic: 'APNS_TOPIC' },
+  webpush: { publicKey: 'VAPID_PUBLIC_KEY', privateKey: 'VAPID_PRIVATE_KEY', subject: 'VAPID_SUBJECT' },
+  hms: { appId: 'HMS_APP_ID', appSecret: 'HMS_APP_SECRET' },
+  onesignal: { appId: 'ONESIGNAL_APP_ID', restApiKey: 'ONESIGNAL_REST_API_KEY' },
 };
 
 const DEFAULT_VARIABLES: Record<ProviderName, string[]> = {
   fcm: ['FCM_SERVICE_ACCOUNT_FILE'],
   apns: ['APNS_KEY_FILE', 'APNS_KEY_ID', 'APNS_TEAM_ID', 'APNS_TOPIC'],
   webpush: ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT'],
+  hms: ['HMS_APP_ID', 'HMS_APP_SECRET'],
+  onesignal: ['ONESIGNAL_APP_ID', 'ONESIGNAL_REST_API_KEY'],
 };
 
-/** Why FCM_ENDPOINT is not an https origin (`https://host[:port]`), or undefined when it is. */
-function fcmEndpointProblem(value: string): string | undefined {
+/** The endpoint override of each provider that has one: an https origin every request goes to. */
+const ENDPOINT_VARIABLES: Partial<Record<ProviderName, 'FCM_ENDPOINT' | 'HMS_ENDPOINT' | 'ONESIGNAL_ENDPOINT'>> = {
+  fcm: 'FCM_ENDPOINT',
+  hms: 'HMS_ENDPOINT',
+  onesignal: 'ONESIGNAL_ENDPOINT',
+};
+
+/** Why an endpoint override (FCM_ENDPOINT, ...) is not an https origin (`https://host[:port]`), or undefined when it is. */
+function endpointProblem(value: string): string | undefined {
   let url: URL;
   try {
     url = new URL(value);
@@ -229,7 +278,7 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
   const credentials: ProviderCredentials<P> = { brands: new Map() };
 
   if (DEFAULT_VARIABLES[provider].some((name) => env[name])) {
-    credentials.default = credentialFrom(provider, defaultEntry(raw), `default ${provider} credentials`, problems, DEFAULT_NAMES);
+    credentials.default = credentialFrom(provider, defaultEntry(raw), `default ${provider} credentials`, problems, DEFAULT_NAMES[provider]);
   }
   if (raw.PUSH_CREDENTIALS_FILE) {
     const text = readText(raw.PUSH_CREDENTIALS_FILE, 'PUSH_CREDENTIALS_FILE', problems);
@@ -250,12 +299,14 @@ export function loadPushWorkerConfig<P extends ProviderName>(provider: P, env: E
       if (credential) credentials.brands.set(brandId, credential);
     }
   }
-  if (provider === 'fcm' && raw.FCM_ENDPOINT) {
-    const endpoint = fcmEndpointProblem(raw.FCM_ENDPOINT);
-    if (endpoint) problems.push(`FCM_ENDPOINT: ${endpoint}`);
-    // A network-level override (a proxy, a local test server): every FCM client of this worker uses it.
-    for (const credential of [credentials.default, ...credentials.brands.values()] as (FcmCredential | undefined)[]) {
-      if (credential) credential.endpoint = raw.FCM_ENDPOINT;
+  const endpointVariable = ENDPOINT_VARIABLES[provider];
+  const endpoint = endpointVariable ? raw[endpointVariable] : '';
+  if (endpointVariable && endpoint) {
+    const problem = endpointProblem(endpoint);
+    if (problem) problems.push(`${endpointVariable}: ${problem}`);
+    // A network-level override (a proxy, a local test server): every client of this worker uses it.
+    for (const credential of [credentials.default, ...credentials.brands.values()] as ({ endpoint?: string } | undefined)[]) {
+      if (credential) credential.endpoint = endpoint;
     }
   }
   const sandbox = !credentials.default && credentials.brands.size === 0;

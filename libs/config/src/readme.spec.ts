@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TObject, TSchema } from '@sinclair/typebox';
 import { GatewayConfigSchema } from './config';
-import { ApnsEnv, FcmEnv, PushWorkerEnv, WebPushEnv } from './push';
+import { ApnsEnv, FcmEnv, HmsEnv, OneSignalEnv, PushWorkerEnv, WebPushEnv } from './push';
 import { PUSH_TUNING, PUSH_TUNING_KNOBS, PUSH_TUNING_NOT_SETTABLE, PushProviderTuningEnv, type PushTuningKnob } from './push-tuning';
 import type { ProviderName } from '@operator/contract';
 import { DispatcherEnv } from './events';
@@ -13,7 +13,7 @@ import { MetricsEnv } from './base';
 // variable with the default the code really uses.
 describe('README configuration tables', () => {
   const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
-  const variables = [GatewayConfigSchema, MetricsEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv, DispatcherEnv, BonusEnv].flatMap((schema: TObject) =>
+  const variables = [GatewayConfigSchema, MetricsEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv, HmsEnv, OneSignalEnv, DispatcherEnv, BonusEnv].flatMap((schema: TObject) =>
     Object.entries(schema.properties as Record<string, TSchema>),
   );
 
@@ -28,10 +28,10 @@ describe('README configuration tables', () => {
 });
 
 // The worker tuning table: each knob with its variable (or "fixed") and each provider's default,
-// in the order FCM, APNs, Web Push.
+// in the order FCM, APNs, Web Push, HMS, OneSignal.
 describe('README worker tuning table', () => {
   const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
-  const providers: ProviderName[] = ['fcm', 'apns', 'webpush'];
+  const providers: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
 
   function cell(provider: ProviderName, knob: PushTuningKnob): string {
     const value = PUSH_TUNING[provider][knob];
@@ -42,7 +42,7 @@ describe('README worker tuning table', () => {
   it('says where the table lives', () => {
     expect(readme).toContain('**Worker tuning.**');
     expect(readme).toContain('`PUSH_TUNING` in `libs/config/src/push-tuning.ts`');
-    expect(readme).toContain('| Knob | Variable | FCM | APNs | Web Push | Meaning |');
+    expect(readme).toContain('| Knob | Variable | FCM | APNs | Web Push | HMS | OneSignal | Meaning |');
   });
 
   it.each(Object.keys(PUSH_TUNING_KNOBS) as PushTuningKnob[])('lists %s with its variable and each provider\'s default', (knob) => {

@@ -51,6 +51,28 @@ describe('checkDeviceCredential: fcm and apns', () => {
   });
 });
 
+describe('checkDeviceCredential: hms and onesignal', () => {
+  it('accepts an HMS push token and a OneSignal subscription id', () => {
+    expect(checkDeviceCredential({ ...base, provider: 'hms', platform: 'android', token: 'AND8rUp4etqJvbakK7qQoCVgFHnROXzH8o7B8fTl9rMP5VRFN83zU3Nvmabm3xw7e3gZjyBbp_wfO1jP-UyDQcZN' })).toBeNull();
+    expect(checkDeviceCredential({ ...base, provider: 'onesignal', token: '1DD608F2-C6A1-11E3-851D-000C2940E62C' })).toBeNull();
+  });
+
+  it.each([
+    ['hms', 'too-short-19-chars!', 'token must be an HMS push token: at least 20 printable ASCII characters, no spaces'],
+    ['hms', `${'a'.repeat(30)}\t${'b'.repeat(30)}`, 'token must be an HMS push token: at least 20 printable ASCII characters, no spaces'],
+    ['hms', `${'a'.repeat(30)}é`, 'token must be an HMS push token: at least 20 printable ASCII characters, no spaces'],
+    ['onesignal', 'player-7', 'token must be a OneSignal subscription id (a UUID)'],
+    ['onesignal', '1dd608f2-c6a1-11e3-851d-000c2940e62', 'token must be a OneSignal subscription id (a UUID)'],
+  ] as const)('refuses a %s token %j', (provider, token, message) => {
+    expect(checkDeviceCredential({ ...base, provider, token })).toBe(message);
+  });
+
+  it.each(['hms', 'onesignal'] as const)('requires a token for %s, not a subscription', (provider) => {
+    expect(checkDeviceCredential({ ...base, provider })).toBe(`token is required for provider ${provider}`);
+    expect(checkDeviceCredential({ ...base, provider, token: '1dd608f2-c6a1-11e3-851d-000c2940e62c', subscription: subscription() })).toBe('subscription is only for provider webpush');
+  });
+});
+
 describe('checkDeviceCredential: webpush', () => {
   it('accepts a real browser subscription', () => {
     expect(checkDeviceCredential({ ...base, provider: 'webpush', platform: 'web', subscription: subscription() })).toBeNull();

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { MAX_DEVICE_TOKEN_BYTES, MAX_USER_ID_LENGTH } from './limits';
 import { checkStorable, utf8Bytes } from './storable';
 
-export const PROVIDERS = ['fcm', 'apns', 'webpush'] as const;
+export const PROVIDERS = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'] as const;
 export type ProviderName = (typeof PROVIDERS)[number];
 export const PLATFORMS = ['android', 'ios', 'web'] as const;
 export type Platform = (typeof PLATFORMS)[number];
@@ -37,7 +37,7 @@ export const RegisterDeviceSchema = Type.Object(
     provider: Type.Union(PROVIDERS.map((p) => Type.Literal(p))),
     platform: Type.Optional(Type.Union(PLATFORMS.map((p) => Type.Literal(p)))),
     token: Type.Optional(
-      Type.String({ minLength: 1, maxLength: MAX_DEVICE_TOKEN_BYTES, description: `FCM or APNs device token, at most ${MAX_DEVICE_TOKEN_BYTES} bytes` }),
+      Type.String({ minLength: 1, maxLength: MAX_DEVICE_TOKEN_BYTES, description: `FCM registration token, APNs device token (hex), HMS push token or OneSignal subscription id (a UUID), at most ${MAX_DEVICE_TOKEN_BYTES} bytes` }),
     ),
     subscription: Type.Optional(WebPushSubscriptionSchema),
   },
@@ -63,6 +63,10 @@ export const DeviceSchema = Type.Object(
 export type DeviceView = Static<typeof DeviceSchema>;
 
 const APNS_TOKEN = /^[0-9a-fA-F]{16,400}$/;
+/** Push Kit's tokens are printable ASCII (today letters, digits, `_`, `-`, `:`), far longer than 20 characters. */
+const HMS_TOKEN = /^[\x21-\x7e]{20,}$/;
+/** OneSignal names a device by its subscription id (formerly player id), a UUID. */
+const ONESIGNAL_SUBSCRIPTION_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 function base64UrlBytes(text: string): number {
   return Buffer.from(text, 'base64url').length;
@@ -95,5 +99,7 @@ export function checkDeviceCredential(device: RegisterDevice): string | null {
   if (device.token === undefined) return `token is required for provider ${device.provider}`;
   if (device.subscription !== undefined) return `subscription is only for provider webpush`;
   if (device.provider === 'apns' && !APNS_TOKEN.test(device.token)) return 'token must be a hex APNs device token';
+  if (device.provider === 'hms' && !HMS_TOKEN.test(device.token)) return 'token must be an HMS push token: at least 20 printable ASCII characters, no spaces';
+  if (device.provider === 'onesignal' && !ONESIGNAL_SUBSCRIPTION_ID.test(device.token)) return 'token must be a OneSignal subscription id (a UUID)';
   return null;
 }

@@ -8,6 +8,8 @@ export const PUSH_QUEUES = {
   fcm: 'push-fcm',
   apns: 'push-apns',
   webpush: 'push-webpush',
+  hms: 'push-hms',
+  onesignal: 'push-onesignal',
 } as const satisfies Record<ProviderName, string>;
 export type PushQueueName = (typeof PUSH_QUEUES)[ProviderName];
 

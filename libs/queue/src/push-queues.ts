@@ -20,7 +20,7 @@ export function createPushQueues(connection: RedisClient, prefix: string): PushQ
   const onError = redisErrorListener(connection);
   const make = (provider: ProviderName) =>
     new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix: queueKeyPrefix(prefix, PUSH_QUEUES[provider]) }).on('error', onError);
-  return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush') };
+  return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush'), hms: make('hms'), onesignal: make('onesignal') };
 }
 
 export interface SendJobRequest {
