@@ -127,6 +127,9 @@ export function checkNothingLost(run: RunRecord): Check {
  * a store failed over (the first copy at most inFlightWindowMs before the failover began and before
  * it was over, at most inFlightBound per provider and failover); anything else is unexplained.
  */
+/** Providers that take a repeated send as the same one (its idempotency key): no duplicate of theirs is explained. */
+const IDEMPOTENT_PROVIDERS = new Set(['onesignal']);
+
 export function checkDuplicates(run: RunRecord): Check {
   const index = receiptIndex(run.receipts);
   const explainers = run.faults.flatMap((f) => {
@@ -148,7 +151,8 @@ export function checkDuplicates(run: RunRecord): Check {
         // A send the killed worker wrote just before SIGKILL may be read here after the kill was
         // recorded; until its replacement is started (endAt), no other process sends for that
         // provider, so a first copy up to then is still one of the killed worker's.
-        const explainer = explainers.find(
+        // OneSignal's requests are idempotent: a send repeated after a kill or a failover is not delivered again.
+        const explainer = IDEMPOTENT_PROVIDERS.has(provider) ? undefined : explainers.find(
           (k) =>
             k.provider === provider &&
             first <= (k.fault.endAt ?? k.fault.at) &&
@@ -162,6 +166,11 @@ export function checkDuplicates(run: RunRecord): Check {
     }
   }
   const lines = [`${copies} extra copies received (same push, same device); ${copies - unexplained.length} from sends in flight at a worker kill or a failover, ${unexplained.length} unexplained`];
+  for (const provider of IDEMPOTENT_PROVIDERS) {
+    const kills = run.faults.filter((f) => (f.kind === 'kill' || f.kind === 'crash') && f.target?.startsWith(`push-worker-${provider}`)).length;
+    const sends = run.receipts.filter((r) => r.provider === provider).length;
+    lines.push(`  ${provider}: ${unexplained.filter((u) => u.device.startsWith(`${provider}:`)).length} duplicates in ${sends} deliveries, ${kills} kills of its worker (idempotent requests: none may be explained)`);
+  }
   for (const { fault, provider, explained } of explainers) {
     if (fault.kind === 'kill' || fault.kind === 'crash' || explained) {
       lines.push(`  ${fault.kind} ${fault.target ?? provider} ${since(run.t0, fault.at)}: ${explained} in-flight duplicates (bound ${run.inFlightBound})`);

@@ -11,7 +11,7 @@ import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
 
 /** The apps, as tools/apps.mjs lists them. */
-export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'bonus', 'webhook-dispatcher'];
+export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'push-worker-hms', 'push-worker-onesignal', 'bonus', 'webhook-dispatcher'];
 // The workers' defaults: a job's messages handed to the provider client at once, its connections
 // deciding how many are on the wire. A player has at most one device per provider, so a killed
 // worker had at most WORKER_CONCURRENCY x WORKER_PARALLEL_MESSAGES sends in flight.
@@ -63,7 +63,21 @@ export async function until(probe: () => Promise<boolean>, ms: number): Promise<
   return false;
 }
 
-const DEVICE_LAYOUTS: ProviderName[][] = [['fcm'], ['fcm'], ['fcm'], ['fcm'], ['apns'], ['apns'], ['webpush'], ['fcm', 'webpush'], ['fcm', 'webpush'], ['apns', 'webpush']];
+const DEVICE_LAYOUTS: ProviderName[][] = [
+  ['fcm'],
+  ['fcm'],
+  ['fcm'],
+  ['fcm'],
+  ['apns'],
+  ['apns'],
+  ['webpush'],
+  ['fcm', 'webpush'],
+  ['fcm', 'webpush'],
+  ['apns', 'webpush'],
+  ['hms'],
+  ['onesignal'],
+  ['hms', 'onesignal'],
+];
 
 export interface Workload {
   devices: Map<string, ChaosDevice[]>;

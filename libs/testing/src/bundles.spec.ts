@@ -23,7 +23,7 @@ beforeAll(() => {
 afterAll(() => rmSync(join(root, outdir), { recursive: true, force: true }));
 
 const PROVIDER_SDKS = ['firebase-admin', '@parse/node-apn', 'web-push'];
-const PROVIDER_LIBS = ['libs/provider-fcm', 'libs/provider-apns', 'libs/provider-webpush'];
+const PROVIDER_LIBS = ['libs/provider-fcm', 'libs/provider-apns', 'libs/provider-webpush', 'libs/provider-hms', 'libs/provider-onesignal'];
 // The HTTP server, its docs page and the queue dashboard.
 const GATEWAY_ONLY = ['fastify', '@fastify/swagger', '@fastify/swagger-ui', '@fastify/under-pressure', '@bull-board/api', '@bull-board/fastify', '@bull-board/ui'];
 
@@ -34,6 +34,9 @@ const PROVIDERS: Record<string, { libs: string[]; sdks: string[] }> = {
   'push-worker-fcm': { libs: ['libs/provider-fcm'], sdks: [] },
   'push-worker-apns': { libs: ['libs/provider-apns'], sdks: ['@parse/node-apn'] },
   'push-worker-webpush': { libs: ['libs/provider-webpush'], sdks: ['web-push'] },
+  // Push Kit and OneSignal are plain HTTPS APIs, spoken through @operator/egress: no SDK.
+  'push-worker-hms': { libs: ['libs/provider-hms'], sdks: [] },
+  'push-worker-onesignal': { libs: ['libs/provider-onesignal'], sdks: [] },
   bonus: { libs: [], sdks: [] },
   'webhook-dispatcher': { libs: [], sdks: [] },
 };

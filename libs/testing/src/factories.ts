@@ -1,4 +1,4 @@
-import { createECDH, randomBytes } from 'node:crypto';
+import { createECDH, randomBytes, randomUUID } from 'node:crypto';
 import type { PushRequest } from '@operator/contract';
 import { uniqueId } from './ids';
 
@@ -23,6 +23,10 @@ export function pushRequest(brandId: number, userId: string, overrides: Partial<
 
 export const fcmToken = () => `fcm-${randomBytes(24).toString('base64url')}`;
 export const apnsToken = () => randomBytes(32).toString('hex');
+/** A Push Kit token's shape: a long run of letters, digits, `_`, `-` and `:`. */
+export const hmsToken = () => `IQAAAAC${randomBytes(48).toString('base64url')}:APA91b`;
+/** A OneSignal subscription id: a UUID. */
+export const oneSignalSubscriptionId = () => randomUUID();
 
 /** A browser's subscription; by default on FCM's Web Push origin, which WEBPUSH_ALLOWED_ORIGINS allows unless told otherwise. */
 export function webPushSubscription(endpoint = `https://fcm.googleapis.com/fcm/send/${randomBytes(8).toString('hex')}`) {

@@ -6,6 +6,8 @@ export * from './tls';
 export * from './fake-webpush';
 export * from './fake-apns';
 export * from './fake-fcm';
+export * from './fake-hms';
+export * from './fake-onesignal';
 export * from './until';
 export * from './fake-crm';
 export * from './random';

@@ -1,0 +1,392 @@
+import { errorReason, parseRetryAfter } from '@operator/config';
+import { createOutbound, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
+
+// Huawei Push Kit (HMS Core push server API v1) over HTTP/1.1, every request through
+// @operator/egress: the operator's proxy, one deadline per exchange, a capped answer, no redirect
+// followed.
+// - The access token comes from Huawei's OAuth 2.0 client-credentials grant (POST
+//   /oauth2/v3/token, client_id = app id, client_secret = app secret). It is kept and renewed 5
+//   minutes before it expires (halfway through a lifetime of 10 minutes or less), with one grant
+//   shared by every send waiting for it. A send refused for its access token (80200001, 80200003,
+//   HTTP 401) renews it and is sent once more; refused again, it is `auth`.
+// - One notification goes to its tokens in requests of at most 1000 (Push Kit's limit, 80300010
+//   past it), each POST /v1/{appId}/messages:send, in parallel: at most `maxConnections` requests
+//   in flight across the provider (one per kept connection: none waits in the agent's queue with
+//   its deadline running), fewer when `concurrency` says so.
+// - Each token's outcome is read from the answer (see hmsOutcome()): one answer covers every token
+//   of its request, so a request-wide failure is every one of its tokens' result.
+// - `endpoint` (HMS_ENDPOINT) takes both hosts' requests, under the same paths.
+
+export interface HmsProviderOptions {
+  /** The app id (OAuth client id) and app secret of the AppGallery Connect app. */
+  appId: string;
+  appSecret: string;
+  /** An https origin that takes every request instead of Huawei's hosts (HMS_ENDPOINT). */
+  endpoint?: string;
+  proxy?: ProxySettings;
+  /** Extra certificate authorities to trust (a local test server's). */
+  ca?: string | Buffer;
+  /** PUSH_PROVIDER_CONCURRENCY: requests in flight at once across the client. */
+  concurrency?: number;
+  /** PUSH_PROVIDER_CONNECTIONS: kept connections per origin. */
+  maxConnections?: number;
+  /** PUSH_SEND_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** The clock access tokens' lifetimes are counted on (a test's); Date.now by default. */
+  now?: () => number;
+}
+
+export const HMS_OAUTH_ORIGIN = 'https://oauth-login.cloud.huawei.com';
+export const HMS_PUSH_ORIGIN = 'https://push-api.cloud.huawei.com';
+export const HMS_TOKEN_PATH = '/oauth2/v3/token';
+/** Tokens one messages:send takes at most. */
+export const HMS_MAX_TOKENS_PER_REQUEST = 1000;
+export const DEFAULT_MAX_CONNECTIONS = 32;
+const DEFAULT_TIMEOUT_MS = 15_000;
+const TOKEN_RENEWAL_MS = 5 * 60_000;
+/**
+ * The most of an answer read. A partial success lists the refused tokens, up to every token of the
+ * request, so a send's answer may be longer by that much (bounded by what we sent); the rest is
+ * dropped with the connection.
+ */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+
+/** Push Kit's result codes that decide an outcome (HMS Core push server API v1). */
+export const HMS_CODE = {
+  success: '80000000',
+  partialSuccess: '80100000',
+  parameterError: '80100001',
+  syncNeedsOneToken: '80100002',
+  structureError: '80100003',
+  expiredTtl: '80100004',
+  collapseKeyInvalid: '80100013',
+  sensitiveContent: '80100016',
+  oauthError: '80200001',
+  oauthTokenExpired: '80200003',
+  noPushPermission: '80300002',
+  allTokensInvalid: '80300007',
+  messageTooBig: '80300008',
+  tooManyTokens: '80300010',
+  noHighPriorityPermission: '80300011',
+  internalError: '81000001',
+} as const;
+
+/** The message itself is refused: sending it again would not change that. 80300010 is ours to avoid (we split at 1000). */
+const PAYLOAD_CODES = new Set<string>([
+  HMS_CODE.parameterError,
+  HMS_CODE.syncNeedsOneToken,
+  HMS_CODE.structureError,
+  HMS_CODE.expiredTtl,
+  HMS_CODE.collapseKeyInvalid,
+  HMS_CODE.sensitiveContent,
+  HMS_CODE.tooManyTokens,
+  // urgency HIGH needs a permission the app has not been given: this message, not the credential.
+  HMS_CODE.noHighPriorityPermission,
+]);
+const TOKEN_REFUSED_CODES = new Set<string>([HMS_CODE.oauthError, HMS_CODE.oauthTokenExpired]);
+
+/** Push Kit's answer to one send, as read. */
+export interface HmsAnswer {
+  status: number;
+  code?: string;
+  msg?: string;
+  requestId?: string;
+  retryAfter?: string;
+  /** The body was cut at the cap. */
+  truncated?: boolean;
+  /** The body as read, for answers that are not Push Kit's JSON. */
+  body?: Buffer;
+}
+
+/** What an answer means for each token of its request; `tokenRefused`: the access token was refused (renew and send once more). */
+export interface HmsOutcome {
+  results: SendResult[];
+  tokenRefused: boolean;
+}
+
+const pushKitCode = (value: unknown): string | undefined => (typeof value === 'string' && /^\d{1,12}$/.test(value) ? value : undefined);
+
+export function readHmsAnswer(answer: OutboundAnswer): HmsAnswer {
+  const header = answer.headers['retry-after'];
+  const read: HmsAnswer = { status: answer.status, retryAfter: Array.isArray(header) ? header[0] : header, truncated: answer.truncated, body: answer.body };
+  try {
+    const json = JSON.parse(answer.body.toString('utf8')) as { code?: unknown; msg?: unknown; requestId?: unknown };
+    read.code = pushKitCode(json?.code);
+    if (typeof json?.msg === 'string') read.msg = json.msg;
+    if (typeof json?.requestId === 'string' && /^[\x21-\x7e]{1,128}$/.test(json.requestId)) read.requestId = json.requestId;
+  } catch {
+    // Not JSON (a proxy's page), or cut at the cap: judged by its status.
+  }
+  return read;
+}
+
+/**
+ * The tokens a partial success (80100000) or an all-invalid answer (80300007) names in its msg,
+ * itself JSON: {"success":1,"failure":2,"illegal_tokens":["..."]} (v1); {"illegalTokens":{"<reason>":[...]}}
+ * is read too (the v3 API's shape). Null when msg names none that can be read.
+ */
+export function illegalTokens(msg: string | undefined): Set<string> | null {
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = JSON.parse(msg ?? '');
+  } catch {
+    return null;
+  }
+  if (!parsed || typeof parsed !== 'object') return null;
+  const listed = parsed.illegal_tokens ?? parsed.illegalTokens;
+  const lists = Array.isArray(listed) ? [listed] : listed && typeof listed === 'object' ? Object.values(listed) : [];
+  const tokens = lists.flatMap((list) => (Array.isArray(list) ? list.filter((token): token is string => typeof token === 'string') : []));
+  return tokens.length ? new Set(tokens) : null;
+}
+
+/** What Push Kit said, as a short sanitised reason: its code and status (and `note`), and its msg unless that is JSON. */
+function said(answer: HmsAnswer, note = ''): string {
+  const msg = answer.msg && !/^\s*[[{]/.test(answer.msg) ? sanitizeReason(answer.msg) : '';
+  if (answer.code) return `Push Kit ${answer.code} (HTTP ${answer.status}${note})${msg ? `: ${msg}` : ''}`;
+  const reason = msg || (answer.body ? reasonFromBody(answer.body) : '');
+  return `HTTP ${answer.status}${note}${answer.truncated ? ', answer cut' : ''}: ${reason || "not an answer of Push Kit's"}`;
+}
+
+/**
+ * Every token's outcome from Push Kit's answer to one request of `tokens`. Decisions (the code
+ * first, the HTTP status for what has none or one we do not know):
+ * - 503 is Push Kit's traffic control (flow control) and 429 a front end's rate limit: both about
+ *   the app's rate, so `rate-limited` with the Retry-After and scope `credential`, whatever code.
+ * - 80000000: every token sent, the requestId as the message id. 80100000: the tokens its msg lists
+ *   are dead (`invalid-token`), the others sent; a list that cannot be read counts them all sent
+ *   (sending again would repeat the push to those that had it). 80300007: all of them dead.
+ * - 80200001/80200003, or any 401: the access token; renewed once, then `auth`.
+ *   80300002 (Push Kit not enabled for the app), 403, 404 (no such app or URL): `auth`.
+ * - 80300008 and 413: `payload-too-large`; the parameter and structure codes: `payload-invalid`.
+ * - 81000001, 502, 500 and the other 5xx, 408: `unavailable`, this request's alone (scope device).
+ * - An unknown code: transient on a 5xx, else refused as `payload-invalid`, the code in the message.
+ *   A 2xx that is not Push Kit's answer confirms nothing: `unavailable`.
+ */
+export function hmsOutcome(answer: HmsAnswer, tokens: readonly string[]): HmsOutcome {
+  const all = (error: SendError, tokenRefused = false): HmsOutcome => ({ results: tokens.map(() => ({ ok: false, error })), tokenRefused });
+  const { status, code } = answer;
+  const retryAfterMs = parseRetryAfter(answer.retryAfter);
+
+  if (status === 503 || status === 429) return all(sendError('rate-limited', said(answer, ', traffic control'), retryAfterMs, 'credential'));
+  if (code === HMS_CODE.success) return { results: tokens.map(() => ({ ok: true, providerMessageId: answer.requestId ?? null })), tokenRefused: false };
+  if (code === HMS_CODE.partialSuccess) {
+    const refused = illegalTokens(answer.msg);
+    const dead = sendError('invalid-token', `Push Kit ${code}: the token is not valid for this app`);
+    const results = tokens.map((token): SendResult => (refused?.has(token) ? { ok: false, error: dead } : { ok: true, providerMessageId: answer.requestId ?? null }));
+    return { results, tokenRefused: false };
+  }
+  if (code === HMS_CODE.allTokensInvalid) return all(sendError('invalid-token', `Push Kit ${code}: the token is not valid for this app`));
+  if ((code && TOKEN_REFUSED_CODES.has(code)) || status === 401) return all(sendError('auth', said(answer, ', access token refused')), true);
+  if (code === HMS_CODE.noPushPermission) return all(sendError('auth', said(answer)));
+  if (code === HMS_CODE.messageTooBig) return all(sendError('payload-too-large', said(answer)));
+  if (code && PAYLOAD_CODES.has(code)) return all(sendError('payload-invalid', said(answer)));
+  if (code === HMS_CODE.internalError) return all(sendError('unavailable', said(answer), retryAfterMs));
+
+  const unknown = code ? ', unknown code' : '';
+  if (status >= 500 || status === 408) return all(sendError('unavailable', said(answer, unknown), retryAfterMs));
+  if (status === 403 || status === 404) return all(sendError('auth', said(answer, unknown)));
+  if (status === 413) return all(sendError('payload-too-large', said(answer, unknown)));
+  if (status >= 200 && status < 300 && !code) return all(sendError('unavailable', said(answer), retryAfterMs));
+  return all(sendError('payload-invalid', said(answer, unknown)));
+}
+
+/** No answer: the deadline passed, the proxy refused, or the network failed. Always transient. */
+function transportError(error: unknown, what: string): SendError {
+  if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(`${what}: ${errorReason(error)}`));
+  return sendError('network', sanitizeReason(`${what}: ${error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`}`));
+}
+
+/** Why a token grant failed, as every waiting send's result. */
+class GrantFailure extends Error {
+  constructor(readonly error: SendError) {
+    super(error.message);
+    this.name = 'GrantFailure';
+  }
+}
+
+/** Huawei's OAuth error: {"error":1101,"sub_error":20003,"error_description":"invalid client"}, numbers and words kept. */
+function oauthReason(status: number, body: Buffer): string {
+  let json: { error?: unknown; sub_error?: unknown; error_description?: unknown } | undefined;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    return `HTTP ${status}: not an answer of Huawei's OAuth server`;
+  }
+  const codes = [json?.error, json?.sub_error].filter((value) => typeof value === 'number' || typeof value === 'string').map((value) => sanitizeReason(String(value), 32));
+  const description = typeof json?.error_description === 'string' ? sanitizeReason(json.error_description) : '';
+  const reason = [codes.join('/'), description].filter(Boolean).join(' ');
+  return reason ? `HTTP ${status}: ${reason}` : `HTTP ${status}: not an answer of Huawei's OAuth server`;
+}
+
+/** `pending`, or `late()` thrown once `ms` have passed (pending goes on, for whoever else waits on it). */
+function before<T>(pending: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), Math.max(0, ms));
+  });
+  return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** The https origin of HMS_ENDPOINT; anything else is a configuration error. */
+function endpointOrigin(endpoint: string): string {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw new Error(`HMS endpoint ${endpoint} is not a URL`);
+  }
+  if (url.protocol !== 'https:' || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
+    throw new Error(`HMS endpoint ${endpoint} must be an https origin (https://host[:port])`);
+  }
+  return url.origin;
+}
+
+export function createHmsProvider(options: HmsProviderOptions): PushProvider {
+  const endpoint = options.endpoint ? endpointOrigin(options.endpoint) : null;
+  const tokenUrl = `${endpoint ?? HMS_OAUTH_ORIGIN}${HMS_TOKEN_PATH}`;
+  const sendUrl = `${endpoint ?? HMS_PUSH_ORIGIN}/v1/${encodeURIComponent(options.appId)}/messages:send`;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const maxConnections = Math.max(1, Math.floor(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS));
+  const now = options.now ?? Date.now;
+  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: maxConnections });
+  const limit = inFlightLimit(Math.min(options.concurrency ?? maxConnections, maxConnections));
+  let closed = false;
+
+  async function grant(): Promise<{ value: string; lifetimeMs: number }> {
+    const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: options.appId, client_secret: options.appSecret });
+    let answer: OutboundAnswer;
+    try {
+      answer = await outbound.request({
+        url: tokenUrl,
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body: form.toString(),
+        timeoutMs,
+        maxBodyBytes: MAX_ANSWER_BYTES,
+      });
+    } catch (error) {
+      throw new GrantFailure(transportError(error, 'token request failed'));
+    }
+    let json: { access_token?: unknown; expires_in?: unknown } = {};
+    try {
+      json = JSON.parse(answer.body.toString('utf8'));
+    } catch {
+      // Described below by the status alone.
+    }
+    const lifetime = Number(json?.expires_in);
+    if (answer.status === 200 && typeof json?.access_token === 'string' && /^[\x21-\x7e]+$/.test(json.access_token) && lifetime > 0) {
+      return { value: json.access_token, lifetimeMs: lifetime * 1000 };
+    }
+    const reason = `token request answered ${oauthReason(answer.status, answer.body)}`;
+    const retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
+    // Its rate limit is about this app's credential: every send with it waits for the same token.
+    if (answer.status === 429) throw new GrantFailure(sendError('rate-limited', reason, retryAfterMs, 'credential'));
+    if (answer.status >= 500 || answer.status === 408 || answer.status === 200) throw new GrantFailure(sendError('unavailable', reason, retryAfterMs));
+    throw new GrantFailure(sendError('auth', reason));
+  }
+
+  const accessToken = accessTokens(grant, now);
+
+  /** One request of a send: the answer's outcome for its tokens, the access token renewed once if refused. */
+  function sendRequest(message: HmsMessage, tokens: string[]): Promise<SendResult[]> {
+    const body = hmsSendBody(message, tokens);
+    const maxBodyBytes = MAX_ANSWER_BYTES + tokens.reduce((bytes, token) => bytes + Buffer.byteLength(token) + 8, 0);
+    const failAll = (error: SendError): SendResult[] => tokens.map(() => ({ ok: false, error }));
+    return limit(async () => {
+      // One deadline for the whole request, a renewal and its second try included.
+      const deadline = Date.now() + timeoutMs;
+      for (let renewed = false; ; renewed = true) {
+        let bearer: string;
+        try {
+          // The grant goes on for the other sends waiting on it; this one stops at its deadline.
+          bearer = await before(accessToken.get(), deadline - Date.now(), () => new GrantFailure(sendError('network', `no access token within ${timeoutMs} ms`)));
+        } catch (error) {
+          return failAll(error instanceof GrantFailure ? error.error : sendError('network', sanitizeReason(errorReason(error))));
+        }
+        let answer: OutboundAnswer;
+        try {
+          answer = await outbound.request({
+            url: sendUrl,
+            method: 'POST',
+            headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' },
+            body,
+            timeoutMs: Math.max(1, deadline - Date.now()),
+            maxBodyBytes,
+          });
+        } catch (error) {
+          return failAll(transportError(error, 'no answer from Push Kit'));
+        }
+        const outcome = hmsOutcome(readHmsAnswer(answer), tokens);
+        if (!outcome.tokenRefused || renewed || Date.now() >= deadline) return outcome.results;
+        accessToken.refused(bearer);
+      }
+    });
+  }
+
+  return {
+    name: 'hms',
+
+    async send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]> {
+      if (closed) throw new Error('HMS provider is closed');
+      const results: SendResult[] = new Array(targets.length);
+      // A token listed twice goes once; each of its targets gets its outcome.
+      const targetsOf = new Map<string, number[]>();
+      targets.forEach((target, index) => {
+        const token = target.token?.trim();
+        // An empty token never reaches Push Kit: it would refuse the whole request for it.
+        if (!token) results[index] = { ok: false, error: sendError('invalid-token', 'empty HMS push token') };
+        else targetsOf.set(token, [...(targetsOf.get(token) ?? []), index]);
+      });
+      const tokens = [...targetsOf.keys()];
+      if (tokens.length === 0) return results;
+      const message = toHmsMessage(notification);
+      const batches: string[][] = [];
+      for (let start = 0; start < tokens.length; start += HMS_MAX_TOKENS_PER_REQUEST) batches.push(tokens.slice(start, start + HMS_MAX_TOKENS_PER_REQUEST));
+      await Promise.all(
+        batches.map(async (batch) => {
+          const outcomes = await sendRequest(message, batch);
+          batch.forEach((token, at) => {
+            for (const index of targetsOf.get(token) ?? []) results[index] = outcomes[at];
+          });
+        }),
+      );
+      return results;
+    },
+
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      await outbound.close();
+    },
+  };
+}
+
+/**
+ * The access token, kept until 5 minutes before it expires (halfway through a lifetime of 10
+ * minutes or less); every send waiting for it shares one grant. `refused(token)` forgets it when
+ * Push Kit refused it, unless a newer one has come meanwhile.
+ */
+function accessTokens(grant: () => Promise<{ value: string; lifetimeMs: number }>, now: () => number) {
+  let current: { value: string; renewAt: number } | null = null;
+  let pending: Promise<string> | null = null;
+  return {
+    get(): Promise<string> {
+      if (current && now() < current.renewAt) return Promise.resolve(current.value);
+      pending ??= grant()
+        .then(({ value, lifetimeMs }) => {
+          const early = lifetimeMs > 2 * TOKEN_RENEWAL_MS ? TOKEN_RENEWAL_MS : lifetimeMs / 2;
+          current = { value, renewAt: now() + lifetimeMs - early };
+          return value;
+        })
+        .finally(() => {
+          pending = null;
+        });
+      return pending;
+    },
+    refused(value: string): void {
+      if (current?.value === value) current = null;
+    },
+  };
+}

@@ -1,0 +1,215 @@
+import { errorReason, parseRetryAfter } from '@operator/config';
+import { createOutbound, OutboundError, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { batches, idempotencyKey } from './idempotency';
+import { createNotificationBody, toOneSignalContent } from './message';
+
+// OneSignal through its REST API (https://documentation.onesignal.com/reference/push-notification):
+// one POST /notifications?c=push per push, carrying the subscription ids of all its targets
+// (`include_subscription_ids`, cut into batches past OneSignal's per-request maximum), the app id,
+// and the REST API key in the Authorization header, nowhere else.
+//
+// - Each request has an idempotency_key made from the push and its deliveries (see
+//   idempotency.ts): a request sent again after a lost answer, a crash or a retry is answered from
+//   OneSignal's record of the first one, not delivered twice. That is what makes every transient
+//   failure below safe to retry, a lost answer included.
+// - The answer says per subscription what happened: the ids OneSignal lists in
+//   errors.invalid_player_ids (unknown, or unsubscribed) are dead; the others were sent, under the
+//   notification id.
+// - Requests go through @operator/egress: one deadline for the whole exchange (`timeoutMs`), the
+//   operator's proxy, kept-alive connections (at most `maxConnections`), a capped answer; what
+//   OneSignal says is kept as its status and a sanitised reason, never as raw text.
+
+export interface OneSignalProviderOptions {
+  /** The OneSignal app id (a UUID) and its REST API key. */
+  appId: string;
+  restApiKey: string;
+  /** An https origin that takes every request instead of https://api.onesignal.com (ONESIGNAL_ENDPOINT). */
+  endpoint?: string;
+  proxy?: ProxySettings;
+  /** Extra certificate authorities to trust (a local test server's). */
+  ca?: string | Buffer;
+  /** PUSH_PROVIDER_CONCURRENCY: requests in flight at once across the client. */
+  concurrency?: number;
+  /** PUSH_PROVIDER_CONNECTIONS: kept connections per origin. */
+  maxConnections?: number;
+  /** PUSH_SEND_TIMEOUT_MS. */
+  timeoutMs?: number;
+  /** Subscription ids in one request at most (OneSignal takes 20,000). */
+  maxSubscriptionsPerRequest?: number;
+  /**
+   * The Authorization scheme: `Key` for App API keys (OneSignal's current keys), `Basic` for a
+   * legacy REST API key that api.onesignal.com still wants that way. Default `Key`.
+   */
+  authorizationScheme?: 'Key' | 'Basic';
+}
+
+export const ONESIGNAL_API = 'https://api.onesignal.com';
+export const DEFAULT_MAX_CONNECTIONS = 32;
+export const DEFAULT_TIMEOUT_MS = 15_000;
+/** OneSignal's limit on include_subscription_ids (and the other id lists) of one request. */
+export const MAX_SUBSCRIPTIONS_PER_REQUEST = 20_000;
+/** The most of an answer read, beyond what it takes to list every id of the request as invalid. */
+export const MAX_ANSWER_BYTES = 64 * 1024;
+/** Room for one subscription id in an answer's list of invalid ones: a UUID, its quotes and a comma. */
+const ANSWER_BYTES_PER_ID = 64;
+
+const SUBSCRIPTION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** OneSignal's answer when none of the ids can receive the push ("All included players are not subscribed"). */
+const NONE_SUBSCRIBED = /not subscribed/i;
+/** A 400 about our key or app id rather than the message ("Please include ... Authorization ...", "app_id not found"). */
+const ABOUT_CREDENTIALS = /authorization|api[ _-]?key|app[ _]?id/i;
+/** A notification id as OneSignal makes them (a UUID); anything else is not kept. */
+const NOTIFICATION_ID = /^[0-9A-Za-z-]{1,64}$/;
+
+const failed = (error: SendError): SendResult => ({ ok: false, error });
+
+/** What OneSignal's `errors` says: its messages (an array of strings), and the ids it names as invalid. */
+function errorsOf(answer: unknown): { texts: string[]; invalid: Set<string> } {
+  const errors = answer && typeof answer === 'object' ? (answer as { errors?: unknown }).errors : undefined;
+  if (Array.isArray(errors)) return { texts: errors.filter((item): item is string => typeof item === 'string'), invalid: new Set() };
+  if (!errors || typeof errors !== 'object') return { texts: [], invalid: new Set() };
+  const listed = (errors as { invalid_player_ids?: unknown }).invalid_player_ids;
+  const invalid = Array.isArray(listed) ? listed.filter((id): id is string => typeof id === 'string').map((id) => id.toLowerCase()) : [];
+  return { texts: invalid.length ? [`${invalid.length} invalid subscription ids`] : [], invalid: new Set(invalid) };
+}
+
+function readJson(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Each subscription's result from OneSignal's answer to one create-notification request (`ids`:
+ * the include_subscription_ids it carried, lower case).
+ */
+export function resultsOf(answer: OutboundAnswer, ids: readonly string[]): Map<string, SendResult> {
+  const { status, headers, body, truncated } = answer;
+  const parsed = truncated ? undefined : readJson(body);
+  const said = errorsOf(parsed);
+  const reason = said.texts.length ? `HTTP ${status}: ${sanitizeReason(said.texts.join('; '))}` : `HTTP ${status}`;
+  const retryAfterMs = parseRetryAfter(headers['retry-after']);
+  const all = (result: SendResult) => new Map(ids.map((id) => [id, result]));
+  const noneSubscribed = said.texts.some((text) => NONE_SUBSCRIBED.test(text));
+
+  if (status >= 200 && status < 300) {
+    // A 200 we cannot read may be OneSignal's with a notification made, or a proxy's page: sending
+    // again is safe under the same key either way, and OneSignal then answers from its record.
+    if (!parsed || typeof parsed !== 'object') {
+      return all(failed(sendError('unavailable', `HTTP ${status} with an answer that is not OneSignal's JSON${truncated ? ' (cut: too long)' : ''}`)));
+    }
+    const id = (parsed as { id?: unknown }).id;
+    const notificationId = typeof id === 'string' && NOTIFICATION_ID.test(id) ? id : null;
+    return new Map(
+      ids.map((subscription): [string, SendResult] => {
+        if (said.invalid.has(subscription)) return [subscription, failed(sendError('unregistered', 'OneSignal: the subscription is unknown or not subscribed (invalid_player_ids)'))];
+        if (notificationId) return [subscription, { ok: true, providerMessageId: notificationId }];
+        // No notification made ("id": ""): none of the ids could receive it, or OneSignal said why not.
+        if (noneSubscribed) return [subscription, failed(sendError('unregistered', reason))];
+        return [subscription, failed(sendError('unavailable', `${reason} (no notification made)`))];
+      }),
+    );
+  }
+  if (status === 429) return all(failed(sendError('rate-limited', reason, retryAfterMs, 'credential')));
+  if (status === 401 || status === 403) return all(failed(sendError('auth', reason)));
+  if (status === 400) {
+    if (noneSubscribed) return all(failed(sendError('unregistered', reason)));
+    if (said.texts.some((text) => ABOUT_CREDENTIALS.test(text))) return all(failed(sendError('auth', reason)));
+    return all(failed(sendError('payload-invalid', reason)));
+  }
+  if (status === 413) return all(failed(sendError('payload-too-large', reason)));
+  // Not OneSignal's create-notification API where ONESIGNAL_ENDPOINT points (a redirect is an
+  // answer, never followed): our configuration, not the message.
+  if (status === 404 || (status >= 300 && status < 400)) return all(failed(sendError('auth', `${reason}: the endpoint is not OneSignal's notifications API`)));
+  // A Retry-After on a 5xx is OneSignal saying when it takes requests again: every send with this
+  // app waits that long. A bare 5xx may be one request's misfortune: only its deliveries wait.
+  if (status === 408 || status >= 500) return all(failed(sendError('unavailable', reason, retryAfterMs, retryAfterMs === undefined ? undefined : 'credential')));
+  if (status >= 400) return all(failed(sendError('payload-invalid', reason)));
+  return all(failed(sendError('unavailable', reason, retryAfterMs)));
+}
+
+/** No answer (refused, cut, timed out, the proxy refused): transient, and safe to send again under the same key. */
+function transportError(error: unknown): SendError {
+  if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(errorReason(error)));
+  return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
+}
+
+/** `https://host[:port]` of ONESIGNAL_ENDPOINT (a trailing slash tolerated), or OneSignal's own API. */
+function originOf(endpoint: string | undefined): string {
+  if (!endpoint) return ONESIGNAL_API;
+  const url = new URL(endpoint);
+  if (url.protocol !== 'https:' || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || url.username || url.password) {
+    throw new Error(`ONESIGNAL_ENDPOINT must be an https origin (https://host[:port]), not ${endpoint}`);
+  }
+  return url.origin;
+}
+
+interface Member {
+  index: number;
+  deliveryId: string;
+  subscriptionId: string;
+}
+
+export function createOneSignalProvider(options: OneSignalProviderOptions): PushProvider {
+  const url = `${originOf(options.endpoint)}/notifications?c=push`;
+  const maxConnections = Math.max(1, Math.floor(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS));
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const perRequest = Math.max(1, Math.min(MAX_SUBSCRIPTIONS_PER_REQUEST, Math.floor(options.maxSubscriptionsPerRequest ?? MAX_SUBSCRIPTIONS_PER_REQUEST)));
+  const headers = {
+    authorization: `${options.authorizationScheme ?? 'Key'} ${options.restApiKey}`,
+    'content-type': 'application/json; charset=utf-8',
+    accept: 'application/json',
+  };
+  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: maxConnections });
+  // No more requests in flight than there are connections: one waiting in undici's queue would
+  // have its deadline running for the other requests' answers.
+  const limit = inFlightLimit(Math.min(options.concurrency ?? maxConnections, maxConnections));
+  let closed: Promise<void> | null = null;
+
+  /** One create-notification request for a batch of deliveries of one push: each subscription's result. */
+  async function post(pushId: string, content: ReturnType<typeof toOneSignalContent>, batch: Member[]): Promise<Map<string, SendResult>> {
+    // Two deliveries may name one subscription: OneSignal sends it once, and both get its result.
+    const ids = [...new Set(batch.map((member) => member.subscriptionId))];
+    const key = idempotencyKey(pushId, batch.map((member) => member.deliveryId));
+    const body = JSON.stringify(createNotificationBody(options.appId, content, ids, key));
+    try {
+      const answer = await outbound.request({ url, method: 'POST', headers, body, timeoutMs, maxBodyBytes: MAX_ANSWER_BYTES + ids.length * ANSWER_BYTES_PER_ID });
+      return resultsOf(answer, ids);
+    } catch (error) {
+      const result = failed(transportError(error));
+      return new Map(ids.map((id) => [id, result]));
+    }
+  }
+
+  return {
+    name: 'onesignal',
+
+    async send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]> {
+      if (closed) throw new Error('OneSignal provider is closed');
+      const results: SendResult[] = new Array(targets.length);
+      const members: Member[] = [];
+      targets.forEach((target, index) => {
+        const subscriptionId = target.token?.trim().toLowerCase() ?? '';
+        // OneSignal would refuse the whole request for one malformed id: such a device never gets a push.
+        if (SUBSCRIPTION_ID.test(subscriptionId)) members.push({ index, deliveryId: target.deliveryId, subscriptionId });
+        else results[index] = failed(sendError('invalid-token', 'not a OneSignal subscription id (a UUID)'));
+      });
+      const content = toOneSignalContent(notification);
+      await Promise.all(
+        batches(members, perRequest).map(async (batch) => {
+          const outcomes = await limit(() => post(notification.pushId, content, batch));
+          for (const member of batch) results[member.index] = outcomes.get(member.subscriptionId)!;
+        }),
+      );
+      return results;
+    },
+
+    close(): Promise<void> {
+      closed ??= outbound.close();
+      return closed;
+    },
+  };
+}
