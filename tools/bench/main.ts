@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { apnsToken, fcmToken, freePort } from '@operator/testing';
+import { apnsToken, fcmToken, freePort, hmsToken, oneSignalSubscriptionId } from '@operator/testing';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
 import { appStarter, stopApp, waitUntil } from './processes';
@@ -84,6 +84,8 @@ const message = (userId: string, n: number) => ({
 });
 const fcmPlayer = (i: number) => `fcm-player-${i % PLAYERS}`;
 const apnsPlayer = (i: number) => `apns-player-${i % PLAYERS}`;
+const hmsPlayer = (i: number) => `hms-player-${i % PLAYERS}`;
+const oneSignalPlayer = (i: number) => `onesignal-player-${i % PLAYERS}`;
 const batchesOf = (total: number, player: (i: number) => string): Request[] =>
   Array.from({ length: Math.ceil(total / BATCH_SIZE) }, (_, b) => ({
     path: '/channels/push/batch',
@@ -123,10 +125,45 @@ const farDeps = (gatewayPort: number): FarSendDeps => ({
   accept: async (provider, total) => void (await each(gatewayPort, 4, batchesOf(total, provider === 'fcm' ? fcmPlayer : apnsPlayer))),
   open: () => count(OPEN_DELIVERIES),
 });
+const SEND_ROWS: [string, string, 'sandbox' | 'fcm' | 'apns' | 'hms' | 'onesignal'][] = [
+  ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
+  ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over HTTP/2 and TLS`, 'fcm'],
+  ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
+  ['send: fake HMS', `${SEND} messages, Push Kit's send API over HTTP/1.1 and TLS (one token a message)`, 'hms'],
+  ['send: fake OneSignal', `${SEND} messages, create notification over HTTP/1.1 and TLS (one subscription a message)`, 'onesignal'],
+];
 const FAR_ROWS: [string, string, 'farFcm' | 'farApns'][] = [
   [`send: FCM ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send, 100 streams per connection`, 'farFcm'],
   [`send: APNs ${FAR_DELAY_MS} ms away`, `one worker, ${FAR_SENDS} one-device messages, answers ${FAR_DELAY_MS} ms after each send`, 'farApns'],
 ];
+
+/** The send stage alone, per provider: the jobs are queued, then one worker drains them. */
+async function sendStages(gatewayPort: number, providers: Providers) {
+  const figures: Record<string, { text: string; rate: number }> = {};
+  const drain = async (name: string, extra: Record<string, string>) => {
+    const toSend = await count(OPEN_DELIVERIES);
+    const started = performance.now();
+    const worker = start(name, extra);
+    await until(async () => (await count(OPEN_DELIVERIES)) === 0, `${name} to send`);
+    const seconds = (performance.now() - started) / 1000;
+    await stop(worker);
+    return { toSend, rate: toSend / seconds };
+  };
+  const sandbox = await drain('push-worker-fcm', {});
+  figures.sandbox = { text: `${sandbox.rate.toFixed(0)} deliveries/s (${sandbox.toSend})`, rate: sandbox.rate };
+  const stages: [string, 'fcm' | 'apns' | 'hms' | 'onesignal', (i: number) => string][] = [
+    ['push-worker-fcm', 'fcm', fcmPlayer],
+    ['push-worker-apns', 'apns', apnsPlayer],
+    ['push-worker-hms', 'hms', hmsPlayer],
+    ['push-worker-onesignal', 'onesignal', oneSignalPlayer],
+  ];
+  for (const [app, key, player] of stages) {
+    await each(gatewayPort, 4, batchesOf(SEND, player));
+    const sent = await drain(app, providers.workerEnv());
+    figures[key] = { text: `${sent.rate.toFixed(0)} deliveries/s (${sent.toSend})`, rate: sent.rate };
+  }
+  return figures;
+}
 
 /** One pass over every stage; answers one figure per stage. */
 async function pass(gatewayPort: number, receiver: Receiver, providers: Providers, bare: number) {
@@ -144,26 +181,7 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   const batch = await each(gatewayPort, 4, batches);
   figures.batches = { text: `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms`, rate: (BATCHES * BATCH_SIZE) / batch.seconds };
 
-  // The send stage alone: the jobs are queued, then a worker drains them.
-  const drain = async (name: string, extra: Record<string, string>) => {
-    const toSend = await count(OPEN_DELIVERIES);
-    const started = performance.now();
-    const worker = start(name, extra);
-    await until(async () => (await count(OPEN_DELIVERIES)) === 0, `${name} to send`);
-    const seconds = (performance.now() - started) / 1000;
-    await stop(worker);
-    return { toSend, rate: toSend / seconds };
-  };
-  const sandbox = await drain('push-worker-fcm', {});
-  figures.sandbox = { text: `${sandbox.rate.toFixed(0)} deliveries/s (${sandbox.toSend})`, rate: sandbox.rate };
-
-  await each(gatewayPort, 4, batchesOf(SEND, fcmPlayer));
-  const fcm = await drain('push-worker-fcm', providers.workerEnv());
-  figures.fcm = { text: `${fcm.rate.toFixed(0)} deliveries/s (${fcm.toSend})`, rate: fcm.rate };
-
-  await each(gatewayPort, 4, batchesOf(SEND, apnsPlayer));
-  const apns = await drain('push-worker-apns', providers.workerEnv());
-  figures.apns = { text: `${apns.rate.toFixed(0)} deliveries/s (${apns.toSend})`, rate: apns.rate };
+  Object.assign(figures, await sendStages(gatewayPort, providers));
 
   Object.assign(figures, await farSend(farDeps(gatewayPort)));
 
@@ -205,9 +223,23 @@ async function main() {
     for (let i = 0; i < PLAYERS; i++) {
       devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: fcmPlayer(i), brand_id: BRAND, provider: 'fcm', platform: 'android', token: fcmToken() }) });
       devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: apnsPlayer(i), brand_id: BRAND, provider: 'apns', platform: 'ios', token: apnsToken() }) });
+      devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: hmsPlayer(i), brand_id: BRAND, provider: 'hms', platform: 'android', token: hmsToken() }) });
+      devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: oneSignalPlayer(i), brand_id: BRAND, provider: 'onesignal', platform: 'ios', token: oneSignalSubscriptionId() }) });
     }
     await each(gatewayPort, 16, devices);
-    log(`${PLAYERS} FCM and ${PLAYERS} APNs players registered`);
+    log(`${PLAYERS} FCM, APNs, HMS and OneSignal players registered`);
+
+    // BENCH_ONLY=send: the send stages alone (sandbox and each provider's local server).
+    if (env.BENCH_ONLY === 'send') {
+      // The sandbox drains what is queued (in a whole pass, the batches stage's messages).
+      await each(gatewayPort, 4, batchesOf(SEND, fcmPlayer));
+      const sent = await sendStages(gatewayPort, providers);
+      console.log('');
+      console.log('| stage | load | fresh tables |');
+      console.log('|---|---|---|');
+      for (const [stage, what, key] of SEND_ROWS) console.log(`| ${stage} | ${what} | ${sent[key].text} |`);
+      return;
+    }
 
     // BENCH_ONLY=far-send: that stage alone.
     if (env.BENCH_ONLY === 'far-send') {
@@ -245,9 +277,7 @@ async function main() {
       ['bare Fastify baseline', `single-push body, ${CONNECTIONS} connections, ${SECONDS} s`, null],
       ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
       ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
-      ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
-      ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over HTTP/2 and TLS`, 'fcm'],
-      ['send: fake APNs', `${SEND} messages, HTTP/2 over TLS`, 'apns'],
+      ...SEND_ROWS,
       ...FAR_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
