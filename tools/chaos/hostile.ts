@@ -14,7 +14,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeCrm, fcmToken, apnsToken, seededRandom, startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
+import { FakeCrm, fcmToken, apnsToken, hmsToken, oneSignalSubscriptionId, seededRandom, startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
 import { App, type Exit } from './apps';
 import type { Check } from './checks';
 import { BRAND_ID, CrmDriver, INTERNAL_KEY, type ChaosCredit } from './crm';
@@ -146,6 +146,9 @@ async function main(): Promise<number> {
       ['fcm.googleapis.com:443', local(providers.fcm.port)],
       ['oauth2.googleapis.com:443', local(providers.fcm.port)],
       ['api.sandbox.push.apple.com:443', local(providers.apns.port)],
+      ['oauth-login.cloud.huawei.com:443', local(providers.hms.port)],
+      ['push-api.cloud.huawei.com:443', local(providers.hms.port)],
+      ['api.onesignal.com:443', local(providers.onesignal.port)],
       ['push.example.test:443', new URL(providers.webpush.origin).host],
       ['crm.example.test:80', new URL(crm.origin).host],
       ['wallet.example.test:80', local(wallet.port)],
@@ -182,6 +185,8 @@ async function main(): Promise<number> {
       APNS_PORT: '443',
     });
     delete env.FCM_ENDPOINT;
+    delete env.HMS_ENDPOINT;
+    delete env.ONESIGNAL_ENDPOINT;
   }
   mkdirSync(join(dir, 'logs'));
   const crashes: Exit[] = [];
@@ -213,9 +218,11 @@ async function main(): Promise<number> {
     const status = await register({ user_id: `hostile-${name}`, brand_id: BRAND_ID, provider: 'webpush', platform: 'web', subscription: subscriptionAt(hostileOrigin(name), `hostile-${name}`) });
     if (status !== 201 && status !== 200) refusedRegistrations.push(`hostile-${name}: ${status}`);
   }
-  const nativeTokens = { fcm: fcmToken(), apns: apnsToken() };
+  const nativeTokens = { fcm: fcmToken(), apns: apnsToken(), hms: hmsToken(), onesignal: oneSignalSubscriptionId() };
   await register({ user_id: 'player-0', brand_id: BRAND_ID, provider: 'fcm', platform: 'android', token: nativeTokens.fcm });
   await register({ user_id: 'player-1', brand_id: BRAND_ID, provider: 'apns', platform: 'ios', token: nativeTokens.apns });
+  await register({ user_id: 'player-3', brand_id: BRAND_ID, provider: 'hms', platform: 'android', token: nativeTokens.hms });
+  await register({ user_id: 'player-4', brand_id: BRAND_ID, provider: 'onesignal', platform: 'ios', token: nativeTokens.onesignal });
   // Outside the list: another local port, the cloud metadata address, user info, plain http.
   const outside = [`https://127.0.0.1:${internal.port}`, 'https://169.254.169.254', `https://user:pw@${normalOrigin.replace('https://', '')}`, normalOrigin.replace('https:', 'http:')];
   const outsideAnswers = await Promise.all(outside.map(async (origin) => [origin, await register({ user_id: 'intruder', brand_id: BRAND_ID, provider: 'webpush', platform: 'web', subscription: subscriptionAt(origin, 'intruder') })] as const));
@@ -337,12 +344,21 @@ async function main(): Promise<number> {
   ];
   if (proxy) {
     const targets = proxy.targets().sort();
-    const wanted = ['fcm.googleapis.com:443', 'oauth2.googleapis.com:443', 'api.sandbox.push.apple.com:443', 'push.example.test:443', 'crm.example.test:80'];
-    const native = receipts.filter((r) => r.device === nativeTokens.fcm || r.device === nativeTokens.apns);
+    const wanted = [
+      'fcm.googleapis.com:443',
+      'oauth2.googleapis.com:443',
+      'api.sandbox.push.apple.com:443',
+      'oauth-login.cloud.huawei.com:443',
+      'push-api.cloud.huawei.com:443',
+      'api.onesignal.com:443',
+      'push.example.test:443',
+      'crm.example.test:80',
+    ];
+    const native = receipts.filter((r) => Object.values(nativeTokens).includes(r.device));
     checks.push({
       name: 'every provider’s sends and the CRM’s webhook pass through the proxy, and nothing goes around it',
-      ok: wanted.every((target) => targets.includes(target)) && native.length >= 4 && crm.accepted.length > 0,
-      lines: [`proxy targets: ${targets.join(', ')}`, `FCM and APNs sends received: ${native.length}; webhook posts accepted: ${crm.accepted.length}`],
+      ok: wanted.every((target) => targets.includes(target)) && native.length >= 8 && crm.accepted.length > 0,
+      lines: [`proxy targets: ${targets.join(', ')}`, `FCM, APNs, HMS and OneSignal sends received: ${native.length}; webhook posts accepted: ${crm.accepted.length}`],
     });
   }
   const stops = await Promise.all(apps.map(async (app) => [app.name, await app.stop(30000)] as const));

@@ -10,6 +10,9 @@ export const TEST_SERVER_NAMES = [
   'oauth2.googleapis.com',
   'api.push.apple.com',
   'api.sandbox.push.apple.com',
+  'oauth-login.cloud.huawei.com',
+  'push-api.cloud.huawei.com',
+  'api.onesignal.com',
   'push.example.test',
   '*.push.example.test',
 ];
