@@ -200,4 +200,44 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
     expect(new Set(events.map((event) => event.event_id)).size).toBe(3);
     for (const event of events) expect(event.meta).toEqual(meta);
   }, 90000);
+
+  it('deactivates the HMS and OneSignal devices their providers call invalid, and settles the push by the same rules', async () => {
+    const brand = uniqueBrandId();
+    const gone = uniqueName('gone-player');
+    const mixed = uniqueName('mixed-player');
+    const deadHms = hmsToken();
+    const deadOneSignal = oneSignalSubscriptionId();
+    hms.invalidTokens.add(deadHms);
+    onesignal.invalidate(deadOneSignal);
+    const fcmDevice = fcmToken();
+    await h.registerDevice({ user_id: gone, brand_id: brand, provider: 'hms', platform: 'android', token: deadHms });
+    await h.registerDevice({ user_id: gone, brand_id: brand, provider: 'onesignal', platform: 'ios', token: deadOneSignal });
+    await h.registerDevice({ user_id: mixed, brand_id: brand, provider: 'fcm', platform: 'android', token: fcmDevice });
+    await h.registerDevice({ user_id: mixed, brand_id: brand, provider: 'hms', platform: 'android', token: hmsToken() });
+
+    const allGone = (await h.single(pushRequest(brand, gone))).json().push_id as string;
+    const oneGood = (await h.single(pushRequest(brand, mixed))).json().push_id as string;
+    const status = async (pushId: string) => (await h.app.inject({ method: 'GET', url: `/channels/push/${pushId}`, headers: { 'x-api-key': OPERATOR_KEY } })).json();
+    await until(async () => (await status(allGone)).status === 'failed' && (await status(oneGood)).status === 'sent', 'both pushes settled', 30000);
+
+    // Every device of the first player was dead: the push failed, naming why; its devices are off.
+    const failed = await status(allGone);
+    expect(failed.error).toMatch(/invalid-token|unregistered/);
+    expect(failed.deliveries.map((d: { provider: string; status: string }) => [d.provider, d.status]).sort()).toEqual([
+      ['hms', 'failed'],
+      ['onesignal', 'failed'],
+    ]);
+    const { devices } = (await h.internal('GET', `/v1/players/${gone}/devices`)).json() as { devices: { provider: string; active: boolean }[] };
+    expect(devices.map((d) => [d.provider, d.active]).sort()).toEqual([
+      ['hms', false],
+      ['onesignal', false],
+    ]);
+    // The second player's push was sent to both its devices.
+    expect((await status(oneGood)).deliveries.map((d: { status: string }) => d.status)).toEqual(['sent', 'sent']);
+    // The dead tokens were tried once, and are not sent to again.
+    expect(hms.deliveriesTo(deadHms)).toEqual([]);
+    expect(onesignal.deliveriesTo(deadOneSignal)).toEqual([]);
+    const again = (await h.single(pushRequest(brand, gone))).json();
+    expect(again).toEqual({ error: expect.stringMatching(/no active device/) });
+  }, 60000);
 });
