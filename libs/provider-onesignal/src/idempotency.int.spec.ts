@@ -1,43 +1,16 @@
-import { randomUUID } from 'node:crypto';
-import { FakeOneSignal, oneSignalAnswers, pushRequest } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
-import { createOneSignalProvider, type OneSignalProviderOptions } from './index';
+import { oneSignalAnswers, type FakeOneSignal } from '@operator/testing';
+import { failure, notification, oneSignalSuite, target } from './test/fixture';
 
 // A push is never delivered twice to a subscription, whatever happens to the answers: every send of
 // the same deliveries carries the same idempotency_key, from any worker, and OneSignal answers a
 // repeat from its record of the first request.
 
-function target(): SendTarget {
-  return { deliveryId: randomUUID(), token: randomUUID(), platform: 'android', p256dh: null, auth: null };
-}
-
-function notification(): Notification {
-  return { pushId: randomUUID(), request: pushRequest(4242, 'player-7'), trackingToken: 'tt' };
-}
-
-const failure = (result: SendResult) => (result.ok ? null : result.error);
-
 describe('OneSignal provider: idempotent sends', () => {
+  const suite = oneSignalSuite();
+  const provider = suite.provider;
   let fake: FakeOneSignal;
-  const providers: PushProvider[] = [];
-
-  const provider = (options: Partial<OneSignalProviderOptions> = {}) => {
-    const created = createOneSignalProvider({ appId: fake.appId, restApiKey: fake.restApiKey, endpoint: fake.origin, ca: fake.ca, ...options });
-    providers.push(created);
-    return created;
-  };
-
-  beforeAll(async () => {
-    fake = await FakeOneSignal.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(providers.splice(0).map((created) => created.close()));
-    fake.reset();
-  });
-
-  afterAll(async () => {
-    await fake.close();
+  beforeAll(() => {
+    fake = suite.fake();
   });
 
   it('takes a lost answer as transient; sending the same deliveries again delivers nothing twice and comes back sent', async () => {

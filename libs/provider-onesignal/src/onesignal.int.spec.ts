@@ -1,43 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { PushRequest } from '@operator/contract';
-import { FakeOneSignal, pushRequest } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
-import { createOneSignalProvider, idempotencyKey, type OneSignalProviderOptions } from './index';
+import type { FakeOneSignal } from '@operator/testing';
+import { idempotencyKey } from './index';
+import { failure, notification, oneSignalSuite, target } from './test/fixture';
 
 // OneSignal's create-notification API over real TLS sockets, to a local server that checks the key,
 // the app id and the body as OneSignal does, and records which subscription got which push.
 
-function target(subscriptionId: string = randomUUID(), platform: SendTarget['platform'] = 'android'): SendTarget {
-  return { deliveryId: randomUUID(), token: subscriptionId, platform, p256dh: null, auth: null };
-}
-
-function notification(overrides: Partial<PushRequest> = {}): Notification {
-  return { pushId: randomUUID(), request: pushRequest(4242, 'player-7', overrides), trackingToken: `tt-${randomUUID()}` };
-}
-
-const failure = (result: SendResult) => (result.ok ? null : result.error);
-
 describe('OneSignal provider against a local OneSignal API over TLS', () => {
+  const suite = oneSignalSuite();
+  const provider = suite.provider;
   let fake: FakeOneSignal;
-  const providers: PushProvider[] = [];
-
-  const provider = (options: Partial<OneSignalProviderOptions> = {}) => {
-    const created = createOneSignalProvider({ appId: fake.appId, restApiKey: fake.restApiKey, endpoint: fake.origin, ca: fake.ca, ...options });
-    providers.push(created);
-    return created;
-  };
-
-  beforeAll(async () => {
-    fake = await FakeOneSignal.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(providers.splice(0).map((created) => created.close()));
-    fake.reset();
-  });
-
-  afterAll(async () => {
-    await fake.close();
+  beforeAll(() => {
+    fake = suite.fake();
   });
 
   it('sends a push to several subscriptions in one request, each delivered once with every mapped field', async () => {

@@ -1,44 +1,18 @@
-import { randomUUID } from 'node:crypto';
-import { FakeOneSignal, oneSignalAnswers, pushRequest, startConnectProxy, until } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
-import { createOneSignalProvider, MAX_ANSWER_BYTES, type OneSignalProviderOptions } from './index';
+import { FakeOneSignal, oneSignalAnswers, startConnectProxy, until } from '@operator/testing';
+import { createOneSignalProvider, MAX_ANSWER_BYTES } from './index';
+import { failure, notification, oneSignalSuite, target } from './test/fixture';
 
 // What OneSignal's errors, a slow or broken server, and the operator's network settings make of a
 // send: real sockets to the local OneSignal API, and a real CONNECT proxy.
 
 const MiB = 1024 * 1024;
 
-function target(): SendTarget {
-  return { deliveryId: randomUUID(), token: randomUUID(), platform: 'android', p256dh: null, auth: null };
-}
-
-function notification(): Notification {
-  return { pushId: randomUUID(), request: pushRequest(4242, 'player-7') };
-}
-
-const failure = (result: SendResult) => (result.ok ? null : result.error);
-
 describe('OneSignal provider: errors and transport', () => {
+  const suite = oneSignalSuite();
+  const provider = suite.provider;
   let fake: FakeOneSignal;
-  const providers: PushProvider[] = [];
-
-  const provider = (options: Partial<OneSignalProviderOptions> = {}) => {
-    const created = createOneSignalProvider({ appId: fake.appId, restApiKey: fake.restApiKey, endpoint: fake.origin, ca: fake.ca, ...options });
-    providers.push(created);
-    return created;
-  };
-
-  beforeAll(async () => {
-    fake = await FakeOneSignal.start();
-  });
-
-  afterEach(async () => {
-    await Promise.all(providers.splice(0).map((created) => created.close()));
-    fake.reset();
-  });
-
-  afterAll(async () => {
-    await fake.close();
+  beforeAll(() => {
+    fake = suite.fake();
   });
 
   it('takes a 401 as auth for every target', async () => {
@@ -165,6 +139,6 @@ describe('OneSignal provider: errors and transport', () => {
     expect(() => createOneSignalProvider({ appId: fake.appId, restApiKey: 'k', endpoint: 'http://127.0.0.1:1' })).toThrow('https origin');
     expect(() => createOneSignalProvider({ appId: fake.appId, restApiKey: 'k', endpoint: 'https://example.test/api' })).toThrow('https origin');
     const trailing = createOneSignalProvider({ appId: fake.appId, restApiKey: 'k', endpoint: `${fake.origin}/` });
-    providers.push(trailing);
+    return trailing.close();
   });
 });

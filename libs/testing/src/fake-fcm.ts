@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { testTls } from './tls';
 import { InFlightCounter } from './in-flight';
+import { listenLocally, readBody, sleep } from './fake-server';
 
 // A local Firebase Cloud Messaging HTTP v1 API over TLS, HTTP/2 or HTTP/1.1 as the client asks by
 // ALPN (as Google's front ends do):
@@ -360,16 +361,7 @@ function base64urlJson(part: string): Record<string, unknown> {
 type FakeRequest = IncomingMessage | Http2ServerRequest;
 type FakeResponse = ServerResponse | Http2ServerResponse;
 
-function readBody(req: FakeRequest): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class FakeFcm {
   /** PEM of the CA that signed the fake's certificate. */
@@ -456,8 +448,7 @@ export class FakeFcm {
 
   static async start(options: FakeFcmOptions = {}): Promise<FakeFcm> {
     const fake = new FakeFcm(options);
-    await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
-    fake.port = (fake.server.address() as { port: number }).port;
+    fake.port = await listenLocally(fake.server);
     fake.agent = new FakeFcmAgent(fake.port, fake.ca);
     return fake;
   }

@@ -4,6 +4,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import { InFlightCounter } from './in-flight';
 import { testTls } from './tls';
+import { listenLocally, readBody, sleep } from './fake-server';
 
 // A local Huawei Push Kit (HMS Core push server API v1) over TLS and HTTP/1.1, both of Huawei's
 // hosts on one origin (what HMS_ENDPOINT points a provider at):
@@ -192,16 +193,7 @@ function checkMessage(message: Record<string, any>, maxMessageBytes: number): st
   return tokens as string[];
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class FakeHms {
   /** PEM of the CA that signed the fake's certificate: the provider's `ca`. */
@@ -254,8 +246,7 @@ export class FakeHms {
 
   static async start(options: FakeHmsOptions = {}): Promise<FakeHms> {
     const fake = new FakeHms(options);
-    await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
-    fake.port = (fake.server.address() as { port: number }).port;
+    fake.port = await listenLocally(fake.server);
     return fake;
   }
 

@@ -4,6 +4,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import { InFlightCounter } from './in-flight';
 import { testTls } from './tls';
+import { listenLocally, readBody } from './fake-server';
 
 // A local OneSignal REST API over TLS (HTTP/1.1, as api.onesignal.com speaks to a keep-alive
 // client): POST /notifications (and ?c=push), OneSignal's create-notification request for push
@@ -189,14 +190,6 @@ function checkBody(body: Record<string, unknown>, maxSubscriptions: number): voi
   if (body.web_url !== undefined && !/^https?:\/\//i.test(String(body.web_url))) throw badRequest('web_url must be an http(s) URL');
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
 export class FakeOneSignal {
   port = 0;
@@ -244,14 +237,7 @@ export class FakeOneSignal {
 
   static async start(options: FakeOneSignalOptions = {}): Promise<FakeOneSignal> {
     const fake = new FakeOneSignal(options);
-    await new Promise<void>((resolve, reject) => {
-      fake.server.once('error', reject);
-      fake.server.listen(0, '127.0.0.1', () => {
-        fake.server.off('error', reject);
-        resolve();
-      });
-    });
-    fake.port = (fake.server.address() as { port: number }).port;
+    fake.port = await listenLocally(fake.server);
     return fake;
   }
 

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { CrmAnswer } from './fake-crm';
 import { testTls } from './tls';
+import { listenLocally } from './fake-server';
 
 // A local Web Push service (RFC 8030) over TLS that checks what a real one checks: the VAPID
 // Authorization header (RFC 8292: ES256 JWT signed by the key in k=, aud = this origin, exp in the
@@ -152,14 +153,7 @@ export class FakePushService {
 
   static async start(options: FakePushServiceOptions = {}): Promise<FakePushService> {
     const fake = new FakePushService(options);
-    await new Promise<void>((resolve, reject) => {
-      fake.server.once('error', reject);
-      fake.server.listen(0, '127.0.0.1', () => {
-        fake.server.off('error', reject);
-        resolve();
-      });
-    });
-    fake.port = (fake.server.address() as { port: number }).port;
+    fake.port = await listenLocally(fake.server);
     return fake;
   }
 
