@@ -337,8 +337,8 @@ describe('what the production overlay locks down', () => {
     expect(pod.automountServiceAccountToken).toBe(false);
   });
 
-  it('has the namespace, which the operator creates (README), enforce the restricted standard', () => {
-    const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
+  it('has the namespace, which the operator creates (docs/operating.md), enforce the restricted standard', () => {
+    const readme = readFileSync(join(__dirname, '../docs/operating.md'), 'utf8');
     expect(readme).toContain(`kubectl label namespace ${NAMESPACE} pod-security.kubernetes.io/enforce=restricted`);
   });
 

@@ -32,7 +32,7 @@ import { Harness } from './test/harness';
 
 // One player with a device at each of the five providers, every worker running against a local
 // server that speaks its provider's protocol: one push from the CRM reaches all five, each with the
-// contract's fields where the README's mapping table puts them, and the CRM's feed carries one
+// contract's fields where the mapping table of docs/contract-mapping.md puts them, and the CRM's feed carries one
 // event per status, each with the push's meta.
 
 interface FeedEvent {
@@ -155,7 +155,7 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
     // Once each.
     expect(Object.fromEntries(Object.entries(got).map(([provider, sends]) => [provider, sends.length]))).toEqual({ fcm: 1, apns: 1, webpush: 1, hms: 1, onesignal: 1 });
 
-    // Each with the fields where the README's table says.
+    // Each with the fields where docs/contract-mapping.md's table says.
     const fcmMessage = got.fcm[0].message;
     expect(fcmMessage).toMatchObject({
       notification: { title: request.title, body: request.body, image: request.image_url },

@@ -5,7 +5,7 @@ import { ConfigError, parseEnv, type Env } from './env';
 // How hard a push worker drives its queue and its provider, in one place: one row per provider,
 // one column per knob, holding the defaults each worker runs with. A knob an operator may change
 // has one environment variable, the same for every provider; each worker reads it against its own
-// row. README, "Worker tuning", shows this table.
+// row. docs/operating.md, "Worker tuning", shows this table.
 
 export interface PushTuning {
   /** Send jobs one worker process runs at once. */
@@ -132,7 +132,7 @@ export function sharedTuningField(knob: PushTuningKnob): TInteger {
 /** The schema field of a knob whose default differs by provider: none here, each worker takes its own row's. */
 function providerTuningField(knob: PushTuningKnob): TOptional<TInteger> {
   const { minimum, meaning } = tunable(knob);
-  return Type.Optional(Type.Integer({ minimum, description: `${meaning} (default: the provider's, see README "Worker tuning")` }));
+  return Type.Optional(Type.Integer({ minimum, description: `${meaning} (default: the provider's, see docs/operating.md "Worker tuning")` }));
 }
 
 /** The variables with a default per provider (the shared ones are in PushWorkerEnv and PushSendEnv). */

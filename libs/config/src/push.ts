@@ -17,7 +17,7 @@ export const PushWorkerEnv = Type.Object({
   PUSH_CLAIM_LEASE_MS: sharedTuningField('claimLeaseMs'),
   PUSH_RECONCILE_INTERVAL_MS: sharedTuningField('reconcileIntervalMs'),
   PUSH_RECONCILE_AFTER_MS: sharedTuningField('reconcileAfterMs'),
-  PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see README)' }),
+  PUSH_CREDENTIALS_FILE: Type.String({ default: '', description: 'JSON file of per-brand provider credentials (see docs/operating.md)' }),
   // A bound on what a provider (or anyone running a Web Push endpoint) may ask for, not a sizing
   // knob: it stays out of the tuning table. Every Retry-After is clamped to it before it delays a
   // delivery or pauses a credential.

@@ -9,10 +9,10 @@ import { DispatcherEnv } from './events';
 import { BonusEnv } from './bonus';
 import { MetricsEnv } from './base';
 
-// The README's configuration tables are what operators configure against: they must list every
+// The configuration tables of docs/operating.md are what operators configure against: they must list every
 // variable with the default the code really uses.
-describe('README configuration tables', () => {
-  const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
+describe('docs/operating.md configuration tables', () => {
+  const readme = readFileSync(join(__dirname, '../../../docs/operating.md'), 'utf8');
   const variables = [GatewayConfigSchema, MetricsEnv, PushWorkerEnv, FcmEnv, ApnsEnv, WebPushEnv, HmsEnv, OneSignalEnv, DispatcherEnv, BonusEnv].flatMap((schema: TObject) =>
     Object.entries(schema.properties as Record<string, TSchema>),
   );
@@ -29,8 +29,8 @@ describe('README configuration tables', () => {
 
 // The worker tuning table: each knob with its variable (or "fixed") and each provider's default,
 // in the order FCM, APNs, Web Push, HMS, OneSignal.
-describe('README worker tuning table', () => {
-  const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
+describe('docs/operating.md worker tuning table', () => {
+  const readme = readFileSync(join(__dirname, '../../../docs/operating.md'), 'utf8');
   const providers: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
 
   function cell(provider: ProviderName, knob: PushTuningKnob): string {
