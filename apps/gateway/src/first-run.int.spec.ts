@@ -1,8 +1,8 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, startCluster, startSentinelTopology } from '@operator/testing';
+import { freePort, startCluster, startSentinelTopology, uniqueName, until } from '@operator/testing';
 import { redisProblem } from '../../../tools/redis-check';
 
 // `npm start` on a machine where PostgreSQL or Redis is not there yet: one line that says which
@@ -81,4 +81,52 @@ describe("npm start's Redis check", () => {
       await cluster.stop();
     }
   });
+});
+
+describe('npm start in development', () => {
+  it('prints, once every app is ready, where the API, its documentation, the queue dashboard and each app are, the keys and a first push', async () => {
+    const port = await freePort();
+    // A database of its own: npm start creates it, migrates it and seeds sample bonuses there.
+    const database = new URL(process.env.DATABASE_URL!);
+    database.pathname = `/operator_api_test_first_run`;
+    const child = spawn(process.execPath, ['tools/start.mjs'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, NODE_ENV: 'development', DATABASE_URL: database.href, PORT: String(port), HOST: '127.0.0.1', METRICS_PORT: '0', QUEUE_PREFIX: uniqueName('first-run'), LOG_LEVEL: 'warn' },
+    });
+    let stdout = '';
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    const exited = new Promise<number | string | null>((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
+    try {
+      await until(() => /CRM Operator API is ready/.test(stdout) && stdout.trimEnd().endsWith('Ctrl-C stops everything.'), 'the orientation block', 150000);
+      const api = `http://localhost:${port}`;
+      const block = stdout.slice(stdout.indexOf('CRM Operator API is ready'));
+      expect(block).toContain(`API                ${api}\n`);
+      expect(block).toContain(`API documentation  ${api}/docs\n`);
+      expect(block).toContain(`Queue dashboard    ${api}/admin/queues\n`);
+      expect(block).toContain(`    gateway                ${api}/metrics   ${api}/health/ready`);
+      // The other apps took free ports (METRICS_PORT=0): said so, for each of them.
+      for (const app of ['push-worker-fcm', 'push-worker-hms', 'push-worker-onesignal', 'bonus', 'webhook-dispatcher']) {
+        expect(block).toMatch(new RegExp(`    ${app} +a free port \\(METRICS_PORT=0\\)`));
+      }
+      expect(block).toContain("the CRM's          dev-operator-key");
+      expect(block).toContain("your back end's    dev-internal-key");
+      // Not on a terminal, the apps' log lines stay JSON.
+      expect(stdout.split('\n').filter((line) => line.startsWith('{')).every((line) => typeof JSON.parse(line) === 'object')).toBe(true);
+      // What it points at answers: the documentation page, and the first push it gives.
+      expect((await fetch(`${api}/docs`)).status).toBe(200);
+      const curls = /^    (curl .*)$/m.exec(block)![1];
+      const [register, push] = curls.split(' && echo && ').map((line) => ({
+        url: /curl -s (\S+)/.exec(line)![1],
+        key: /X-Api-Key: ([^']+)'/.exec(line)![1],
+        body: /-d '(.*)'$/.exec(line)![1],
+      }));
+      const post = ({ url, key, body }: typeof register) => fetch(url, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body });
+      expect([200, 201]).toContain((await post(register)).status);
+      expect(await (await post(push)).json()).toEqual({ push_id: expect.any(String) });
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
+  }, 200000);
 });

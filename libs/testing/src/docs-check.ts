@@ -5,7 +5,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 // - every relative link names a file that exists, and every #anchor a heading of that file;
 // - every environment variable an app reads is a row of a configuration table ("| Variable |
 //   Default | Meaning |") once, and every row there is a variable an app or a tool reads;
-// - every `npm run <script>` shown is a script of package.json.
+// - every `npm run <script>` shown, and `npm start` and `npm test`, are scripts of package.json.
 // It answers the problems found, one line each, naming the file and line.
 
 export interface DocsCheckInput {
@@ -124,6 +124,9 @@ export function checkDocs(input: DocsCheckInput): string[] {
     text.split('\n').forEach((line, i) => {
       for (const match of line.matchAll(/\bnpm run ([a-z][\w:-]*)/g)) {
         if (!scripts.has(match[1])) problems.push(`${file}:${i + 1}: npm run ${match[1]}: package.json has no such script`);
+      }
+      for (const match of line.matchAll(/\bnpm (start|test)\b/g)) {
+        if (!scripts.has(match[1])) problems.push(`${file}:${i + 1}: npm ${match[1]}: package.json has no such script`);
       }
     });
   }
