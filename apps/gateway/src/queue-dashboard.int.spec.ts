@@ -55,7 +55,7 @@ describe('the queue dashboard', () => {
     const api = await get('/admin/queues/api/queues', { authorization });
     expect(api.statusCode).toBe(200);
     const names = (api.json().queues as { name: string }[]).map((queue) => queue.name).sort();
-    expect(names).toEqual(['push-apns', 'push-fcm', 'push-webpush']);
+    expect(names).toEqual(['push-apns', 'push-fcm', 'push-hms', 'push-onesignal', 'push-webpush']);
   });
 });
 

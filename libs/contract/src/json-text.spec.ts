@@ -31,6 +31,12 @@ describe('checkJsonText', () => {
     expect(problem('{"a": "b", "b": "a", "c": ["a", "a"], "d": {"a": "a"}}')).toBeNull();
   });
 
+  it('does not take an item after an empty object for a key (what the property below found)', () => {
+    expect(problem('{"a": {"b": [{}, "a"],"a": 1}}')).toBeNull();
+    expect(problem('{"meta": {"tags": [{}, "x", {}, "y"], "x": 1, "y": 2}}')).toBeNull();
+    expect(problem('{"a": [{}, "a"], "a": 1}')).toBe('a is given twice');
+  });
+
   it('keeps the keys of each object apart, in objects of any size', () => {
     const many = (n: number, extra = '') => `{${Array.from({ length: n }, (_, i) => `"k${i}": {"k${i}": ${i}}`).join(',')}${extra}}`;
     expect(problem(many(10))).toBeNull();

@@ -185,6 +185,8 @@ class Reader {
         }
         if (isObject[level]) keysTop = keysFrom[level];
         level--;
+        // A value ended (an empty object ended before any key): a string next is an item, not a key.
+        expectKey = false;
         if (level < 0) return { end: i + 1, problem };
       } else if (code === COMMA) {
         if (uncounted > 0) continue;

@@ -21,7 +21,7 @@ describe('push queues (Redis)', () => {
 
   it('names one queue per provider', () => {
     expect(Object.fromEntries(Object.entries(queues).map(([provider, queue]) => [provider, queue.name]))).toEqual(PUSH_QUEUES);
-    expect(PUSH_QUEUES).toEqual({ fcm: 'push-fcm', apns: 'push-apns', webpush: 'push-webpush' });
+    expect(PUSH_QUEUES).toEqual({ fcm: 'push-fcm', apns: 'push-apns', webpush: 'push-webpush', hms: 'push-hms', onesignal: 'push-onesignal' });
   });
 
   it('derives job ids from the pushes, so adding the same job again is a no-op', async () => {
