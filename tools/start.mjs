@@ -44,7 +44,8 @@ for (const name of APPS) {
     stdio: ['ignore', pretty ? 'pipe' : 'inherit', 'inherit'],
     env: { ...process.env, APP_NAME: name, ...(port && { METRICS_PORT: port }), ...(name === 'gateway' && gatewayEnv) },
   });
-  if (pretty) child.stdout.pipe(pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' })).pipe(process.stdout);
+  // pino-pretty writes the lines it makes to this process's stdout itself, one line each, led by the app.
+  if (pretty) child.stdout.pipe(pretty({ colorize: true, singleLine: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,name', messageFormat: `${name}: {msg}` }));
   children.set(name, child);
   child.on('exit', (code, signal) => {
     children.delete(name);
