@@ -58,8 +58,8 @@ for (const name of APPS) {
   });
 }
 
-process.on('SIGINT', () => stopAll('SIGTERM'));
-process.on('SIGTERM', () => stopAll('SIGTERM'));
+// Ctrl-C, a kill, or the terminal closing: every app is stopped gracefully, none is left behind.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => stopAll('SIGTERM'));
 
 const gatewayPort = process.env.PORT || '3000';
 /** Where an app serves /metrics and /health: its origin, or undefined when it took a free port. */
