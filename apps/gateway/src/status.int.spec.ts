@@ -4,8 +4,8 @@ import { v7 as uuidv7 } from 'uuid';
 import type { ProviderName } from '@operator/contract';
 import { createSandboxProvider } from '@operator/providers';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createSendRecorder, processSendJob, pushAcceptedAt, trackingToken, type SendRecorder } from '@operator/push';
-import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
+import { createSendRecorder, processSendJob, pushAcceptedAt, recordEngagement, trackingToken, type SendRecorder } from '@operator/push';
+import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { buildApp } from './app';
 import { Harness } from './test/harness';
 
@@ -361,6 +361,33 @@ describe('push status: polling, engagement reports and dead letters', () => {
     it('answers 401 without the CRM key', async () => {
       expect((await get('/channels/push/events', null)).statusCode).toBe(401);
       expect((await get('/channels/push/events', INTERNAL_KEY)).statusCode).toBe(401);
+    });
+
+    it('keeps a push’s events in the order its status moved: a report waiting behind another of its push holds no transaction id yet', async () => {
+      const [pushId] = await sentPushes(1);
+      const from = await cursorNow();
+      const first = await h.stores.db.pool.connect();
+      const second = await h.stores.db.pool.connect();
+      try {
+        await first.query('BEGIN');
+        await recordEngagement(first, pushId, 'delivered');
+        await second.query('BEGIN');
+        const pid = (await second.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+        const opened = recordEngagement(second, pushId, 'opened');
+        const activity = async () =>
+          (await h.stores.db.pool.query<{ wait: string | null; xid: string | null }>(`SELECT wait_event_type AS wait, backend_xid::text AS xid FROM pg_stat_activity WHERE pid = $1`, [pid])).rows[0];
+        await until(async () => (await activity()).wait === 'Lock', 'the second report to wait for the first', 5000);
+        // The feed is in transaction-id order: had it taken its id before waiting, `opened` would come first.
+        expect((await activity()).xid).toBeNull();
+        await first.query('COMMIT');
+        expect(await opened).toEqual({ found: true, changed: true, status: 'opened' });
+        await second.query('COMMIT');
+      } finally {
+        first.release();
+        second.release();
+      }
+      const events = (await feedPage(from, 100)).events.filter((event: { push_id: string }) => event.push_id === pushId);
+      expect(events.map((event: { status: string }) => event.status)).toEqual(['delivered', 'opened']);
     });
 
     it('gives a poller every event exactly once while reports are being written concurrently', async () => {
