@@ -40,6 +40,10 @@ describe('the documentation check', () => {
     expect(check(copy)).toEqual([]);
   });
 
+  it('keeps the README a front page: at most 200 lines, the rest in docs/', () => {
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length).toBeLessThanOrEqual(200);
+  });
+
   it('makes anchors as GitHub does', () => {
     expect(anchorOf("What the CRM gets back, and why")).toBe('what-the-crm-gets-back-and-why');
     expect(anchorOf('Redis: Sentinel, Cluster and managed Redis')).toBe('redis-sentinel-cluster-and-managed-redis');
