@@ -1,10 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { Socket } from 'node:net';
-import { InFlightCounter } from './in-flight';
-import { testTls } from './tls';
-import { listenLocally, readBody, sleep } from './fake-server';
+import { LocalHttpsFake, readBody, sleep } from './fake-server';
 
 // A local Huawei Push Kit (HMS Core push server API v1) over TLS and HTTP/1.1, both of Huawei's
 // hosts on one origin (what HMS_ENDPOINT points a provider at):
@@ -195,12 +191,9 @@ function checkMessage(message: Record<string, any>, maxMessageBytes: number): st
 
 
 
-export class FakeHms {
-  /** PEM of the CA that signed the fake's certificate: the provider's `ca`. */
-  readonly ca: string;
+export class FakeHms extends LocalHttpsFake {
   readonly appId: string;
   readonly appSecret: string;
-  port = 0;
   /** Every messages:send request, in arrival order, with what was answered. */
   readonly requests: FakeHmsSend[] = [];
   /** Every token Push Kit took a message for, in order. */
@@ -210,70 +203,28 @@ export class FakeHms {
   /** Tokens refused as illegal (add to it at will). */
   readonly invalidTokens: Set<string>;
   isInvalidToken: ((token: string) => boolean) | null;
-  /** TLS connections accepted so far. */
-  connections = 0;
 
-  private readonly server: https.Server;
-  private readonly sockets = new Set<Socket>();
-  private readonly counter = new InFlightCounter<object>();
   /** Issued access tokens and when they expire (ms since epoch). */
   private readonly accessTokens = new Map<string, number>();
   private readonly scripts: HmsScript[] = [];
   private grantAnswer: HmsScript | null = null;
   private sent = 0;
-  private closed = false;
 
   private constructor(private readonly options: FakeHmsOptions) {
-    const tlsMaterial = testTls();
-    this.ca = tlsMaterial.ca;
+    super((res, error) => this.json(res, 500, { code: '81000001', msg: `fake-hms: ${error.message}` }));
     this.appId = options.appId ?? String(100_000_000 + (randomBytes(4).readUInt32BE() % 900_000_000));
     this.appSecret = options.appSecret ?? randomBytes(32).toString('hex');
     this.invalidTokens = new Set(options.invalidTokens ?? []);
     this.isInvalidToken = options.isInvalidToken ?? null;
-    this.server = https.createServer({ key: tlsMaterial.key, cert: tlsMaterial.cert }, (req, res) => {
-      this.handle(req, res).catch((err: Error) => {
-        if (!res.headersSent) this.json(res, 500, { code: '81000001', msg: `fake-hms: ${err.message}` });
-      });
-    });
-    this.server.on('secureConnection', (socket: Socket) => {
-      this.connections += 1;
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
-    // A client that goes away mid-answer is not the fake's failure.
-    this.server.on('tlsClientError', () => undefined);
   }
 
-  static async start(options: FakeHmsOptions = {}): Promise<FakeHms> {
-    const fake = new FakeHms(options);
-    fake.port = await listenLocally(fake.server);
-    return fake;
-  }
-
-  /** https://127.0.0.1:port: the provider's `endpoint`. */
-  get origin(): string {
-    return `https://127.0.0.1:${this.port}`;
+  static start(options: FakeHmsOptions = {}): Promise<FakeHms> {
+    return new FakeHms(options).listen();
   }
 
   /** Access tokens granted so far. */
   get grants(): number {
     return this.tokenGrants.filter((grant) => grant.accessToken !== null).length;
-  }
-
-  /** Sends arrived and not answered yet, and the most there have been at once. */
-  get inFlight(): number {
-    return this.counter.now;
-  }
-  get peakInFlight(): number {
-    return this.counter.peak;
-  }
-  /** The most connections carrying a send at once. */
-  get peakBusyConnections(): number {
-    return this.counter.peakBusyConnections;
-  }
-  /** TLS connections open now. */
-  get openConnections(): number {
-    return this.sockets.size;
   }
 
   /** The deliveries to one token. */
@@ -299,12 +250,6 @@ export class FakeHms {
     return this;
   }
 
-  /** Forgets the peaks of sends in flight. */
-  resetPeaks(): this {
-    this.counter.resetPeaks();
-    return this;
-  }
-
   /** Clears logs and scripts (issued access tokens stay valid). */
   reset(): this {
     this.requests.length = 0;
@@ -315,16 +260,7 @@ export class FakeHms {
     return this;
   }
 
-  /** Stops listening and cuts every connection. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    const closing = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const socket of this.sockets) socket.destroy();
-    await closing;
-  }
-
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  protected async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const body = await readBody(req);
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'POST' && path === '/oauth2/v3/token') return this.grant(req, body, res);
@@ -382,11 +318,9 @@ export class FakeHms {
       cancelled: false,
     };
     this.requests.push(entry);
-    const connection = req.socket;
-    this.counter.opened(connection);
+    this.opened(req, res);
     res.once('close', () => {
       entry.cancelled = !res.writableFinished;
-      this.counter.settled(connection);
     });
     if (this.options.answerDelayMs) await sleep(this.options.answerDelayMs);
     const requestId = `${Date.now()}${String(++this.sent).padStart(6, '0')}`;

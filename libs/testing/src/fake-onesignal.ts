@@ -1,10 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { Socket } from 'node:net';
-import { InFlightCounter } from './in-flight';
-import { testTls } from './tls';
-import { listenLocally, readBody } from './fake-server';
+import { LocalHttpsFake, readBody } from './fake-server';
 
 // A local OneSignal REST API over TLS (HTTP/1.1, as api.onesignal.com speaks to a keep-alive
 // client): POST /notifications (and ?c=push), OneSignal's create-notification request for push
@@ -191,10 +187,7 @@ function checkBody(body: Record<string, unknown>, maxSubscriptions: number): voi
 }
 
 
-export class FakeOneSignal {
-  port = 0;
-  /** PEM of the CA that signed the fake's certificate. */
-  readonly ca: string;
+export class FakeOneSignal extends LocalHttpsFake {
   readonly appId: string;
   readonly restApiKey: string;
   /** Every request, in arrival order, with what was answered. */
@@ -203,63 +196,21 @@ export class FakeOneSignal {
   readonly delivered: FakeOneSignalDelivery[] = [];
   /** Requests answered from the idempotency record (nothing delivered). */
   idempotentRepeats = 0;
-  /** TLS connections accepted so far (a keep-alive client opens few). */
-  connections = 0;
 
-  private readonly server: https.Server;
-  private readonly counter = new InFlightCounter<Socket>();
-  private readonly sockets = new Set<Socket>();
-  private readonly connectionIds = new WeakMap<Socket, number>();
   private readonly invalid = new Set<string>();
   /** The answer given to each idempotency key's first request. */
   private readonly byKey = new Map<string, { notificationId: string; answer: unknown }>();
   private readonly scripts: OneSignalAnswer[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
-  private closed = false;
 
   private constructor(private readonly options: FakeOneSignalOptions) {
-    const tls = testTls();
-    this.ca = tls.ca;
+    super((res, error) => this.json(res, 500, { errors: [`fake-onesignal: ${error.message}`] }));
     this.appId = options.appId ?? randomUUID();
     this.restApiKey = options.restApiKey ?? `os_v2_app_${randomBytes(30).toString('base64url')}`;
-    this.server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
-      this.handle(req, res).catch((error: Error) => {
-        if (!res.headersSent) this.json(res, 500, { errors: [`fake-onesignal: ${error.message}`] });
-      });
-    });
-    this.server.on('secureConnection', (socket: Socket) => {
-      this.connections += 1;
-      this.connectionIds.set(socket, this.connections);
-      this.sockets.add(socket);
-      socket.on('close', () => this.sockets.delete(socket));
-    });
   }
 
-  static async start(options: FakeOneSignalOptions = {}): Promise<FakeOneSignal> {
-    const fake = new FakeOneSignal(options);
-    fake.port = await listenLocally(fake.server);
-    return fake;
-  }
-
-  /** What ONESIGNAL_ENDPOINT names to send here. */
-  get origin(): string {
-    return `https://127.0.0.1:${this.port}`;
-  }
-
-  /** Requests arrived and not answered yet, now, and the most there have been at once. */
-  get inFlight(): number {
-    return this.counter.now;
-  }
-  get peakInFlight(): number {
-    return this.counter.peak;
-  }
-  /** The most connections carrying a request at once. */
-  get peakBusyConnections(): number {
-    return this.counter.peakBusyConnections;
-  }
-  /** TLS connections open now. */
-  get openConnections(): number {
-    return this.sockets.size;
+  static start(options: FakeOneSignalOptions = {}): Promise<FakeOneSignal> {
+    return new FakeOneSignal(options).listen();
   }
 
   /** Makes these subscriptions unknown or unsubscribed: OneSignal lists them in errors.invalid_player_ids. */
@@ -297,18 +248,13 @@ export class FakeOneSignal {
     this.invalid.clear();
     this.byKey.clear();
     this.idempotentRepeats = 0;
-    this.counter.resetPeaks();
-    return this;
+    return this.resetPeaks();
   }
 
-  /** Stops listening and cuts every connection. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
+  /** Stops listening and cuts every connection; answers waiting out a delay are dropped. */
+  override async close(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer);
-    const closing = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const socket of this.sockets) socket.destroy();
-    await closing;
+    await super.close();
   }
 
   private sleep(ms: number): Promise<void> {
@@ -321,9 +267,10 @@ export class FakeOneSignal {
     });
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  protected async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const text = await readBody(req);
     const socket = req.socket;
+    const connection = this.opened(req, res);
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -344,11 +291,9 @@ export class FakeOneSignal {
       reason: '',
       notificationId: null,
       answeredBytes: 0,
-      connection: this.connectionIds.get(socket as Socket) ?? 0,
+      connection,
     };
     this.requests.push(entry);
-    this.counter.opened(socket);
-    res.once('close', () => this.counter.settled(socket));
     const scripted = this.scripts.shift();
     if (this.options.answerDelayMs) await this.sleep(this.options.answerDelayMs);
     if (scripted?.delayMs) await this.sleep(scripted.delayMs);

@@ -1,8 +1,13 @@
-import type { Readable } from 'node:stream';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
+import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
+import { InFlightCounter } from './in-flight';
+import { testTls } from './tls';
 
-// What the fake provider servers share: reading a request's body, waiting, and listening on a
-// port of loopback the system picks.
+// What the fake provider servers share: reading a request's body, waiting, listening on a port of
+// loopback the system picks, and (the HTTPS/1.1 ones) their server, connections and counts.
 
 /** A request's whole body, as UTF-8 text. */
 export function readBody(req: Readable): Promise<string> {
@@ -26,4 +31,95 @@ export async function listenLocally(server: net.Server): Promise<number> {
     });
   });
   return (server.address() as net.AddressInfo).port;
+}
+
+/**
+ * A local HTTPS/1.1 server standing in for a provider's API: the test certificate, the connections
+ * it accepted (numbered, and the open ones), the requests in flight counted per connection, and a
+ * close that cuts every connection. A subclass answers the requests (`handle`) and counts each one
+ * it takes with `opened`.
+ */
+export abstract class LocalHttpsFake {
+  port = 0;
+  /** PEM of the CA that signed the fake's certificate: the provider's `ca`. */
+  readonly ca: string;
+  /** TLS connections accepted so far (a keep-alive client opens few). */
+  connections = 0;
+
+  protected readonly server: https.Server;
+  protected readonly sockets = new Set<Socket>();
+  private readonly counter = new InFlightCounter<Socket>();
+  private readonly connectionIds = new WeakMap<Socket, number>();
+  private closed = false;
+
+  /** `failed` answers a request whose handling threw before it was answered. */
+  protected constructor(failed: (res: ServerResponse, error: Error) => void) {
+    const tls = testTls();
+    this.ca = tls.ca;
+    this.server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
+      this.handle(req, res).catch((error: Error) => {
+        if (!res.headersSent) failed(res, error);
+      });
+    });
+    this.server.on('secureConnection', (socket: Socket) => {
+      this.connections += 1;
+      this.connectionIds.set(socket, this.connections);
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    // A client that goes away mid-handshake is not the fake's failure.
+    this.server.on('tlsClientError', () => undefined);
+  }
+
+  protected abstract handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
+
+  /** Listens on loopback; answers the fake, once it does. */
+  protected async listen(): Promise<this> {
+    this.port = await listenLocally(this.server);
+    return this;
+  }
+
+  /** https://127.0.0.1:port: what the provider's endpoint names to send here. */
+  get origin(): string {
+    return `https://127.0.0.1:${this.port}`;
+  }
+
+  /** Requests taken and not answered yet, now, and the most there have been at once. */
+  get inFlight(): number {
+    return this.counter.now;
+  }
+  get peakInFlight(): number {
+    return this.counter.peak;
+  }
+  /** The most connections carrying a request at once. */
+  get peakBusyConnections(): number {
+    return this.counter.peakBusyConnections;
+  }
+  /** TLS connections open now. */
+  get openConnections(): number {
+    return this.sockets.size;
+  }
+
+  /** Forgets the peaks of requests in flight. */
+  resetPeaks(): this {
+    this.counter.resetPeaks();
+    return this;
+  }
+
+  /** Stops listening and cuts every connection. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const closing = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await closing;
+  }
+
+  /** Counts this request in flight until its answer is over; answers the number of its connection. */
+  protected opened(req: IncomingMessage, res: ServerResponse): number {
+    const socket = req.socket;
+    this.counter.opened(socket);
+    res.once('close', () => this.counter.settled(socket));
+    return this.connectionIds.get(socket) ?? 0;
+  }
 }
