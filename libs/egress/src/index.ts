@@ -3,3 +3,4 @@ export * from './guard';
 export * from './tunnel';
 export * from './http';
 export * from './reason';
+export * from './origin';

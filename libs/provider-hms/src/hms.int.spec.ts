@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PushRequest } from '@operator/contract';
 import { FakeHms, hmsAnswer, hmsToken, pushRequest, startConnectProxy, until, type FakeHmsOptions } from '@operator/testing';
-import type { Notification, PushProvider, SendResult, SendTarget } from '@operator/providers';
+import type { Notification, SendResult, SendTarget } from '@operator/providers';
 import { createHmsProvider, type HmsProviderOptions } from './index';
 
 // The HMS provider over real TLS sockets, to a local Push Kit that checks the OAuth grant (app id and

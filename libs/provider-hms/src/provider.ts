@@ -1,5 +1,5 @@
 import { errorReason, parseRetryAfter } from '@operator/config';
-import { createOutbound, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { createOutbound, httpsOrigin, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
 
@@ -229,22 +229,8 @@ function before<T>(pending: Promise<T>, ms: number, late: () => Error): Promise<
   return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
 }
 
-/** The https origin of HMS_ENDPOINT; anything else is a configuration error. */
-function endpointOrigin(endpoint: string): string {
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    throw new Error(`HMS endpoint ${endpoint} is not a URL`);
-  }
-  if (url.protocol !== 'https:' || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
-    throw new Error(`HMS endpoint ${endpoint} must be an https origin (https://host[:port])`);
-  }
-  return url.origin;
-}
-
 export function createHmsProvider(options: HmsProviderOptions): PushProvider {
-  const endpoint = options.endpoint ? endpointOrigin(options.endpoint) : null;
+  const endpoint = options.endpoint ? httpsOrigin(options.endpoint, 'HMS_ENDPOINT') : null;
   const tokenUrl = `${endpoint ?? HMS_OAUTH_ORIGIN}${HMS_TOKEN_PATH}`;
   const sendUrl = `${endpoint ?? HMS_PUSH_ORIGIN}/v1/${encodeURIComponent(options.appId)}/messages:send`;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;

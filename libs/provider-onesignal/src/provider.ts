@@ -1,5 +1,5 @@
 import { errorReason, parseRetryAfter } from '@operator/config';
-import { createOutbound, OutboundError, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { createOutbound, httpsOrigin, OutboundError, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { batches, idempotencyKey } from './idempotency';
 import { createNotificationBody, toOneSignalContent } from './message';
@@ -137,16 +137,6 @@ function transportError(error: unknown): SendError {
   return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
 }
 
-/** `https://host[:port]` of ONESIGNAL_ENDPOINT (a trailing slash tolerated), or OneSignal's own API. */
-function originOf(endpoint: string | undefined): string {
-  if (!endpoint) return ONESIGNAL_API;
-  const url = new URL(endpoint);
-  if (url.protocol !== 'https:' || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash || url.username || url.password) {
-    throw new Error(`ONESIGNAL_ENDPOINT must be an https origin (https://host[:port]), not ${endpoint}`);
-  }
-  return url.origin;
-}
-
 interface Member {
   index: number;
   deliveryId: string;
@@ -154,7 +144,7 @@ interface Member {
 }
 
 export function createOneSignalProvider(options: OneSignalProviderOptions): PushProvider {
-  const url = `${originOf(options.endpoint)}/notifications?c=push`;
+  const url = `${options.endpoint ? httpsOrigin(options.endpoint, 'ONESIGNAL_ENDPOINT') : ONESIGNAL_API}/notifications?c=push`;
   const maxConnections = Math.max(1, Math.floor(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS));
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const perRequest = Math.max(1, Math.min(MAX_SUBSCRIPTIONS_PER_REQUEST, Math.floor(options.maxSubscriptionsPerRequest ?? MAX_SUBSCRIPTIONS_PER_REQUEST)));
