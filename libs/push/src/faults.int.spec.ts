@@ -1,17 +1,13 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { claimDeliveries, closeDb, createDb, lockMessages, recordOutcomes, settleMessages } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
-import { TcpProxy, testTls, until } from '@operator/testing';
+import { TcpProxy, until } from '@operator/testing';
 import { createSendRecorder } from './outcomes';
 import { reconcileOnce } from './reconcile';
 import { processSendJob, type SendDeps } from './send';
+import { BundledWorker } from './test/bundled-worker';
 import { silent, WebPushFixture } from './test/web-push-fixture';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const ROOT = path.resolve(__dirname, '../../..');
 
 describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Redis', () => {
   const t = new WebPushFixture('test-faults');
@@ -153,47 +149,23 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   });
 
   describe('a worker process killed with SIGKILL mid-job', () => {
-    let bundle: string;
-    let caFile: string;
-    const children: ChildProcess[] = [];
+    let workers: BundledWorker;
 
     beforeAll(() => {
-      const dir = mkdtempSync(path.join(tmpdir(), 'push-worker-'));
-      caFile = path.join(dir, 'ca.pem');
-      writeFileSync(caFile, testTls().ca);
-      execFileSync(process.execPath, ['tools/build.mjs', 'push-worker-webpush'], { cwd: ROOT, stdio: 'ignore' });
-      bundle = path.join(ROOT, 'dist/apps/push-worker-webpush/main.js');
+      workers = new BundledWorker('push-worker-webpush');
     });
-    afterEach(() => {
-      for (const child of children.splice(0)) child.kill('SIGKILL');
-    });
+    afterEach(() => workers.killAll());
 
-    const startWorker = () => {
-      const child = spawn(process.execPath, [bundle], {
-        cwd: ROOT,
-        stdio: 'ignore',
-        env: {
-          ...process.env,
-          NODE_ENV: 'test',
-          LOG_LEVEL: 'silent',
-          QUEUE_PREFIX: t.prefix,
-          NODE_EXTRA_CA_CERTS: caFile,
-          VAPID_PUBLIC_KEY: t.vapid.publicKey,
-          VAPID_PRIVATE_KEY: t.vapid.privateKey,
-          VAPID_SUBJECT: t.vapid.subject,
-          WEBPUSH_ALLOWED_ORIGINS: t.fake.origin,
-          PUSH_WORKER_CONCURRENCY: '1',
-          PUSH_WORKER_PARALLEL_MESSAGES: '4',
-          PUSH_CLAIM_LEASE_MS: '1500',
-          PUSH_RECONCILE_INTERVAL_MS: '300',
-          PUSH_RECONCILE_AFTER_MS: '1000',
-          PUSH_RETRY_AFTER_MAX_MS: '1000',
-          METRICS_PORT: '0',
-        },
+    const startWorker = () =>
+      workers.start({
+        QUEUE_PREFIX: t.prefix,
+        VAPID_PUBLIC_KEY: t.vapid.publicKey,
+        VAPID_PRIVATE_KEY: t.vapid.privateKey,
+        VAPID_SUBJECT: t.vapid.subject,
+        WEBPUSH_ALLOWED_ORIGINS: t.fake.origin,
+        PUSH_WORKER_CONCURRENCY: '1',
+        PUSH_WORKER_PARALLEL_MESSAGES: '4',
       });
-      children.push(child);
-      return child;
-    };
 
     it('sends again at most the sends in flight at the kill; the rest are recorded or taken over', async () => {
       const COUNT = 240;

@@ -1,13 +1,10 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { v7 as uuidv7 } from 'uuid';
 import { redisUrlConnection } from '@operator/config';
 import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
 import { closePushQueues, createProducerRedis, createPushQueues, type PushQueues, type RedisClient } from '@operator/queue';
-import { FakeOneSignal, oneSignalSubscriptionId, pushRequest, testTls, uniqueBrandId, uniqueName, until } from '@operator/testing';
+import { FakeOneSignal, oneSignalSubscriptionId, pushRequest, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { acceptMessages } from './accept';
+import { BundledWorker } from './test/bundled-worker';
 
 // The OneSignal worker as it runs in production, a process of its own, killed with SIGKILL while
 // its requests are on the wire: OneSignal takes them after the worker is gone. The worker started
@@ -15,17 +12,13 @@ import { acceptMessages } from './accept';
 // its record and no subscription gets a push twice (for the other providers the bound is the sends
 // in flight at the kill; for this one it is zero).
 
-const ROOT = path.resolve(__dirname, '../../..');
-
 describe('a OneSignal worker killed with SIGKILL mid-batch', () => {
   let db: Db;
   let producer: RedisClient;
   let queues: PushQueues;
   let fake: FakeOneSignal;
-  let bundle: string;
-  let caFile: string;
+  let workers: BundledWorker;
   const prefix = uniqueName('test-onesignal-kill');
-  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     db = createDb({ url: process.env.DATABASE_URL!, poolSize: 4 });
@@ -34,15 +27,11 @@ describe('a OneSignal worker killed with SIGKILL mid-batch', () => {
     queues = createPushQueues(producer, prefix);
     // Every request is taken 400 ms after it arrives: a kill finds several on the wire.
     fake = await FakeOneSignal.start({ answerDelayMs: 400 });
-    const dir = mkdtempSync(path.join(tmpdir(), 'push-worker-onesignal-'));
-    caFile = path.join(dir, 'ca.pem');
-    writeFileSync(caFile, testTls().ca);
-    execFileSync(process.execPath, ['tools/build.mjs', 'push-worker-onesignal'], { cwd: ROOT, stdio: 'ignore' });
-    bundle = path.join(ROOT, 'dist/apps/push-worker-onesignal/main.js');
+    workers = new BundledWorker('push-worker-onesignal');
   });
 
   afterAll(async () => {
-    for (const child of children.splice(0)) child.kill('SIGKILL');
+    workers?.killAll();
     await Promise.all(Object.values(queues).map((queue) => queue.obliterate({ force: true }).catch(() => undefined)));
     await closePushQueues(queues);
     producer.disconnect();
@@ -50,31 +39,15 @@ describe('a OneSignal worker killed with SIGKILL mid-batch', () => {
     await closeDb(db);
   });
 
-  const startWorker = () => {
-    const child = spawn(process.execPath, [bundle], {
-      cwd: ROOT,
-      stdio: 'ignore',
-      env: {
-        ...process.env,
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'silent',
-        QUEUE_PREFIX: prefix,
-        NODE_EXTRA_CA_CERTS: caFile,
-        ONESIGNAL_APP_ID: fake.appId,
-        ONESIGNAL_REST_API_KEY: fake.restApiKey,
-        ONESIGNAL_ENDPOINT: fake.origin,
-        PUSH_WORKER_CONCURRENCY: '2',
-        PUSH_WORKER_PARALLEL_MESSAGES: '10',
-        PUSH_CLAIM_LEASE_MS: '1500',
-        PUSH_RECONCILE_INTERVAL_MS: '300',
-        PUSH_RECONCILE_AFTER_MS: '1000',
-        PUSH_RETRY_AFTER_MAX_MS: '1000',
-        METRICS_PORT: '0',
-      },
+  const startWorker = () =>
+    workers.start({
+      QUEUE_PREFIX: prefix,
+      ONESIGNAL_APP_ID: fake.appId,
+      ONESIGNAL_REST_API_KEY: fake.restApiKey,
+      ONESIGNAL_ENDPOINT: fake.origin,
+      PUSH_WORKER_CONCURRENCY: '2',
+      PUSH_WORKER_PARALLEL_MESSAGES: '10',
     });
-    children.push(child);
-    return child;
-  };
 
   it('delivers every push once: the requests in flight at the kill are answered from OneSignal’s idempotency record', async () => {
     const COUNT = 120;
