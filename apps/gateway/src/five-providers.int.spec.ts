@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger, loadPushWorkerConfig, type Credentials } from '@operator/config';
+import { createLogger, loadPushWorkerConfig, type Credentials, type PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { createApnsProvider } from '@operator/provider-apns';
 import { createFcmProvider } from '@operator/provider-fcm';
@@ -60,7 +60,11 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
   };
 
   /** Starts a provider's worker on the gateway's stores, with `env` as its credentials and `client` as its provider client. */
-  async function startWorker<P extends ProviderName>(provider: P, env: Record<string, string>, client: (credential: Credentials[P]) => PushProvider) {
+  async function startWorker<P extends ProviderName>(
+    provider: P,
+    env: Record<string, string>,
+    client: (credential: Credentials[P], config: PushWorkerConfig<P>) => PushProvider,
+  ) {
     const config = loadPushWorkerConfig(provider, {
       ...process.env,
       QUEUE_PREFIX: h.stores.config.QUEUE_PREFIX,
@@ -69,7 +73,7 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
       ...env,
     });
     expect(config.sandbox).toBe(false);
-    workers.push(await startPushWorker(provider, config, log, client));
+    workers.push(await startPushWorker(provider, config, log, (credential) => client(credential, config)));
   }
 
   beforeAll(async () => {
@@ -87,8 +91,8 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
     await startWorker('apns', apnsEnv, () =>
       createApnsProvider({ key: apns.key, keyId: apns.keyId, teamId: apns.teamId, topic: 'com.example.casino', production: false, host: apns.host, port: apns.port, ca }),
     );
-    await startWorker('webpush', { VAPID_PUBLIC_KEY: vapid.publicKey, VAPID_PRIVATE_KEY: vapid.privateKey, VAPID_SUBJECT: vapid.subject, WEBPUSH_ALLOWED_ORIGINS: webpush.origin }, (credential) =>
-      createWebPushProvider({ vapid: credential.vapid, allowedOrigins: loadPushWorkerConfig('webpush', { WEBPUSH_ALLOWED_ORIGINS: webpush.origin }).webpushAllowedOrigins, ca }),
+    await startWorker('webpush', { VAPID_PUBLIC_KEY: vapid.publicKey, VAPID_PRIVATE_KEY: vapid.privateKey, VAPID_SUBJECT: vapid.subject, WEBPUSH_ALLOWED_ORIGINS: webpush.origin }, (credential, config) =>
+      createWebPushProvider({ vapid: credential.vapid, allowedOrigins: config.webpushAllowedOrigins, ca }),
     );
     await startWorker('hms', { HMS_APP_ID: hms.appId, HMS_APP_SECRET: hms.appSecret, HMS_ENDPOINT: hms.origin }, ({ appId, appSecret, endpoint }) =>
       createHmsProvider({ appId, appSecret, endpoint, ca: hms.ca }),
