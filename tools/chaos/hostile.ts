@@ -261,15 +261,17 @@ async function main(): Promise<number> {
   await sleep(t0 + BATCH_GAP_MS - Date.now());
   await sendRound(2);
 
-  // The trickling delivery: how long it stays `sending`.
+  // The trickling delivery: how long it stays pending under a live send lease (being sent).
   let longestSendingMs = 0;
   const watchTrickle = async () => {
-    const rows = await query<{ status: string; sending_ms: number | null }>(
+    const rows = await query<{ sending_ms: number | null }>(
       databaseUrl,
-      `SELECT d.status::text AS status, (EXTRACT(EPOCH FROM now() - d.claimed_at) * 1000)::float8 AS sending_ms
-         FROM deliveries d JOIN devices v ON v.id = d.device_id WHERE v.user_id = 'hostile-trickle'`,
+      `SELECT (EXTRACT(EPOCH FROM now() - l.taken_at) * 1000)::float8 AS sending_ms
+         FROM deliveries d JOIN devices v ON v.id = d.device_id
+         JOIN send_leases l ON l.push_ids @> ARRAY[d.message_id] AND l.provider = d.provider AND l.lease_until > now()
+        WHERE v.user_id = 'hostile-trickle' AND d.status = 'pending'`,
     );
-    for (const row of rows) if (row.status === 'sending' && row.sending_ms) longestSendingMs = Math.max(longestSendingMs, row.sending_ms);
+    for (const row of rows) if (row.sending_ms) longestSendingMs = Math.max(longestSendingMs, row.sending_ms);
   };
   const trickleWatcher = setInterval(() => void watchTrickle().catch(() => undefined), 500);
 

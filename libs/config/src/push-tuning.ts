@@ -12,7 +12,7 @@ export interface PushTuning {
   workerConcurrency: number;
   /** Messages of one job sent at once. */
   parallelMessages: number;
-  /** How long a claim on a delivery lasts before a crashed worker's sends are taken over. */
+  /** How long a send job's lease on its pushes lasts unrenewed before a crashed worker's sends are taken over. */
   claimLeaseMs: number;
   /** How often the worker looks for deliveries whose send job Redis lost. */
   reconcileIntervalMs: number;
@@ -69,7 +69,7 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
   claimLeaseMs: {
     variable: 'PUSH_CLAIM_LEASE_MS',
     minimum: 1000,
-    meaning: "How long a worker's claim on a delivery lasts before a crashed worker's sends are taken over",
+    meaning: "How long a send job's lease on its pushes lasts unrenewed before a crashed worker's sends are taken over",
   },
   reconcileIntervalMs: { variable: 'PUSH_RECONCILE_INTERVAL_MS', minimum: 100, meaning: 'How often the worker looks for deliveries whose send job Redis lost' },
   reconcileAfterMs: {

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
-import { claimDeliveries, extendClaims, recordOutcomes, releaseClaims, settleMessages, takeStrandedPushes } from './deliveries';
+import { claimDeliveries, dropLapsedLeases, dropLeases, recordOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
 
-// A push's deliveries against PostgreSQL: a worker claims them (no other worker sends them while
-// the claim lasts), records what became of each (a late `sent` wins over a failure), and the
-// message settles from them.
+// A push's deliveries against PostgreSQL: a job takes a lease on its pushes (no other job sends
+// them while it lasts; the deliveries are not written), records what became of each (a late `sent`
+// wins over a failure), and the message settles from them.
 
 describe('deliveries (PostgreSQL)', () => {
   let db: Db;
@@ -67,16 +67,21 @@ describe('deliveries (PostgreSQL)', () => {
     return rows[0];
   }
 
-  it("claims the provider's pending deliveries with their device and message, once", async () => {
+  /** The row version of a delivery: a write of the row changes it. */
+  const version = async (id: string) => (await db.pool.query(`SELECT xmin::text FROM deliveries WHERE id = $1`, [id])).rows[0].xmin as string;
+
+  it("claims the provider's pending deliveries with their device and message, once, without writing them", async () => {
     const fcm = await device('fcm');
     await device('apns');
     const pushId = await push();
+    const [{ id }] = (await db.pool.query(`SELECT id FROM deliveries WHERE message_id = $1 AND provider = 'fcm'`, [pushId])).rows;
+    const before = await version(id);
 
     const claim = await claimDeliveries(db.pool, [pushId, pushId], 'fcm', 60_000);
 
     expect(claim.deliveries).toEqual([
       {
-        id: expect.any(String),
+        id,
         messageId: pushId,
         deviceId: fcm.device.id,
         token: fcm.device.token,
@@ -89,27 +94,61 @@ describe('deliveries (PostgreSQL)', () => {
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
-    expect(claim).toMatchObject({ heldElsewhere: 0, missing: [] });
-    expect(await delivery(claim.deliveries[0].id)).toMatchObject({ status: 'sending', attempts: 1, claimed: true });
+    expect(claim).toMatchObject({ leaseId: expect.any(String), heldElsewhere: 0, missing: [] });
+    expect(await delivery(id)).toMatchObject({ status: 'pending', attempts: 0, claimed: false });
+    expect(await version(id)).toBe(before);
+    const { rows: leases } = await db.pool.query(`SELECT provider::text, push_ids::text[] AS "pushIds" FROM send_leases WHERE id = $1`, [claim.leaseId]);
+    expect(leases).toEqual([{ provider: 'fcm', pushIds: [pushId] }]);
 
+    // Held for this provider only: another job of it waits, the APNs job takes its own.
     const again = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
-    expect(again).toMatchObject({ deliveries: [], heldElsewhere: 1, missing: [] });
+    expect(again).toMatchObject({ leaseId: null, deliveries: [], heldElsewhere: 1, missing: [] });
     expect(again.messages.size).toBe(0);
+    expect((await claimDeliveries(db.pool, [pushId], 'apns', 60_000)).deliveries).toHaveLength(1);
   });
 
-  it('takes again a claim older than the lease, and a claim given back', async () => {
+  it('leases the pushes no other job holds, and takes again a lease older than its time, or dropped', async () => {
+    await device('fcm');
+    const held = await push();
+    const free = await push();
+    const first = await claimDeliveries(db.pool, [held], 'fcm', 60_000);
+
+    const second = await claimDeliveries(db.pool, [held, free], 'fcm', 60_000);
+    expect(second.deliveries.map((d) => d.messageId)).toEqual([free]);
+    expect(second.heldElsewhere).toBe(1);
+
+    await db.pool.query(`UPDATE send_leases SET lease_until = now() - interval '1 second' WHERE id = $1`, [first.leaseId]);
+    const lapsed = await claimDeliveries(db.pool, [held], 'fcm', 60_000);
+    expect(lapsed.deliveries.map((d) => d.messageId)).toEqual([held]);
+
+    expect(await dropLeases(db.pool, [lapsed.leaseId!, second.leaseId!])).toBe(2);
+    const afterDrop = await claimDeliveries(db.pool, [held, free], 'fcm', 60_000);
+    expect(afterDrop.deliveries.map((d) => d.messageId).sort()).toEqual([held, free].sort());
+
+    // A renewed lease holds on; a lapsed one is deleted by the reconciler's pass once a lease's time more has gone.
+    await renewLeases(db.pool, [afterDrop.leaseId!], 60_000);
+    expect((await claimDeliveries(db.pool, [held], 'fcm', 60_000)).heldElsewhere).toBe(1);
+    await db.pool.query(`UPDATE send_leases SET lease_until = now() - interval '2 minutes' WHERE id = ANY($1::uuid[])`, [[first.leaseId, afterDrop.leaseId]]);
+    expect(await dropLapsedLeases(db.pool, 60_000)).toBeGreaterThanOrEqual(2);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM send_leases WHERE id = ANY($1::uuid[])`, [[first.leaseId, afterDrop.leaseId]])).rows[0].n).toBe(0);
+  });
+
+  it('never gives one push to two jobs that take their leases at the same moment', async () => {
+    await device('fcm');
+    const pushIds = await Promise.all(Array.from({ length: 20 }, () => push()));
+    const claims = await Promise.all(Array.from({ length: 8 }, (_, i) => claimDeliveries(db.pool, [...pushIds.slice(i), ...pushIds.slice(0, i)], 'fcm', 60_000)));
+    const sent = claims.flatMap((claim) => claim.deliveries.map((d) => d.messageId));
+    expect(sent.sort()).toEqual([...pushIds].sort());
+  });
+
+  it('takes again a delivery claimed per delivery by an older worker that died (sending, claim lapsed)', async () => {
     await device('fcm');
     const pushId = await push();
-    const [first] = (await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries;
-
-    await new Promise((resolve) => setTimeout(resolve, 10)); // claimed_at keeps milliseconds: let one pass
-    const [lapsed] = (await claimDeliveries(db.pool, [pushId], 'fcm', 0)).deliveries;
-    expect(lapsed.id).toBe(first.id);
-    expect(await delivery(first.id)).toMatchObject({ status: 'sending', attempts: 2 });
-
-    expect(await releaseClaims(db.pool, [first.id])).toBe(1);
-    expect(await delivery(first.id)).toMatchObject({ status: 'pending', claimed: false });
-    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries.map((d) => d.id)).toEqual([first.id]);
+    await db.pool.query(`UPDATE deliveries SET status = 'sending', claimed_at = now() - interval '2 minutes', attempts = 1 WHERE message_id = $1`, [pushId]);
+    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ messageId: pushId, attempts: 2 })]);
+    await db.pool.query(`UPDATE deliveries SET claimed_at = now() WHERE message_id = $1`, [pushId]);
+    expect((await claimDeliveries(db.pool, [await push()], 'fcm', 60_000)).deliveries).toHaveLength(1);
+    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([]);
   });
 
   it('answers the pushes it cannot find, and a delivery whose device was removed without a token', async () => {
@@ -125,7 +164,7 @@ describe('deliveries (PostgreSQL)', () => {
     expect(claim.deliveries).toEqual([expect.objectContaining({ messageId: pushId, deviceId: null, token: null, platform: null, deviceActive: false })]);
   });
 
-  it('records outcomes only on deliveries being sent, except that a late sent wins over a failure', async () => {
+  it('records outcomes only on deliveries not final yet, except that a late sent wins over a failure', async () => {
     await device('fcm');
     await device('apns');
     const pushId = await push();
@@ -139,11 +178,14 @@ describe('deliveries (PostgreSQL)', () => {
     expect(await delivery(fcm.id)).toEqual({ status: 'failed', attempts: 1, providerMessageId: null, errorCode: 'unavailable', error: 'x'.repeat(1000), claimed: false, sentAt: false });
     expect(await delivery(apns.id)).toMatchObject({ status: 'pending', errorCode: 'rate-limited', error: 'retry later', claimed: false });
 
-    // Neither a failure nor a retry replaces an outcome recorded since; a sent does.
-    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'late', error: 'late' }]);
-    expect(await delivery(apns.id)).toMatchObject({ status: 'pending', errorCode: 'rate-limited' });
+    // A delivery left pending for a retry takes the outcome of any later try; neither a failure nor
+    // a retry replaces a final outcome; a sent does.
+    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }]);
+    expect(await delivery(apns.id)).toMatchObject({ status: 'failed', errorCode: 'unregistered', attempts: 2 });
+    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'pending', errorCode: 'late', error: 'late' }]);
+    expect(await delivery(apns.id)).toMatchObject({ status: 'failed', errorCode: 'unregistered', attempts: 2 });
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'sent', providerMessageId: 'projects/p/messages/1' }]);
-    expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 1, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, claimed: false, sentAt: true });
+    expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 2, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, claimed: false, sentAt: true });
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }]);
     expect(await delivery(fcm.id)).toMatchObject({ status: 'sent', errorCode: null });
   });
@@ -157,18 +199,21 @@ describe('deliveries (PostgreSQL)', () => {
     const accepted = await state(id);
     expect(accepted).toMatchObject({ status: 'pending', open: true });
 
-    // The claim and its renewals change no indexed column: the reconciler tells a live claim by claimed_at.
-    // The push's one delivery: its message is settled without a lock first.
-    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
-    await extendClaims(db.pool, [id]);
-    expect(await state(id)).toEqual({ status: 'sending', open: true, updatedAt: accepted.updatedAt });
+    // The push's one delivery: its message is settled without a lock first. Under a live lease
+    // it is not stranded, whatever its age.
+    const claim = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+    expect(claim.deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
+    expect(await state(id)).toEqual({ status: 'pending', open: true, updatedAt: accepted.updatedAt });
     expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
 
     await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'later' }]);
     expect(await state(id)).toMatchObject({ status: 'pending', open: true });
+    expect(await delivery(id)).toMatchObject({ attempts: 1 });
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
+    await dropLeases(db.pool, [claim.leaseId!]);
     expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
 
-    await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, attempts: 2 })]);
     await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: null }]);
     expect(await state(id)).toMatchObject({ status: 'sent', open: null });
   });

@@ -1,5 +1,7 @@
 import type { Platform, ProviderName } from '@operator/contract';
-import type { Sql } from './client';
+import { v7 as uuidv7 } from 'uuid';
+import type pg from 'pg';
+import { inTransaction, type Sql } from './client';
 import { addDays, daysOfIds, UNDATED_DAY } from './partitions';
 
 /**
@@ -30,7 +32,7 @@ export interface ClaimedDelivery {
   p256dh: string | null;
   auth: string | null;
   deviceActive: boolean;
-  /** Claims of this delivery so far, this one included, whatever job made them. */
+  /** Tries of this delivery so far, this one included, whatever job made them. */
   attempts: number;
   /** The push's only delivery, of any provider: no other worker records one of its deliveries. */
   alone: boolean;
@@ -43,86 +45,135 @@ export interface ClaimedMessage {
 }
 
 export interface Claim {
+  /** The lease this job holds on its pushes (null when another job holds all of them). */
+  leaseId: string | null;
   deliveries: ClaimedDelivery[];
   messages: Map<string, ClaimedMessage>;
-  /** Deliveries of these pushes that another worker holds right now. */
+  /** Pushes of the job whose deliveries another job holds right now. */
   heldElsewhere: number;
   /** Push ids that are not in the database (not committed yet, or never: the request was rolled back). */
   missing: string[];
 }
 
 interface ClaimRow extends ClaimedDelivery {
-  kind: 'delivery' | 'missing' | 'held';
+  kind: 'delivery' | 'missing';
   brandId: string | null;
   /** Once per message, on its first delivery. */
   payload: unknown;
-  held: number | null;
 }
 
+/**
+ * A delivery still to be sent: pending, or `sending` under a claim older than the lease (a claim
+ * made per delivery, by a worker of a version before send leases, that died).
+ */
 const CLAIMABLE = (alias: string) =>
   `(${alias}.status::text = 'pending' OR (${alias}.status::text = 'sending' AND ${alias}.claimed_at < now() - $3 * interval '1 millisecond'))`;
 
+/** The advisory lock the takers of one provider's send leases take turns on (the first key, 1936027236, spells 'send'). */
+const LEASE_LOCK: Record<ProviderName, number> = { fcm: 1, apns: 2, webpush: 3, hms: 4, onesignal: 5 };
+
 /**
- * Takes the provider's pending deliveries of these pushes for this worker: each moves to
- * `sending`, so no other worker sends it while the claim lasts. A `sending` delivery whose claim is
- * older than `leaseMs` belonged to a worker that died, and is taken again. One statement answers
- * the claimed deliveries with their devices and messages, the pushes not (yet) visible, and how
- * many deliveries another worker holds. The claim changes no indexed column (updated_at is left
- * alone: the reconciler tells a live claim by claimed_at), so it is a HOT update.
+ * Takes a send lease on those of the pushes no live lease of the provider names, and answers the
+ * others (held by another job). The takers of one provider take turns (a transaction's advisory
+ * lock, taken before the statement that looks, so that it sees every lease committed before), so
+ * no push is ever in two live leases of one provider.
+ */
+async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
+  return inTransaction({ pool }, async (tx) => {
+    await tx.query(`SELECT pg_advisory_xact_lock(1936027236, ${LEASE_LOCK[provider]})`);
+    const { rows } = await tx.query<{ held: string[] }>(
+      `WITH held AS (
+         SELECT DISTINCT h.id FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
+          WHERE l.push_ids && $3::uuid[] AND l.provider = $2::"Provider" AND l.lease_until > clock_timestamp() AND h.id = ANY($3::uuid[])),
+       taken AS (
+         INSERT INTO send_leases (id, provider, push_ids, lease_until)
+         SELECT $1, $2::"Provider", array_agg(w.id), clock_timestamp() + $4 * interval '1 millisecond'
+           FROM unnest($3::uuid[]) AS w(id) WHERE w.id NOT IN (SELECT id FROM held) HAVING count(*) > 0)
+       SELECT COALESCE((SELECT array_agg(id) FROM held), '{}') AS held`,
+      [leaseId, provider, wanted, leaseMs],
+    );
+    return rows[0].held;
+  });
+}
+
+/**
+ * Takes this provider's pending deliveries of these pushes for this worker. The claim is a lease on
+ * the pushes, one row for the whole job (takeSendLease): while it
+ * lives, no other job sends these pushes' deliveries of this provider; a lease older than `leaseMs`
+ * belonged to a worker that died, and its pushes are taken again. The deliveries are not written
+ * until their outcome is known. They are read after the lease is taken, so every outcome recorded
+ * under an earlier lease is seen.
  *
  * The deliveries are found push by push through (message_id, device_id) (OFFSET 0 keeps that
- * lookup a lookup per push, not a join the planner may turn into a scan), then updated by primary
- * key, and status is compared as text: during a burst the planner's statistics lag far behind the
- * table (there are none before its first analyze), and a plan from them scans every delivery of
- * the provider for each job.
+ * lookup a lookup per push, not a join the planner may turn into a scan), and status is compared
+ * as text: during a burst the planner's statistics lag far behind the table (there are none before
+ * its first analyze), and a plan from them scans every delivery of the provider for each job.
  */
-export async function claimDeliveries(sql: Sql, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
-  const { rows } = await sql.query<ClaimRow>(
-    `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)),
-     candidates AS (
-       SELECT x.* FROM wanted w CROSS JOIN LATERAL (
-         SELECT d.id, d.status, d.claimed_at FROM deliveries d
-          WHERE d.message_id = w.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
-         OFFSET 0) x),
-     claimed AS (
-       UPDATE deliveries d
-          SET status = 'sending', claimed_at = now(), attempts = d.attempts + 1
-        WHERE d.id = ANY(ARRAY(SELECT c.id FROM candidates c WHERE ${CLAIMABLE('c')})) AND ${CLAIMABLE('d')}
-          AND ${IN_DAYS('d.accepted_on', '$4')}
-        RETURNING d.id, d.message_id, d.device_id, d.attempts),
-     delivery_rows AS (
+export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
+  const leaseId = uuidv7();
+  const wanted = [...new Set(pushIds)];
+  const held = await takeSendLease(pool, leaseId, provider, wanted, leaseMs);
+  if (held.length === wanted.length) return { leaseId: null, deliveries: [], messages: new Map(), heldElsewhere: held.length, missing: [] };
+  const sql = pool;
+  let rows: ClaimRow[];
+  try {
+    ({ rows } = await sql.query<ClaimRow>(
+      `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id) WHERE NOT (p.id = ANY($5::uuid[]))),
+       claimed AS (
+         SELECT x.* FROM wanted w CROSS JOIN LATERAL (
+           SELECT d.id, d.message_id, d.device_id, d.attempts, d.status, d.claimed_at FROM deliveries d
+            WHERE d.message_id = w.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
+           OFFSET 0) x
+          WHERE ${CLAIMABLE('x')})
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", v.id AS "deviceId", v.token,
-              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts,
+              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts + 1 AS attempts,
               (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id AND ${IN_DAYS('x.accepted_on', '$4')}) = 1 AS alone,
               m.brand_id::text AS "brandId",
-              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload,
-              NULL::int AS held
+              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload
          FROM claimed c JOIN messages m ON m.id = c.message_id AND ${IN_DAYS('m.accepted_on', '$4')}
-         LEFT JOIN devices v ON v.id = c.device_id)
-     SELECT * FROM delivery_rows
-     UNION ALL
-     SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL, NULL
-       FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')})
-     UNION ALL
-     SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL,
-            (SELECT count(*)::int FROM candidates c WHERE c.status::text = 'sending' AND c.id NOT IN (SELECT id FROM claimed))`,
-    [pushIds, provider, leaseMs, daysOfIds(pushIds)],
-  );
+         LEFT JOIN devices v ON v.id = c.device_id
+       UNION ALL
+       SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL
+         FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')})`,
+      [wanted, provider, leaseMs, daysOfIds(wanted), held],
+    ));
+  } catch (error) {
+    // The lease would hold these pushes back from the job's next attempt until it lapsed.
+    await dropLeases(sql, [leaseId]).catch(() => undefined);
+    throw error;
+  }
   const deliveries: ClaimedDelivery[] = [];
   const messages = new Map<string, ClaimedMessage>();
   const missing: string[] = [];
-  let heldElsewhere = 0;
   for (const row of rows) {
     if (row.kind === 'missing') missing.push(row.messageId);
-    else if (row.kind === 'held') heldElsewhere = row.held ?? 0;
     else {
-      const { kind: _kind, brandId, payload, held: _held, ...delivery } = row;
+      const { kind: _kind, brandId, payload, ...delivery } = row;
       deliveries.push(delivery);
       if (!messages.has(row.messageId)) messages.set(row.messageId, { id: row.messageId, brandId: brandId!, payload });
     }
   }
   deliveries.sort((a, b) => (a.messageId === b.messageId ? (a.id < b.id ? -1 : 1) : a.messageId < b.messageId ? -1 : 1));
-  return { deliveries, messages, heldElsewhere, missing };
+  return { leaseId, deliveries, messages, heldElsewhere: held.length, missing };
+}
+
+/** Keeps these send leases alive for another `leaseMs` (a job still sending, or outcomes not yet recorded). */
+export async function renewLeases(sql: Sql, leaseIds: string[], leaseMs: number): Promise<void> {
+  if (!leaseIds.length) return;
+  await sql.query(`UPDATE send_leases SET lease_until = now() + $2 * interval '1 millisecond' WHERE id = ANY($1::uuid[])`, [leaseIds, leaseMs]);
+}
+
+/** Ends send leases: the job is done (its outcomes recorded), or gives its pushes back (shutdown). */
+export async function dropLeases(sql: Sql, leaseIds: string[]): Promise<number> {
+  if (!leaseIds.length) return 0;
+  const { rowCount } = await sql.query(`DELETE FROM send_leases WHERE id = ANY($1::uuid[])`, [leaseIds]);
+  return rowCount ?? 0;
+}
+
+/** Deletes the leases that lapsed more than `graceMs` ago: their workers died; nothing reads them any more. */
+export async function dropLapsedLeases(sql: Sql, graceMs: number): Promise<number> {
+  const { rowCount } = await sql.query(`DELETE FROM send_leases WHERE lease_until < now() - $1 * interval '1 millisecond'`, [graceMs]);
+  return rowCount ?? 0;
 }
 
 export type DeliveryOutcome =
@@ -132,10 +183,11 @@ export type DeliveryOutcome =
   | { deliveryId: string; status: 'pending'; errorCode: string; error: string };
 
 /**
- * Records what became of each claimed delivery, in one statement. Only a delivery still being
- * sent takes an outcome, except that `sent` always wins over a failure: a worker whose claim
- * lapsed (a long outage) cannot turn back what another worker recorded since. A final outcome
- * takes the delivery out of the reconciler's index (open null). `pushIds`, the pushes of these deliveries,
+ * Records what became of each claimed delivery, in one statement: the delivery's one write of a
+ * try (its attempts count the tries). Only a delivery not final yet takes an outcome, except that
+ * `sent` always wins over a failure: a worker whose lease lapsed (a long outage) cannot turn back
+ * what another worker recorded since. A final outcome takes the delivery out of the reconciler's
+ * index (open null). `pushIds`, the pushes of these deliveries,
  * name the one day partition each is in.
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds?: string[]): Promise<void> {
@@ -147,10 +199,10 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
             provider_message_id = COALESCE(o.provider_message_id, d.provider_message_id),
             error_code = o.error_code, error = o.error,
             sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
-            claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
+            attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
             AS o(id, status, provider_message_id, error_code, error)
-      WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND (d.status = 'sending' OR (o.status = 'sent' AND d.status <> 'sent'))`,
+      WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND (d.status IN ('pending', 'sending') OR (o.status = 'sent' AND d.status <> 'sent'))`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
@@ -231,42 +283,23 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
   return rows;
 }
 
-/** Keeps this worker's claims alive while it still holds them (sending, or sent and not yet recorded). */
-export async function extendClaims(sql: Sql, deliveryIds: string[]): Promise<void> {
-  if (!deliveryIds.length) return;
-  await sql.query(`UPDATE deliveries d SET claimed_at = now() WHERE d.id = ANY($1::uuid[]) AND ${IN_DAYS('d.accepted_on', '$2')} AND d.status = 'sending'`, [
-    deliveryIds,
-    daysAroundIds(deliveryIds),
-  ]);
-}
-
-/** Gives back claims on deliveries this worker will not send after all (shutdown): pending again, for any worker. */
-export async function releaseClaims(sql: Sql, deliveryIds: string[]): Promise<number> {
-  if (!deliveryIds.length) return 0;
-  const { rowCount } = await sql.query(
-    `UPDATE deliveries d SET status = 'pending', claimed_at = NULL, updated_at = now()
-      WHERE d.id = ANY($1::uuid[]) AND ${IN_DAYS('d.accepted_on', '$2')} AND d.status = 'sending'`,
-    [deliveryIds, daysAroundIds(deliveryIds)],
-  );
-  return rowCount ?? 0;
-}
-
 /**
- * Pushes with deliveries of this provider that nothing has moved for `afterMs`: pending, or
- * claimed by a worker whose lease lapsed. Their job was lost (Redis lost its last writes, a queue
- * was flushed, a job was removed or failed after its attempts). Each one found is touched, so the
- * next look finds it again only if it is still stranded `afterMs` later. They are found through
- * the index of open deliveries; one found final after all (recorded by a worker older than that
- * index) leaves it.
+ * Pushes with deliveries of this provider that nothing has moved for `afterMs` and that no live
+ * send lease holds: their job was lost (Redis lost its last writes, a queue was flushed, a job was
+ * removed or failed after its attempts). Each one found is touched, so the next look finds it
+ * again only if it is still stranded `afterMs` later. They are found through the index of open
+ * deliveries; one found final after all (recorded by a worker older than that index) leaves it.
  */
 export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
   const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
-       SELECT id, accepted_on, status::text IN ('pending', 'sending') AS open FROM deliveries
-        WHERE open AND provider = $1::"Provider"
-          AND updated_at < now() - $2 * interval '1 millisecond'
-          AND (status::text <> 'sending' OR claimed_at IS NULL OR claimed_at < now() - $3 * interval '1 millisecond')
-        ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+       SELECT d.id, d.accepted_on, d.status::text IN ('pending', 'sending') AS open FROM deliveries d
+        WHERE d.open AND d.provider = $1::"Provider"
+          AND d.updated_at < now() - $2 * interval '1 millisecond'
+          AND (d.status::text <> 'sending' OR d.claimed_at IS NULL OR d.claimed_at < now() - $3 * interval '1 millisecond')
+          AND NOT EXISTS (SELECT 1 FROM send_leases l
+                           WHERE l.push_ids @> ARRAY[d.message_id] AND l.provider = $1::"Provider" AND l.lease_until > now())
+        ORDER BY d.updated_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED)
      UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END
        FROM stranded s WHERE d.id = s.id AND d.accepted_on = s.accepted_on
      RETURNING d.message_id AS "messageId", d.open`,

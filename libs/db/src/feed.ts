@@ -55,11 +55,15 @@ export interface PushStatusRow {
   deliveries: { provider: string; status: string; error: string | null }[];
 }
 
+/** A delivery's status: a pending one under a live send lease is being sent (see claimDeliveries). */
+const DELIVERY_STATUS = `CASE WHEN d.status::text = 'pending' AND EXISTS (
+  SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[d.message_id] AND l.provider = d.provider AND l.lease_until > now()) THEN 'sending' ELSE d.status::text END`;
+
 /** The current state of the given pushes, with each delivery's outcome. */
 export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
   const { rows } = await sql.query<PushStatusRow>(
     `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
-            COALESCE(json_agg(json_build_object('provider', d.provider, 'status', d.status, 'error', d.error_code) ORDER BY d.id)
+            COALESCE(json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS}, 'error', d.error_code) ORDER BY d.id)
                      FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
        FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])
       WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])

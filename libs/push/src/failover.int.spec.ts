@@ -42,8 +42,11 @@ describe('the push path through a PostgreSQL failover', () => {
     const [pushId] = await t.accept(1);
     const claim = await claimDeliveries(t.db.pool, [pushId], 'webpush', leaseMs);
     expect(claim.deliveries).toHaveLength(1);
-    return { pushId, deliveryId: claim.deliveries[0].id };
+    return { pushId, deliveryId: claim.deliveries[0].id, leaseId: claim.leaseId! };
   }
+
+  const leaseUntil = async (leaseId: string) =>
+    (await t.db.pool.query<{ leaseUntil: Date }>(`SELECT lease_until AS "leaseUntil" FROM send_leases WHERE id = $1`, [leaseId])).rows[0]?.leaseUntil;
 
   /**
    * A login of its own whose sessions are read-only, as every session on a standby (or a demoted
@@ -84,11 +87,11 @@ describe('the push path through a PostgreSQL failover', () => {
   });
 
   it('holds an outcome that meets a read-only PostgreSQL past the failures that give a write up, and records it once the node takes writes', async () => {
-    const { pushId, deliveryId } = await claimedDelivery(60000);
+    const { pushId, deliveryId, leaseId } = await claimedDelivery(60000);
     const readOnly = await readOnlyLogin();
     const recorder = createSendRecorder({ db: readOnly.db, log: silent, leaseMs: 600 });
     try {
-      recorder.hold([deliveryId]);
+      recorder.hold(leaseId, [deliveryId]);
       let settled: string | undefined;
       const recorded = recorder.record([{ pushId, alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: 'provider-1' } }]).then(
         () => (settled = 'recorded'),
@@ -98,8 +101,7 @@ describe('the push path through a PostgreSQL failover', () => {
       await sleep(3000);
       expect(settled).toBeUndefined();
       expect(recorder.held).toBe(1);
-      const before = await delivery(pushId);
-      expect(before.status).toBe('sending');
+      expect(await delivery(pushId)).toMatchObject({ status: 'pending' });
 
       await readOnly.writable();
       await recorded;
@@ -112,25 +114,27 @@ describe('the push path through a PostgreSQL failover', () => {
     }
   }, 30000);
 
-  it('stops renewing the claim on an outcome it gave up, so the claim lapses for the reconciler', async () => {
-    const { pushId, deliveryId } = await claimedDelivery(600);
+  it("renews a job's lease while it runs, and drops it when the job ends, an outcome given up included", async () => {
+    const { pushId, deliveryId, leaseId } = await claimedDelivery(600);
     const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 600 });
     try {
-      recorder.hold([deliveryId]);
-      await sleep(400);
-      const renewed = (await delivery(pushId)).claimedAt!;
+      recorder.hold(leaseId, [deliveryId]);
+      const taken = (await leaseUntil(leaseId))!;
+      // Past the lease's first 600 ms: renewed (every 200 ms), so still held.
+      await sleep(800);
+      expect((await leaseUntil(leaseId))!.getTime()).toBeGreaterThan(taken.getTime());
+      expect(await claimDeliveries(t.db.pool, [pushId], 'webpush', 600)).toMatchObject({ deliveries: [], heldElsewhere: 1 });
+
       // A push id that is not a uuid: the write fails the same way every time, and is given up.
       const recording = recorder.record([{ pushId: 'not-a-push-id', alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: null } }]);
       await expect(recording).rejects.toMatchObject({ code: '22P02' });
-
-      // (A renewal already under way when it was given up may still land.)
-      await sleep(100);
-      const givenUp = (await delivery(pushId)).claimedAt!;
-      expect(givenUp.getTime()).toBeGreaterThanOrEqual(renewed.getTime());
-      // Three renewal periods: a claim still held would have been renewed in each.
-      await sleep(700);
-      expect(await delivery(pushId)).toMatchObject({ status: 'sending', claimedAt: givenUp });
       expect(recorder.held).toBe(0);
+      await recorder.finish(leaseId);
+      expect(await leaseUntil(leaseId)).toBeUndefined();
+
+      // The push is free at once: the next job takes its delivery, still pending.
+      expect(await delivery(pushId)).toMatchObject({ status: 'pending' });
+      expect((await claimDeliveries(t.db.pool, [pushId], 'webpush', 600)).deliveries.map((d) => d.id)).toEqual([deliveryId]);
     } finally {
       await recorder.close();
     }
@@ -148,9 +152,14 @@ describe('the push path through a PostgreSQL failover', () => {
       const pushIds = outcomes.map((outcome) => (outcome.kind === 'accepted' ? outcome.pushId : ''));
 
       const claim = await claimDeliveries(pooled.pool, pushIds, 'webpush', 60000);
-      recorder.hold(claim.deliveries.map((d) => d.id));
+      recorder.hold(
+        claim.leaseId,
+        claim.deliveries.map((d) => d.id),
+      );
       await recorder.record(claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: `p-${d.id}` } })));
+      await recorder.finish(claim.leaseId);
       await until(async () => (await Promise.all(pushIds.map(delivery))).every((row) => row.status === 'sent'), 'the outcomes in PostgreSQL');
+      expect(await leaseUntil(claim.leaseId!)).toBeUndefined();
       const messages = await t.db.pool.query<{ status: string }>('SELECT status::text FROM messages WHERE id = ANY($1::uuid[])', [pushIds]);
       expect(messages.rows.map((row) => row.status)).toEqual(['sent', 'sent']);
     } finally {

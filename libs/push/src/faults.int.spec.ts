@@ -85,14 +85,17 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     }
   });
 
-  it('renews the claims it holds, so no other worker takes them while their outcomes wait to be written', async () => {
+  it("renews the lease of a job it holds, so no other worker takes its pushes while their outcomes wait to be written", async () => {
     const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 1500 });
     try {
       await device();
       const pushIds = await accept(3);
       const claim = await claimDeliveries(t.db.pool, pushIds, 'webpush', 1500);
-      recorder.hold(claim.deliveries.map((d) => d.id));
-      // Three leases pass; the renewals keep the claims fresh, so another worker's claim finds nothing.
+      recorder.hold(
+        claim.leaseId,
+        claim.deliveries.map((d) => d.id),
+      );
+      // Three leases pass; the renewals keep the lease fresh, so another worker's claim finds nothing.
       await sleep(4500);
       const other = await claimDeliveries(t.db.pool, pushIds, 'webpush', 1500);
       expect(other.deliveries).toHaveLength(0);
@@ -102,18 +105,24 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     }
   });
 
-  it('gives back, at shutdown, the claims on deliveries it has no outcome for, and keeps those it sent', async () => {
+  it('gives back, at shutdown, the lease of a job with no outcome waiting to be written, and keeps what it sent', async () => {
     const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
     try {
       await device();
       const pushIds = await accept(3);
       const claim = await claimDeliveries(t.db.pool, pushIds, 'webpush', 60000);
-      recorder.hold(claim.deliveries.map((d) => d.id));
-      const [sent] = claim.deliveries;
+      recorder.hold(
+        claim.leaseId,
+        claim.deliveries.map((d) => d.id),
+      );
+      const [sent, ...unsent] = claim.deliveries;
       await recorder.record([{ pushId: sent.messageId, alone: sent.alone, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
-      expect(await recorder.release()).toBe(2);
+      expect(await recorder.release()).toBe(1);
       expect((await statuses(pushIds)).sort()).toEqual(['pending', 'pending', 'sent']);
       expect(recorder.held).toBe(0);
+      // Another worker takes the two unsent at once, not after the lease's time.
+      const next = await claimDeliveries(t.db.pool, pushIds, 'webpush', 60000);
+      expect(next.deliveries.map((d) => d.id).sort()).toEqual(unsent.map((d) => d.id).sort());
     } finally {
       await recorder.close();
     }

@@ -1,11 +1,11 @@
 import {
   createWriteBehind,
   deactivateDevices,
-  extendClaims,
+  dropLeases,
   inTransaction,
   lockMessages,
   recordOutcomes,
-  releaseClaims,
+  renewLeases,
   settleMessages,
   type Db,
   type DeliveryOutcome,
@@ -25,7 +25,7 @@ export interface SendOutcome {
 export interface SendRecorderOptions {
   db: Db;
   log: LogSink;
-  /** The claim lease: claims held here are renewed three times per lease. */
+  /** The send lease: leases held here are renewed three times per lease. */
   leaseMs: number;
   /** How long outcomes are gathered before one write. */
   flushMs?: number;
@@ -34,28 +34,36 @@ export interface SendRecorderOptions {
 /**
  * The worker's record of its sends. Outcomes are written as the provider answers (a few
  * milliseconds' worth at a time, with the message settlements and status events they cause), not
- * once per job; when PostgreSQL cannot take them they are held and retried, and the claims on
- * those deliveries are renewed meanwhile, so a claim never lapses on a delivery this worker sent.
- * After a crash, only the sends in flight at that instant can go out again.
+ * once per job; when PostgreSQL cannot take them they are held and retried, and the jobs' send
+ * leases are renewed meanwhile, so a lease never lapses on a push whose sends this worker holds.
+ * After a crash, only the sends in flight at that instant (and the outcomes not yet written) can
+ * go out again.
  */
 export interface SendRecorder {
-  /** Deliveries this worker claimed: their claims are renewed until their outcome is recorded. */
-  hold(deliveryIds: string[]): void;
+  /** A job's lease and the deliveries it claimed: the lease is renewed until the job ends. */
+  hold(leaseId: string | null, deliveryIds: string[]): void;
   /** Resolves once the outcomes are in PostgreSQL. */
   record(outcomes: SendOutcome[]): Promise<void>;
-  /** Claims held right now. */
+  /** The job ended (its outcomes recorded, or given up): its lease is dropped, its pushes free for any job. */
+  finish(leaseId: string | null): Promise<void>;
+  /** Deliveries claimed whose outcome is not in PostgreSQL yet. */
   readonly held: number;
-  /** Gives back the claims on deliveries with no outcome yet (shutdown past its deadline). */
+  /**
+   * Gives back the leases of jobs with no outcome waiting to be written (shutdown past its
+   * deadline): their pushes are free for any worker at once. The others lapse.
+   */
   release(): Promise<number>;
-  /** Waits for every outcome to be recorded, then stops renewing claims. */
+  /** Waits for every outcome to be recorded, then stops renewing leases. */
   close(): Promise<void>;
 }
 
 export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecorderOptions): SendRecorder {
-  /** Claimed deliveries whose outcome is not in PostgreSQL yet. */
-  const held = new Set<string>();
+  /** Claimed deliveries whose outcome is not in PostgreSQL yet, with their job's lease. */
+  const held = new Map<string, string>();
   /** Of those, the ones with no outcome at all yet (not sent, or in flight). */
   const unanswered = new Set<string>();
+  /** Live leases of this worker's jobs, with their deliveries. */
+  const leases = new Map<string, Set<string>>();
 
   const writer = createWriteBehind<SendOutcome>({
     what: 'send outcomes',
@@ -85,10 +93,10 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
   let renewing = false;
   const renew = setInterval(
     () => {
-      if (renewing || !held.size) return;
+      if (renewing || !leases.size) return;
       renewing = true;
-      extendClaims(db.pool, [...held])
-        .catch((error) => log.warn({ err: (error as Error).message, claims: held.size }, 'could not renew claims yet; retrying'))
+      renewLeases(db.pool, [...leases.keys()], leaseMs)
+        .catch((error) => log.warn({ err: (error as Error).message, leases: leases.size }, 'could not renew send leases yet; retrying'))
         .finally(() => {
           renewing = false;
         });
@@ -96,33 +104,45 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
     Math.max(100, Math.floor(leaseMs / 3)),
   );
 
+  const forget = (leaseId: string) => {
+    for (const id of leases.get(leaseId) ?? []) {
+      held.delete(id);
+      unanswered.delete(id);
+    }
+    leases.delete(leaseId);
+  };
+
   return {
-    hold(deliveryIds) {
+    hold(leaseId, deliveryIds) {
+      if (!leaseId) return;
+      leases.set(leaseId, new Set(deliveryIds));
       for (const id of deliveryIds) {
-        held.add(id);
+        held.set(id, leaseId);
         unanswered.add(id);
       }
     },
     record(outcomes) {
       for (const { outcome } of outcomes) unanswered.delete(outcome.deliveryId);
       return writer.add(outcomes).catch((error: unknown) => {
-        // Given up (a write that keeps failing, not an outage): no longer held, so the claims lapse
-        // and the reconciler takes these deliveries again, rather than this worker renewing claims
-        // on sends it will never record.
+        // Given up (a write that keeps failing, not an outage): no longer held; the job ends with
+        // this error and drops its lease, so the reconciler takes these deliveries again.
         for (const { outcome } of outcomes) held.delete(outcome.deliveryId);
         throw error;
       });
+    },
+    async finish(leaseId) {
+      if (!leaseId || !leases.has(leaseId)) return;
+      forget(leaseId);
+      // Not dropped (PostgreSQL down): it lapses, and the pushes it names, all recorded, are free then.
+      await dropLeases(db.pool, [leaseId]).catch((error) => log.warn({ err: (error as Error).message }, 'could not drop a send lease; it will lapse'));
     },
     get held() {
       return held.size;
     },
     async release() {
-      const ids = [...unanswered];
-      const released = await releaseClaims(db.pool, ids);
-      for (const id of ids) {
-        unanswered.delete(id);
-        held.delete(id);
-      }
+      const free = [...leases].filter(([, ids]) => [...ids].every((id) => !held.has(id) || unanswered.has(id))).map(([leaseId]) => leaseId);
+      const released = await dropLeases(db.pool, free);
+      for (const leaseId of free) forget(leaseId);
       return released;
     },
     async close() {

@@ -1,6 +1,6 @@
 import type { LogSink } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
-import { inTransaction, takeStrandedPushes, type Db } from '@operator/db';
+import { dropLapsedLeases, inTransaction, takeStrandedPushes, type Db } from '@operator/db';
 import { enqueueSendJobs, type PushQueues, type SendJobPolicy } from '@operator/queue';
 
 export interface ReconcileDeps {
@@ -10,7 +10,7 @@ export interface ReconcileDeps {
   log: LogSink;
   /** A delivery nothing has moved for this long has lost its job. */
   afterMs: number;
-  /** The claim lease: a `sending` delivery is stranded only once its claim lapsed. */
+  /** The send lease: a push a live lease names is not stranded. */
   leaseMs: number;
   jobMaxMessages: number;
   sendPolicy: SendJobPolicy;
@@ -24,10 +24,12 @@ export interface ReconcileDeps {
  * provider's deliveries that nothing has moved for `afterMs` and enqueues their pushes again, in
  * the same transaction that marks them, so several reconcilers never enqueue the same ones twice
  * and a failed enqueue leaves them to the next pass. A push that was in fact still queued is only
- * looked at twice: its deliveries are claimed once, by whichever job runs first.
+ * looked at twice: its deliveries are sent once, under the lease of whichever job runs first.
  */
 export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
   const round = Date.now().toString(36);
+  // Leases of workers that died, lapsed for a lease's time more: nothing reads them any more.
+  await dropLapsedLeases(deps.db.pool, deps.leaseMs);
   return inTransaction(deps.db, async (tx) => {
     const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.leaseMs, deps.limit ?? 5000);
     if (!pushIds.length) return pushIds;

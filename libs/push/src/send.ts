@@ -1,5 +1,5 @@
 import type { PushRequest } from '@operator/contract';
-import { claimDeliveries, type ClaimedDelivery, type Db } from '@operator/db';
+import { claimDeliveries, type Claim, type ClaimedDelivery, type Db } from '@operator/db';
 import type { ProviderName } from '@operator/contract';
 import type { PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import { errorReason, type LogSink } from '@operator/config';
@@ -13,9 +13,9 @@ export interface SendDeps {
   /** The provider client for a brand (one long-lived client per credential). */
   providerFor(brandId: string): PushProvider;
   log: LogSink;
-  /** Records each device's outcome as soon as the provider answers, and keeps the claims alive meanwhile. */
+  /** Records each device's outcome as soon as the provider answers, and keeps the job's lease alive meanwhile. */
   recorder: SendRecorder;
-  /** How long a worker's claim on a delivery lasts; past it, a crashed worker's sends are taken again. */
+  /** How long a job's send lease lasts unrenewed; past it, a crashed worker's pushes are taken again. */
   leaseMs: number;
   /** How long a job waits for its messages to become visible (the gateway adds jobs just before commit). */
   visibilityGraceMs: number;
@@ -94,16 +94,31 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  * Sends the pushes of one job to this provider's devices and records each device's outcome as
  * soon as its provider answers. The job ends once every outcome is in PostgreSQL.
  *
- * Only deliveries still pending are claimed, so a job that runs again (after a crash, a partial
- * failure or a retry) never sends again to a device already recorded as sent. Dead tokens
+ * The job first takes a lease on its pushes (one row, see claimDeliveries): no other job sends them
+ * for this provider meanwhile. Only deliveries still pending are sent, so a job that runs again
+ * (after a crash, a partial failure or a retry) never sends again to a device already recorded as
+ * sent. Dead tokens
  * deactivate their device; payload errors fail the delivery; transient errors (429s too) leave it
  * pending for the next attempt and fail it on the last, while the job's other deliveries go on;
  * credentials the provider refuses stop the job before it burns through more tokens.
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
-  const { db, log } = deps;
+  const { db } = deps;
   const claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs);
-  deps.recorder.hold(claim.deliveries.map((delivery) => delivery.id));
+  deps.recorder.hold(
+    claim.leaseId,
+    claim.deliveries.map((delivery) => delivery.id),
+  );
+  try {
+    return await sendClaimed(deps, job, claim);
+  } finally {
+    // Every outcome is in PostgreSQL (or given up): the pushes are free for any job.
+    await deps.recorder.finish(claim.leaseId);
+  }
+}
+
+async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): Promise<SendJobOutcome> {
+  const { log } = deps;
   // The gateway adds a job just before its transaction commits: pushes not visible yet are looked
   // for again after a moment (the job runs again; what it sent now is not claimed twice). Past the
   // grace they were rolled back, and are dropped.
@@ -196,7 +211,7 @@ export async function processSendJob(deps: SendDeps, job: SendJobContext): Promi
   }
   if (notYetVisible) return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
   if (claim.heldElsewhere > 0) {
-    return { kind: 'wait', reason: 'deliveries held by another worker', delayMs: Math.ceil(deps.leaseMs / 2) };
+    return { kind: 'wait', reason: 'pushes held by another job', delayMs: Math.ceil(deps.leaseMs / 2) };
   }
   return { kind: 'done', sent, failed, dropped: missing.length };
 }
