@@ -58,6 +58,8 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
     const messageId = (i) => uuidV7(at(i), `'${salt}m' || ${i}`);
     const deliveryId = (i) => uuidV7(at(i), `'${salt}d' || ${i}`);
     const failed = (i) => `(${i} % 20 = 0)`;
+    const deviceId = (i) => `md5('old-device-' || ${i})::uuid`;
+    const provider = (i) => `(CASE WHEN ${i} % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider"`;
 
     const chunks = [];
     for (let first = 1; first <= n; first += CHUNK) chunks.push([first, Math.min(n, first + CHUNK - 1)]);
@@ -65,7 +67,8 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
     const insertMessages = ([first, last]) =>
       a.query(
         `INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash,
-                               origin, payload, meta, crm_headers, status, error, created_at, updated_at)
+                               origin, payload, meta, crm_headers, status, error, created_at, updated_at,
+                               delivery_ids, device_ids, providers, open)
          SELECT ${messageId('i')}, ${day('i')}, $1, $2::bigint + i, 'old-player-' || (i % 100000), 55, 2, 3, 'th-' || (i % 1000),
                 NULL,
                 json_build_object('activity', json_build_object('id', $2::bigint + i, 'brand_id', $1::bigint, 'user_id', 'old-player-' || (i % 100000),
@@ -75,17 +78,18 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
                 jsonb_build_object('id', 'svc-' || i, 'activityid', '55', 'actionid', '3'),
                 (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"MessageStatus",
                 CASE WHEN ${failed('i')} THEN 'unregistered' END,
-                ${ts('i')}, ${ts('i', 900)}
+                ${ts('i')}, ${ts('i', 900)},
+                ARRAY[${deliveryId('i')}], ARRAY[${deviceId('i')}], ARRAY[${provider('i')}], NULL
            FROM generate_series($3::bigint, $4::bigint) AS i`,
         [OLD_ROWS_BRAND, base.crm, first, last],
       );
-    // The device was removed since (device_id is set to null when a device is deleted).
+    // The device was removed since: no device has its id.
     const insertDeliveries = ([first, last]) =>
       a.query(
         `INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider, status, provider_message_id, error_code, error, attempts,
                                  sent_at, created_at, updated_at, open)
-         SELECT ${deliveryId('i')}, ${day('i')}, ${messageId('i')}, NULL,
-                (CASE WHEN i % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider",
+         SELECT ${deliveryId('i')}, ${day('i')}, ${messageId('i')}, ${deviceId('i')},
+                ${provider('i')},
                 (CASE WHEN ${failed('i')} THEN 'failed' ELSE 'sent' END)::"DeliveryStatus",
                 CASE WHEN NOT ${failed('i')} THEN 'projects/old/messages/' || i END,
                 CASE WHEN ${failed('i')} THEN 'unregistered' END,

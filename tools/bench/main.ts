@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { apnsToken, fcmToken, freePort, hmsToken, oneSignalSubscriptionId } from '@operator/testing';
+import { DELIVERIES_TO_SEND_SQL } from '../../libs/db/src/to-send';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
 import { appStarter, stopApp, waitUntil } from './processes';
@@ -96,7 +97,7 @@ const batchesOf = (total: number, player: (i: number) => string): Request[] =>
 const dir = mkdtempSync(join(tmpdir(), 'operator-bench-'));
 // The seeded rows are 1 to 31 days old: a retention of 32 days keeps them all.
 const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn', RETENTION_DAYS: '32', METRICS_PORT: '0' };
-const OPEN_DELIVERIES = `SELECT count(*) FROM deliveries WHERE open AND status IN ('pending', 'sending')`;
+const OPEN_DELIVERIES = DELIVERIES_TO_SEND_SQL;
 // Status events not posted yet: past the topic's settled dispatch position, or waiting for a retry.
 const PENDING_EVENTS = `SELECT (SELECT count(*) FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > COALESCE(LEAST(
     (SELECT position FROM dispatch_cursors WHERE topic = 'push.status'), (SELECT min(after_position) FROM dispatch_ranges WHERE topic = 'push.status')), 0))

@@ -6,6 +6,7 @@ import { BRAND_ID, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage, type
 import type { ChaosDevice, Providers } from './providers';
 import type { Load } from './scale';
 import type { Check, CreditRows } from './checks';
+import { DELIVERIES_TO_SEND_SQL } from '../../libs/db/src/to-send';
 import { query } from './stores';
 import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
@@ -236,7 +237,7 @@ export async function settle(databaseUrl: () => string, scale: Load, from: numbe
     const [row] = await query<{ messages: string; deliveries: string; events: string; credits: string }>(
       databaseUrl(),
       `SELECT (SELECT count(*) FROM messages WHERE status = 'accepted') AS messages,
-              (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')) AS deliveries,
+              (${DELIVERIES_TO_SEND_SQL}) AS deliveries,
               (SELECT count(*) FROM events e
                 WHERE e.feed_seq > COALESCE(LEAST((SELECT c.position FROM dispatch_cursors c WHERE c.topic = e.topic),
                                                   (SELECT min(r.after_position) FROM dispatch_ranges r WHERE r.topic = e.topic)), 0))

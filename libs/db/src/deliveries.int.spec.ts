@@ -67,15 +67,48 @@ describe('deliveries (PostgreSQL)', () => {
     return rows[0];
   }
 
-  /** The row version of a delivery: a write of the row changes it. */
-  const version = async (id: string) => (await db.pool.query(`SELECT xmin::text FROM deliveries WHERE id = $1`, [id])).rows[0].xmin as string;
+  /** The deliveries a push names, in its order. */
+  async function named(pushId: string): Promise<{ id: string; deviceId: string; provider: string }[]> {
+    const { rows } = await db.pool.query(
+      `SELECT u.id, u.device_id AS "deviceId", u.provider::text AS provider
+         FROM messages m CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) WITH ORDINALITY AS u(id, device_id, provider, n)
+        WHERE m.id = $1 ORDER BY u.n`,
+      [pushId],
+    );
+    return rows;
+  }
 
-  it("claims the provider's pending deliveries with their device and message, once, without writing them", async () => {
+  const rowsOf = async (pushId: string) => Number((await db.pool.query(`SELECT count(*) FROM deliveries WHERE message_id = $1`, [pushId])).rows[0].count);
+
+  /** Makes a push as one accepted before pushes named their deliveries: a pending row each, no arrays. */
+  async function asAcceptedBefore(pushId: string) {
+    await db.pool.query(
+      `INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider)
+       SELECT u.id, m.accepted_on, m.id, u.device_id, u.provider FROM messages m
+        CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider) WHERE m.id = $1`,
+      [pushId],
+    );
+    await db.pool.query(`UPDATE messages SET delivery_ids = NULL, device_ids = NULL, providers = NULL WHERE id = $1`, [pushId]);
+  }
+
+  it('accepts a push naming one delivery per device, and writes no delivery row', async () => {
+    const fcm = await device('fcm');
+    const apns = await device('apns');
+    const pushId = await push();
+    const deliveries = await named(pushId);
+    expect(deliveries.map(({ deviceId, provider }) => ({ deviceId, provider })).sort((a, b) => a.provider.localeCompare(b.provider))).toEqual([
+      { deviceId: apns.device.id, provider: 'apns' },
+      { deviceId: fcm.device.id, provider: 'fcm' },
+    ]);
+    expect(new Set(deliveries.map((d) => d.id)).size).toBe(2);
+    expect(await rowsOf(pushId)).toBe(0);
+  });
+
+  it("claims the provider's deliveries with their device and message, once, without writing them", async () => {
     const fcm = await device('fcm');
     await device('apns');
     const pushId = await push();
-    const [{ id }] = (await db.pool.query(`SELECT id FROM deliveries WHERE message_id = $1 AND provider = 'fcm'`, [pushId])).rows;
-    const before = await version(id);
+    const id = (await named(pushId)).find((d) => d.provider === 'fcm')!.id;
 
     const claim = await claimDeliveries(db.pool, [pushId, pushId], 'fcm', 60_000);
 
@@ -95,8 +128,7 @@ describe('deliveries (PostgreSQL)', () => {
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
     expect(claim).toMatchObject({ leaseId: expect.any(String), heldElsewhere: 0, missing: [] });
-    expect(await delivery(id)).toMatchObject({ status: 'pending', attempts: 0, claimed: false });
-    expect(await version(id)).toBe(before);
+    expect(await rowsOf(pushId)).toBe(0);
     const { rows: leases } = await db.pool.query(`SELECT provider::text, push_ids::text[] AS "pushIds" FROM send_leases WHERE id = $1`, [claim.leaseId]);
     expect(leases).toEqual([{ provider: 'fcm', pushIds: [pushId] }]);
 
@@ -141,9 +173,26 @@ describe('deliveries (PostgreSQL)', () => {
     expect(sent.sort()).toEqual([...pushIds].sort());
   });
 
+  it('sends, records and settles a push accepted before pushes named their deliveries, from its rows', async () => {
+    await device('fcm');
+    await device('apns');
+    const pushId = await push();
+    await asAcceptedBefore(pushId);
+    const [fcm] = (await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries;
+    const [apns] = (await claimDeliveries(db.pool, [pushId], 'apns', 60_000)).deliveries;
+    expect([fcm, apns]).toEqual([expect.objectContaining({ attempts: 1, alone: false }), expect.objectContaining({ attempts: 1, alone: false })]);
+
+    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }], [pushId]);
+    expect(await settleMessages(db.pool, [pushId])).toEqual([]);
+    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'bad-token', error: 'bad' }], [pushId]);
+    expect(await settleMessages(db.pool, [pushId])).toEqual([{ id: pushId, status: 'failed', error: 'bad-token, unregistered' }]);
+    expect(await rowsOf(pushId)).toBe(2);
+  });
+
   it('takes again a delivery claimed per delivery by an older worker that died (sending, claim lapsed)', async () => {
     await device('fcm');
     const pushId = await push();
+    await asAcceptedBefore(pushId);
     await db.pool.query(`UPDATE deliveries SET status = 'sending', claimed_at = now() - interval '2 minutes', attempts = 1 WHERE message_id = $1`, [pushId]);
     expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ messageId: pushId, attempts: 2 })]);
     await db.pool.query(`UPDATE deliveries SET claimed_at = now() WHERE message_id = $1`, [pushId]);
@@ -152,16 +201,15 @@ describe('deliveries (PostgreSQL)', () => {
   });
 
   it('answers the pushes it cannot find, and a delivery whose device was removed without a token', async () => {
-    await device('fcm');
+    const fcm = await device('fcm');
     const pushId = await push();
-    const [{ device_id: deviceId }] = (await db.pool.query('SELECT device_id FROM deliveries WHERE message_id = $1', [pushId])).rows;
-    expect(await deleteDevice(db, deviceId)).toBe(true);
+    expect(await deleteDevice(db, fcm.device.id)).toBe(true);
     const unknown = randomUUID();
 
     const claim = await claimDeliveries(db.pool, [pushId, unknown], 'fcm', 60_000);
 
     expect(claim.missing).toEqual([unknown]);
-    expect(claim.deliveries).toEqual([expect.objectContaining({ messageId: pushId, deviceId: null, token: null, platform: null, deviceActive: false })]);
+    expect(claim.deliveries).toEqual([expect.objectContaining({ messageId: pushId, deviceId: fcm.device.id, token: null, platform: null, deviceActive: false })]);
   });
 
   it('records outcomes only on deliveries not final yet, except that a late sent wins over a failure', async () => {
@@ -171,56 +219,87 @@ describe('deliveries (PostgreSQL)', () => {
     const [fcm] = (await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries;
     const [apns] = (await claimDeliveries(db.pool, [pushId], 'apns', 60_000)).deliveries;
 
-    await recordOutcomes(db.pool, [
-      { deliveryId: fcm.id, status: 'failed', errorCode: 'unavailable', error: 'x'.repeat(2000) },
-      { deliveryId: apns.id, status: 'pending', errorCode: 'rate-limited', error: 'retry later' },
-    ]);
+    await recordOutcomes(
+      db.pool,
+      [
+        { deliveryId: fcm.id, status: 'failed', errorCode: 'unavailable', error: 'x'.repeat(2000) },
+        { deliveryId: apns.id, status: 'pending', errorCode: 'rate-limited', error: 'retry later' },
+      ],
+      [pushId, pushId],
+    );
     expect(await delivery(fcm.id)).toEqual({ status: 'failed', attempts: 1, providerMessageId: null, errorCode: 'unavailable', error: 'x'.repeat(1000), claimed: false, sentAt: false });
-    expect(await delivery(apns.id)).toMatchObject({ status: 'pending', errorCode: 'rate-limited', error: 'retry later', claimed: false });
+    expect(await delivery(apns.id)).toMatchObject({ status: 'pending', attempts: 1, errorCode: 'rate-limited', error: 'retry later', claimed: false });
 
     // A delivery left pending for a retry takes the outcome of any later try; neither a failure nor
     // a retry replaces a final outcome; a sent does.
-    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }]);
+    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }], [pushId]);
     expect(await delivery(apns.id)).toMatchObject({ status: 'failed', errorCode: 'unregistered', attempts: 2 });
-    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'pending', errorCode: 'late', error: 'late' }]);
+    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'pending', errorCode: 'late', error: 'late' }], [pushId]);
     expect(await delivery(apns.id)).toMatchObject({ status: 'failed', errorCode: 'unregistered', attempts: 2 });
-    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'sent', providerMessageId: 'projects/p/messages/1' }]);
+    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'sent', providerMessageId: 'projects/p/messages/1' }], [pushId]);
     expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 2, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, claimed: false, sentAt: true });
-    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }]);
+    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId]);
     expect(await delivery(fcm.id)).toMatchObject({ status: 'sent', errorCode: null });
+    expect(await rowsOf(pushId)).toBe(2);
   });
 
-  it("keeps a delivery in the reconciler's index until it is final, and leaves updated_at to the record", async () => {
+  it('records a first try twice over (two workers, one lease lapsed) as one row, sent winning, and a repeated outcome once', async () => {
     await device('fcm');
     const pushId = await push();
-    const state = async (id: string) =>
-      (await db.pool.query(`SELECT status::text, open, updated_at AS "updatedAt" FROM deliveries WHERE id = $1`, [id])).rows[0];
-    const [{ id }] = (await db.pool.query('SELECT id FROM deliveries WHERE message_id = $1', [pushId])).rows;
-    const accepted = await state(id);
-    expect(accepted).toMatchObject({ status: 'pending', open: true });
+    const [{ id }] = await named(pushId);
+    const sent = { deliveryId: id, status: 'sent' as const, providerMessageId: 'm-1' };
+    const failed = { deliveryId: id, status: 'failed' as const, errorCode: 'unavailable', error: 'down' };
+    const a = await db.pool.connect();
+    const b = await db.pool.connect();
+    try {
+      await a.query('BEGIN');
+      await b.query('BEGIN');
+      await recordOutcomes(a, [failed], [pushId]);
+      // b inserts the same row: it waits for a, then updates what a wrote.
+      const bRecords = recordOutcomes(b, [sent, failed], [pushId, pushId]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await a.query('COMMIT');
+      await bRecords;
+      await b.query('COMMIT');
+    } finally {
+      a.release();
+      b.release();
+    }
+    expect(await rowsOf(pushId)).toBe(1);
+    expect(await delivery(id)).toMatchObject({ status: 'sent', providerMessageId: 'm-1', attempts: 2 });
+  });
 
-    // The push's one delivery: its message is settled without a lock first. Under a live lease
-    // it is not stranded, whatever its age.
+  it("keeps a pending delivery in the reconciler's index until it is final, and finds a push never tried", async () => {
+    await device('fcm');
+    const pushId = await push();
+    const [{ id }] = await named(pushId);
+    const state = async () => (await db.pool.query(`SELECT status::text, open FROM deliveries WHERE id = $1`, [id])).rows[0];
+
+    // Under a live lease it is not stranded, whatever its age; untried and unleased, it is.
     const claim = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
     expect(claim.deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
-    expect(await state(id)).toEqual({ status: 'pending', open: true, updatedAt: accepted.updatedAt });
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
-
-    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'later' }]);
-    expect(await state(id)).toMatchObject({ status: 'pending', open: true });
-    expect(await delivery(id)).toMatchObject({ attempts: 1 });
     expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
     await dropLeases(db.pool, [claim.leaseId!]);
     expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+    // Touched: not again before afterMs has passed once more; never for another provider.
+    expect(await takeStrandedPushes(db.pool, 'fcm', 60_000, 60_000, 100_000)).not.toContain(pushId);
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).not.toContain(pushId);
+
+    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'later' }], [pushId]);
+    expect(await state()).toEqual({ status: 'pending', open: true });
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
 
     expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, attempts: 2 })]);
-    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: null }]);
-    expect(await state(id)).toMatchObject({ status: 'sent', open: null });
+    await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: null }], [pushId]);
+    expect(await state()).toEqual({ status: 'sent', open: null });
+    expect(await settleMessages(db.pool, [pushId])).toEqual([{ id: pushId, status: 'sent', error: null }]);
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 0, 100_000)).not.toContain(pushId);
   });
 
   it('takes out of the index of open deliveries one found final (recorded by a worker that did not know the index)', async () => {
     await device('fcm');
     const pushId = await push();
+    await asAcceptedBefore(pushId);
     const [{ id }] = (await db.pool.query('SELECT id FROM deliveries WHERE message_id = $1', [pushId])).rows;
     await db.pool.query(`UPDATE deliveries SET status = 'sent', sent_at = now() WHERE id = $1`, [id]);
 
@@ -233,20 +312,23 @@ describe('deliveries (PostgreSQL)', () => {
     await device('apns');
     const sentPush = await push();
     const failedPush = await push();
-    const claimed = [
-      ...(await claimDeliveries(db.pool, [sentPush, failedPush], 'fcm', 60_000)).deliveries,
-      ...(await claimDeliveries(db.pool, [sentPush, failedPush], 'apns', 60_000)).deliveries,
-    ];
+    const fcmClaim = await claimDeliveries(db.pool, [sentPush, failedPush], 'fcm', 60_000);
+    const apnsClaim = await claimDeliveries(db.pool, [sentPush, failedPush], 'apns', 60_000);
+    const claimed = [...fcmClaim.deliveries, ...apnsClaim.deliveries];
     const of = (pushId: string) => claimed.filter((d) => d.messageId === pushId);
 
-    await recordOutcomes(db.pool, [
-      { deliveryId: of(sentPush)[0].id, status: 'sent', providerMessageId: null },
-      { deliveryId: of(failedPush)[0].id, status: 'failed', errorCode: 'unregistered', error: 'gone' },
-    ]);
-    // One sent is enough; the other failure is still open.
+    await recordOutcomes(
+      db.pool,
+      [
+        { deliveryId: of(sentPush)[0].id, status: 'sent', providerMessageId: null },
+        { deliveryId: of(failedPush)[0].id, status: 'failed', errorCode: 'unregistered', error: 'gone' },
+      ],
+      [sentPush, failedPush],
+    );
+    // One sent is enough; the other push has a delivery not tried yet.
     expect(await settleMessages(db.pool, [sentPush, failedPush])).toEqual([{ id: sentPush, status: 'sent', error: null }]);
 
-    await recordOutcomes(db.pool, [{ deliveryId: of(failedPush)[1].id, status: 'failed', errorCode: 'bad-token', error: 'bad' }]);
+    await recordOutcomes(db.pool, [{ deliveryId: of(failedPush)[1].id, status: 'failed', errorCode: 'bad-token', error: 'bad' }], [failedPush]);
     expect(await settleMessages(db.pool, [sentPush, failedPush])).toEqual([{ id: failedPush, status: 'failed', error: 'bad-token, unregistered' }]);
 
     const { rows } = await db.pool.query(
@@ -258,5 +340,18 @@ describe('deliveries (PostgreSQL)', () => {
       { pushId: failedPush, topic: 'push.status', status: 'failed', error: 'bad-token, unregistered' },
     ]);
     expect(await settleMessages(db.pool, [sentPush, failedPush])).toEqual([]);
+
+    // The push sent through FCM still names its APNs delivery, never tried: it stays open, and the
+    // APNs reconciler finds it once no lease holds it. Its last outcome closes it, with no new event.
+    const openOf = async (pushId: string) => (await db.pool.query(`SELECT open FROM messages WHERE id = $1`, [pushId])).rows[0].open;
+    expect([await openOf(sentPush), await openOf(failedPush)]).toEqual([true, null]);
+    await dropLeases(db.pool, [fcmClaim.leaseId!, apnsClaim.leaseId!]);
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).toContain(sentPush);
+    const apnsOfSent = of(sentPush).find((d) => !claimed.slice(0, fcmClaim.deliveries.length).includes(d))!;
+    await recordOutcomes(db.pool, [{ deliveryId: apnsOfSent.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }], [sentPush]);
+    expect(await settleMessages(db.pool, [sentPush])).toEqual([]);
+    expect(await openOf(sentPush)).toBeNull();
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).not.toContain(sentPush);
+    expect((await db.pool.query(`SELECT status FROM events WHERE push_id = $1`, [sentPush])).rows).toEqual([{ status: 'sent' }]);
   });
 });

@@ -2,7 +2,7 @@ import type { Platform, ProviderName } from '@operator/contract';
 import { v7 as uuidv7 } from 'uuid';
 import type pg from 'pg';
 import { inTransaction, type Sql } from './client';
-import { addDays, daysOfIds, UNDATED_DAY } from './partitions';
+import { daysOfIds } from './partitions';
 
 /**
  * `column` (a partition key) is one of the days in parameter `param` (a date[]). The statements
@@ -10,16 +10,6 @@ import { addDays, daysOfIds, UNDATED_DAY } from './partitions';
  * (the parameter's value is known when an unnamed statement is planned).
  */
 const IN_DAYS = (column: string, param: string) => `${column} = ANY(${param}::date[])`;
-
-/**
- * The days of the partitions that may hold these deliveries, when only their ids are known: a
- * delivery's id is a UUIDv7 made by PostgreSQL's clock, its partition is its message's day (made by
- * the gateway's clock), so the day of its id and the days on either side, and the undated day of
- * messages whose ids are not UUIDv7 (older ones, in the default partition).
- */
-function daysAroundIds(ids: string[]): string[] {
-  return [...new Set(daysOfIds(ids).flatMap((day) => (day === UNDATED_DAY ? [day] : [addDays(day, -1), day, addDays(day, 1), UNDATED_DAY])))];
-}
 
 /** A delivery this worker now owns, with what it takes to send it. */
 export interface ClaimedDelivery {
@@ -97,16 +87,16 @@ async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderN
 }
 
 /**
- * Takes this provider's pending deliveries of these pushes for this worker. The claim is a lease on
- * the pushes, one row for the whole job (takeSendLease): while it
- * lives, no other job sends these pushes' deliveries of this provider; a lease older than `leaseMs`
- * belonged to a worker that died, and its pushes are taken again. The deliveries are not written
- * until their outcome is known. They are read after the lease is taken, so every outcome recorded
- * under an earlier lease is seen.
+ * Takes this provider's deliveries still to send of these pushes for this worker: those the push
+ * names with no row yet, and those an earlier try left pending. The claim is a lease on the pushes,
+ * one row for the whole job (takeSendLease): while it lives, no other job sends these pushes'
+ * deliveries of this provider; a lease older than `leaseMs` belonged to a worker that died, and its
+ * pushes are taken again. Nothing is written to the deliveries until an outcome is known. They are
+ * read after the lease is taken, so every outcome recorded under an earlier lease is seen. A
+ * delivery whose device was removed since comes with no token.
  *
- * The deliveries are found push by push through (message_id, device_id) (OFFSET 0 keeps that
- * lookup a lookup per push, not a join the planner may turn into a scan), and status is compared
- * as text: during a burst the planner's statistics lag far behind the table (there are none before
+ * The pushes and their rows are found push by push (OFFSET 0 keeps each a lookup through its
+ * index, not a join the planner may turn into a scan), and status is compared as text: during a burst the planner's statistics lag far behind the table (there are none before
  * its first analyze), and a plan from them scans every delivery of the provider for each job.
  */
 export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
@@ -119,22 +109,33 @@ export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider
   try {
     ({ rows } = await sql.query<ClaimRow>(
       `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id) WHERE NOT (p.id = ANY($5::uuid[]))),
-       claimed AS (
-         SELECT x.* FROM wanted w CROSS JOIN LATERAL (
+       pushes AS MATERIALIZED (
+         SELECT m.* FROM wanted w CROSS JOIN LATERAL (
+           SELECT m.id, m.brand_id, m.payload, m.delivery_ids, m.device_ids, m.providers FROM messages m
+            WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')}
+           OFFSET 0) m),
+       -- The rows of earlier tries (left pending), and every row of a push accepted before pushes
+       -- named their deliveries.
+       tried AS MATERIALIZED (
+         SELECT x.* FROM pushes p CROSS JOIN LATERAL (
            SELECT d.id, d.message_id, d.device_id, d.attempts, d.status, d.claimed_at FROM deliveries d
-            WHERE d.message_id = w.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
-           OFFSET 0) x
-          WHERE ${CLAIMABLE('x')})
-       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", v.id AS "deviceId", v.token,
+            WHERE d.message_id = p.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
+           OFFSET 0) x),
+       claimed AS (
+         SELECT t.id, t.message_id, t.device_id, t.attempts FROM tried t WHERE ${CLAIMABLE('t')}
+         UNION ALL
+         SELECT u.id, p.id, u.device_id, 0 FROM pushes p CROSS JOIN LATERAL unnest(p.delivery_ids, p.device_ids, p.providers) AS u(id, device_id, provider)
+          WHERE u.provider = $2::"Provider" AND NOT EXISTS (SELECT 1 FROM tried t WHERE t.id = u.id))
+       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts + 1 AS attempts,
-              (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id AND ${IN_DAYS('x.accepted_on', '$4')}) = 1 AS alone,
-              m.brand_id::text AS "brandId",
-              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN m.payload END AS payload
-         FROM claimed c JOIN messages m ON m.id = c.message_id AND ${IN_DAYS('m.accepted_on', '$4')}
+              COALESCE(cardinality(p.delivery_ids), (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id AND ${IN_DAYS('x.accepted_on', '$4')})) = 1 AS alone,
+              p.brand_id::text AS "brandId",
+              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN p.payload END AS payload
+         FROM claimed c JOIN pushes p ON p.id = c.message_id
          LEFT JOIN devices v ON v.id = c.device_id
        UNION ALL
        SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL
-         FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')})`,
+         FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM pushes p WHERE p.id = w.id)`,
       [wanted, provider, leaseMs, daysOfIds(wanted), held],
     ));
   } catch (error) {
@@ -183,34 +184,65 @@ export type DeliveryOutcome =
   | { deliveryId: string; status: 'pending'; errorCode: string; error: string };
 
 /**
- * Records what became of each claimed delivery, in one statement: the delivery's one write of a
- * try (its attempts count the tries). Only a delivery not final yet takes an outcome, except that
- * `sent` always wins over a failure: a worker whose lease lapsed (a long outage) cannot turn back
- * what another worker recorded since. A final outcome takes the delivery out of the reconciler's
- * index (open null). `pushIds`, the pushes of these deliveries,
- * name the one day partition each is in.
+ * Records what became of each claimed delivery (`pushIds`: the push of each), in one statement:
+ * the delivery's one write of a try, an insert at its first (its attempts count the tries). Only a
+ * delivery not final yet takes an outcome, except that `sent` always wins over a failure: a worker
+ * whose lease lapsed (a long outage) cannot turn back what another worker recorded since. Only a
+ * delivery left pending is in the reconciler's index (open); a final outcome takes it out.
  */
-export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds?: string[]): Promise<void> {
+export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<void> {
   if (!outcomes.length) return;
-  const pick = <T>(get: (outcome: DeliveryOutcome) => T) => outcomes.map(get);
+  // One outcome a delivery (an insert may not meet its own row twice): a sent one if any, else the last.
+  const byDelivery = new Map<string, { outcome: DeliveryOutcome; pushId: string }>();
+  outcomes.forEach((outcome, i) => {
+    const kept = byDelivery.get(outcome.deliveryId);
+    if (!kept || kept.outcome.status !== 'sent') byDelivery.set(outcome.deliveryId, { outcome, pushId: pushIds[i] });
+  });
+  const chosen = [...byDelivery.values()];
+  const pick = <T>(get: (outcome: DeliveryOutcome) => T) => chosen.map(({ outcome }) => get(outcome));
+  const STILL_OPEN = (row: string, outcome: string) => `(${row}.status IN ('pending', 'sending') OR (${outcome}.status = 'sent' AND ${row}.status <> 'sent'))`;
   await sql.query(
-    `UPDATE deliveries d
-        SET status = o.status::"DeliveryStatus",
-            provider_message_id = COALESCE(o.provider_message_id, d.provider_message_id),
-            error_code = o.error_code, error = o.error,
-            sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
-            attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
-       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[])
-            AS o(id, status, provider_message_id, error_code, error)
-      WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND (d.status IN ('pending', 'sending') OR (o.status = 'sent' AND d.status <> 'sent'))`,
+    `WITH o AS (
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $7::uuid[])
+                  AS o(id, status, provider_message_id, error_code, error, push_id)),
+     -- A row an earlier try left (or one written at acceptance, before pushes named their deliveries).
+     updated AS (
+       UPDATE deliveries d
+          SET status = o.status::"DeliveryStatus",
+              provider_message_id = COALESCE(o.provider_message_id, d.provider_message_id),
+              error_code = o.error_code, error = o.error,
+              sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
+              attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
+         FROM o
+        WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND ${STILL_OPEN('d', 'o')}
+       RETURNING d.id),
+     -- The first try of a delivery: its row, as its push names it. A row another writer inserted
+     -- meanwhile (a worker whose lease lapsed) is updated by the same rule.
+     fresh AS (
+       SELECT o.*, u.device_id, u.provider, m.accepted_on
+         FROM o JOIN messages m ON m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+        CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
+        WHERE u.id = o.id AND o.id NOT IN (SELECT id FROM updated))
+     INSERT INTO deliveries AS d (id, accepted_on, message_id, device_id, provider, status, provider_message_id, error_code, error,
+                                  attempts, sent_at, open)
+     SELECT f.id, f.accepted_on, f.push_id, f.device_id, f.provider, f.status::"DeliveryStatus", f.provider_message_id, f.error_code, f.error,
+            1, CASE WHEN f.status = 'sent' THEN now() END, CASE WHEN f.status = 'pending' THEN true END
+       FROM fresh f ORDER BY f.id
+     ON CONFLICT (message_id, device_id, accepted_on) DO UPDATE
+        SET status = EXCLUDED.status,
+            provider_message_id = COALESCE(EXCLUDED.provider_message_id, d.provider_message_id),
+            error_code = EXCLUDED.error_code, error = EXCLUDED.error,
+            sent_at = CASE WHEN EXCLUDED.status = 'sent' THEN now() ELSE d.sent_at END,
+            attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = EXCLUDED.open
+      WHERE ${STILL_OPEN('d', 'EXCLUDED')}`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
       pick((o) => (o.status === 'sent' ? o.providerMessageId : null)),
       pick((o) => (o.status === 'sent' ? null : o.errorCode)),
       pick((o) => (o.status === 'sent' ? null : o.error.slice(0, 1000))),
-      // The days of their pushes when given (a delivery is in its push's day), else around their ids.
-      pushIds ? daysOfIds(pushIds) : daysAroundIds(pick((o) => o.deliveryId)),
+      daysOfIds(pushIds),
+      chosen.map(({ pushId }) => pushId),
     ],
   );
 }
@@ -227,7 +259,7 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
 }
 
 /**
- * Locks the messages still to be settled among these, in id order (so that two writers never wait
+ * Locks the messages still to be settled or closed (open) among these, in id order (so that two writers never wait
  * for each other), and answers their ids: the settlement that follows in the same transaction then
  * sees every delivery another writer recorded before it. A push with one delivery needs no lock
  * (the record of that delivery already waits for any other writer of it), and is not given here.
@@ -236,7 +268,7 @@ export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[
   if (!pushIds.length) return [];
   const { rows } = await sql.query<{ id: string }>(
     `SELECT m.id FROM messages m
-      WHERE m.id = ANY($1::uuid[]) AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status::text = 'accepted' ORDER BY m.id FOR NO KEY UPDATE`,
+      WHERE m.id = ANY($1::uuid[]) AND ${IN_DAYS('m.accepted_on', '$2')} AND (m.status::text = 'accepted' OR m.open) ORDER BY m.id FOR NO KEY UPDATE`,
     [pushIds, daysOfIds(pushIds)],
   );
   return rows.map((row) => row.id);
@@ -250,9 +282,11 @@ export interface SettledMessage {
 
 /**
  * Moves accepted messages forward from their deliveries: `sent` as soon as one device accepted
- * it, `failed` (with the reasons) once every delivery is final and none was sent. Each change
- * writes its status event in the same statement (the outbox). Answers the messages that changed; a
- * message already moved on is left alone. Deliveries are counted push by push, through their
+ * it, `failed` (with the reasons) once every delivery the push names has a final row and none was
+ * sent. Each change writes its status event in the same statement (the outbox). Answers the
+ * messages that changed; a message already moved on is left alone. A message is closed (open null:
+ * out of the reconciler's index) once every delivery it names is final, in the same update for a
+ * push of one device. Deliveries are counted push by push, through their
  * index, whatever the statistics say (see claimDeliveries).
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
@@ -263,47 +297,72 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
          FROM (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id)) p
         CROSS JOIN LATERAL (
           SELECT count(*) FILTER (WHERE d.status::text = 'sent') AS sent,
-                 count(*) FILTER (WHERE d.status::text IN ('pending', 'sending')) AS open,
+                 count(*) FILTER (WHERE d.status::text IN ('sent', 'failed')) AS final,
+                 count(*) AS rows,
                  string_agg(DISTINCT d.error_code, ', ' ORDER BY d.error_code) AS errors
             FROM deliveries d WHERE d.message_id = p.id AND ${IN_DAYS('d.accepted_on', '$2')} HAVING count(*) > 0) t),
-     settled AS (
+     moved AS (
        UPDATE messages m
           SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
               error = CASE WHEN t.sent > 0 THEN NULL ELSE t.errors END,
+              open = CASE WHEN t.final = COALESCE(cardinality(m.delivery_ids), t.rows) THEN NULL ELSE m.open END,
               updated_at = now()
          FROM tally t
-        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status = 'accepted' AND (t.sent > 0 OR t.open = 0)
+        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status = 'accepted'
+          AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
         RETURNING m.id, m.status::text AS status, m.error),
+     closed AS (
+       UPDATE messages m SET open = NULL, updated_at = now()
+         FROM tally t
+        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.open AND t.final = cardinality(m.delivery_ids)
+          AND m.id NOT IN (SELECT id FROM moved)),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
-       SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM settled s ORDER BY s.id)
-     SELECT id, status, error FROM settled`,
+       SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM moved s ORDER BY s.id)
+     SELECT id, status, error FROM moved`,
     [pushIds, daysOfIds(pushIds)],
   );
   return rows;
 }
 
 /**
- * Pushes with deliveries of this provider that nothing has moved for `afterMs` and that no live
- * send lease holds: their job was lost (Redis lost its last writes, a queue was flushed, a job was
- * removed or failed after its attempts). Each one found is touched, so the next look finds it
- * again only if it is still stranded `afterMs` later. They are found through the index of open
- * deliveries; one found final after all (recorded by a worker older than that index) leaves it.
+ * Pushes with deliveries of this provider still to send that nothing has moved for `afterMs` and
+ * that no live send lease holds: their job was lost (Redis lost its last writes, a queue was
+ * flushed, a job was removed or failed after its attempts). Two kinds: a delivery an earlier try
+ * left pending (through the index of open deliveries), and an open push whose deliveries of this
+ * provider were never tried (through the index of open messages). Each one found is
+ * touched (the delivery, or the message), so the next look finds it again only if it is still
+ * stranded `afterMs` later; a push of two providers, both stranded, may so wait one `afterMs` more
+ * for the second. A delivery found final after all (recorded by a worker older than that index)
+ * leaves the index.
  */
 export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
+  const NOT_LEASED = (pushId: string) =>
+    `NOT EXISTS (SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[${pushId}] AND l.provider = $1::"Provider" AND l.lease_until > now())`;
   const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
        SELECT d.id, d.accepted_on, d.status::text IN ('pending', 'sending') AS open FROM deliveries d
         WHERE d.open AND d.provider = $1::"Provider"
           AND d.updated_at < now() - $2 * interval '1 millisecond'
           AND (d.status::text <> 'sending' OR d.claimed_at IS NULL OR d.claimed_at < now() - $3 * interval '1 millisecond')
-          AND NOT EXISTS (SELECT 1 FROM send_leases l
-                           WHERE l.push_ids @> ARRAY[d.message_id] AND l.provider = $1::"Provider" AND l.lease_until > now())
+          AND ${NOT_LEASED('d.message_id')}
         ORDER BY d.updated_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED)
      UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END
        FROM stranded s WHERE d.id = s.id AND d.accepted_on = s.accepted_on
      RETURNING d.message_id AS "messageId", d.open`,
     [provider, afterMs, leaseMs, limit],
   );
-  return [...new Set(rows.filter((row) => row.open).map((row) => row.messageId))];
+  const { rows: untried } = await sql.query<{ messageId: string }>(
+    `WITH stranded AS (
+       SELECT m.id, m.accepted_on FROM messages m
+        WHERE m.open AND m.updated_at < now() - $2 * interval '1 millisecond' AND $1::"Provider" = ANY(m.providers)
+          AND EXISTS (SELECT 1 FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
+                       WHERE u.provider = $1::"Provider" AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = u.id AND d.accepted_on = m.accepted_on))
+          AND ${NOT_LEASED('m.id')}
+        ORDER BY m.updated_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
+     UPDATE messages m SET updated_at = now() FROM stranded s WHERE m.id = s.id AND m.accepted_on = s.accepted_on
+     RETURNING m.id AS "messageId"`,
+    [provider, afterMs, limit],
+  );
+  return [...new Set([...rows.filter((row) => row.open).map((row) => row.messageId), ...untried.map((row) => row.messageId)])];
 }

@@ -55,19 +55,28 @@ export interface PushStatusRow {
   deliveries: { provider: string; status: string; error: string | null }[];
 }
 
-/** A delivery's status: a pending one under a live send lease is being sent (see claimDeliveries). */
-const DELIVERY_STATUS = `CASE WHEN d.status::text = 'pending' AND EXISTS (
-  SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[d.message_id] AND l.provider = d.provider AND l.lease_until > now()) THEN 'sending' ELSE d.status::text END`;
+/** A delivery's status (`status`, text): a pending one under a live send lease is being sent (see claimDeliveries). */
+const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND EXISTS (
+  SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[m.id] AND l.provider = ${provider} AND l.lease_until > now()) THEN 'sending' ELSE ${status} END`;
 
-/** The current state of the given pushes, with each delivery's outcome. */
+/**
+ * The current state of the given pushes, with each delivery's outcome: the deliveries the push names
+ * (pending until a try of one has an outcome), or, for a push accepted before pushes named them, its
+ * delivery rows.
+ */
 export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
   const { rows } = await sql.query<PushStatusRow>(
     `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
-            COALESCE(json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS}, 'error', d.error_code) ORDER BY d.id)
-                     FILTER (WHERE d.id IS NOT NULL), '[]') AS deliveries
-       FROM messages m LEFT JOIN deliveries d ON d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])
-      WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])
-      GROUP BY m.id, m.accepted_on`,
+            CASE WHEN m.delivery_ids IS NULL THEN
+              COALESCE((SELECT json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS('d.status::text', 'd.provider')}, 'error', d.error_code) ORDER BY d.id)
+                          FROM deliveries d WHERE d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
+            ELSE
+              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(`COALESCE(d.status::text, 'pending')`, 'u.provider')}, 'error', d.error_code) ORDER BY u.id)
+                          FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
+                          LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
+            END AS deliveries
+       FROM messages m
+      WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])`,
     [pushIds, daysOfIds(pushIds)],
   );
   return rows;

@@ -2,6 +2,7 @@ export * from './client';
 export * from './messages';
 export * from './devices';
 export * from './deliveries';
+export * from './to-send';
 export * from './feed';
 export * from './outbox';
 export * from './engagement';

@@ -51,15 +51,18 @@ describe('storeMessages (PostgreSQL)', () => {
       auth: provider === 'fcm' ? null : 'auth',
     });
 
+  /** The deliveries a message names (none has a row until a try of it has an outcome). */
   async function deliveriesOf(messageId: string) {
-    const { rows } = await db.pool.query<{ provider: string; status: string; device_id: string }>(
-      'SELECT provider::text, status::text, device_id FROM deliveries WHERE message_id = $1 ORDER BY provider',
+    const { rows } = await db.pool.query<{ provider: string; device_id: string; rows: number }>(
+      `SELECT u.provider::text, u.device_id, (SELECT count(*)::int FROM deliveries d WHERE d.id = u.id) AS rows
+         FROM messages m CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
+        WHERE m.id = $1 ORDER BY u.provider`,
       [messageId],
     );
     return rows;
   }
 
-  it('stores a message with one pending delivery per active device of its player in its brand', async () => {
+  it('stores a message naming one delivery per active device of its player in its brand', async () => {
     const fcm = await device('fcm');
     const web = await device('webpush');
     await device('fcm', uniqueBrandId()); // the same player in another brand
@@ -70,8 +73,8 @@ describe('storeMessages (PostgreSQL)', () => {
     expect(stored).toEqual({ knownId: null, insertedId: m.id, reachable: true, providers: expect.arrayContaining(['fcm', 'webpush']) });
     expect(stored.providers).toHaveLength(2);
     expect(await deliveriesOf(m.id)).toEqual([
-      { provider: 'fcm', status: 'pending', device_id: fcm.device.id },
-      { provider: 'webpush', status: 'pending', device_id: web.device.id },
+      { provider: 'fcm', device_id: fcm.device.id, rows: 0 },
+      { provider: 'webpush', device_id: web.device.id, rows: 0 },
     ]);
   });
 

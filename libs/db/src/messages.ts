@@ -105,9 +105,10 @@ export interface StoredMessage {
 
 /**
  * Accepts messages in one statement: finds the keys already accepted (in the dedupe window), the
- * players' active devices, inserts the new messages of reachable players (a concurrent insert of
- * the same key and day waits for the other transaction, then skips: neither known nor inserted) and
- * one delivery per device, in their message's day partition (the day of its id). Messages are
+ * players' active devices, and inserts the new messages of reachable players (a concurrent insert of
+ * the same key and day waits for the other transaction, then skips: neither known nor inserted),
+ * in their day's partition (the day of the id). Each names its deliveries, one per device (their
+ * ids, devices and providers): a delivery's row is written when a try of it has an outcome. Messages are
  * inserted in key order, so two statements that insert some of the same keys never deadlock.
  * Two attempts of one key on either side of midnight go to two partitions, and no unique index
  * sees both: around midnight the caller runs this in a serializable transaction (acceptIsolation),
@@ -139,20 +140,15 @@ export async function storeMessages(sql: Sql, messages: NewMessage[], window: De
              FROM devices d WHERE d.user_id = i.user_id AND d.brand_id = i.brand_id AND d.active) v ON true),
      inserted AS (
        INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
-                             trigger_hash, origin, payload, meta, crm_headers)
+                             trigger_hash, origin, payload, meta, crm_headers, delivery_ids, device_ids, providers)
        SELECT t.id, t.accepted_on, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
-              t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers
+              t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers,
+              ARRAY(SELECT uuid_v7() FROM unnest(t.device_ids)), t.device_ids, t.providers::"Provider"[]
          FROM targets t
         WHERE t.known_id IS NULL AND t.device_ids IS NOT NULL
         ORDER BY t.brand_id, t.crm_message_id
        ON CONFLICT (brand_id, crm_message_id, accepted_on) DO NOTHING
-       RETURNING id),
-     delivered AS (
-       INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider)
-       SELECT uuid_v7(), t.accepted_on, t.id, u.device_id, u.provider::"Provider"
-         FROM targets t CROSS JOIN LATERAL unnest(t.device_ids, t.providers) AS u(device_id, provider)
-        WHERE t.id = ANY(ARRAY(SELECT id FROM inserted))
-        ORDER BY t.id, u.device_id)
+       RETURNING id)
      SELECT t.n, t.known_id AS "knownId", t.id = ANY(ARRAY(SELECT id FROM inserted)) AS inserted,
             t.device_ids IS NOT NULL AS reachable, t.providers
        FROM targets t

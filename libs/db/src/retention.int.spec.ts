@@ -80,11 +80,13 @@ interface MessageSpec {
   /** Days since its last change; its age by default. */
   changedDaysAgo?: number;
   deliveries?: DeliveryState[];
+  /** A push naming a delivery with no final row yet (`open`); by default one written as before pushes named their deliveries (null). */
+  open?: true;
   /** Its status events; one posted at its creation by default. */
   events?: { state: EventSpec['state']; ageDays?: number; at?: Date }[];
 }
 
-async function message({ at, ageDays = 0, status = 'sent', changedDaysAgo, deliveries = ['sent'], events }: MessageSpec) {
+async function message({ at, ageDays = 0, status = 'sent', changedDaysAgo, deliveries = ['sent'], open, events }: MessageSpec) {
   const created = at ?? ago(ageDays);
   const changed = changedDaysAgo === undefined ? created : ago(changedDaysAgo);
   const id = at ? uuidv7({ msecs: at.getTime() }) : randomUUID();
@@ -92,9 +94,9 @@ async function message({ at, ageDays = 0, status = 'sent', changedDaysAgo, deliv
   crmId += 1;
   await db.pool.query(
     `INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id, trigger_hash, payload, crm_headers,
-                           status, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, 1, 2, 3, 'th', '{}', '{}', $6::"MessageStatus", $7, $8)`,
-    [id, acceptedOn, brand, crmId, player, status, created, changed],
+                           status, created_at, updated_at, open)
+     VALUES ($1, $2, $3, $4, $5, 1, 2, 3, 'th', '{}', '{}', $6::"MessageStatus", $7, $8, $9)`,
+    [id, acceptedOn, brand, crmId, player, status, created, changed, open ?? null],
   );
   for (const state of deliveries) {
     await db.pool.query(
@@ -164,6 +166,8 @@ describe('purgeDefaultPartitions (rows of no day partition)', () => {
       await message({ ageDays: 40, status: 'sent', deliveries: ['sent', 'pending'] }),
       await message({ ageDays: 40, status: 'sent', deliveries: ['sent', 'sending'] }),
       await message({ ageDays: 40, status: 'failed', deliveries: ['failed'], events: [{ state: 'pending' }] }),
+      // Sent to one device, another never tried yet (no row).
+      await message({ ageDays: 40, status: 'sent', deliveries: ['sent'], open: true }),
     ];
     const pendingBonus = await event({ state: 'pending', at: ago(60), topic: 'bonus' });
     const money = await oldFinancialRecords();
@@ -171,7 +175,7 @@ describe('purgeDefaultPartitions (rows of no day partition)', () => {
     await drain({ retentionDays: 30, batchSize: 100 });
 
     expect(await existing('messages', kept.map((m) => m.id))).toEqual(kept.map((m) => m.id).sort());
-    expect(await deliveriesOf(kept.map((m) => m.id))).toBe(7);
+    expect(await deliveriesOf(kept.map((m) => m.id))).toBe(8);
     expect(await existing('events', [pendingBonus, ...kept[4].events])).toEqual([pendingBonus, ...kept[4].events].sort());
     expect(await money.count()).toEqual({ credits: 1, accounts: 1, ledger_entries: 1, player_bonuses: 1 });
     await money.remove();
@@ -291,11 +295,14 @@ describe('dropExpiredPartitions', () => {
     const acceptedMessage = await message({ at: accepted.at(), status: 'accepted', deliveries: ['pending'], events: [] });
     const sending = await pastDay();
     const sendingMessage = await message({ at: sending.at(), status: 'sent', deliveries: ['sent', 'sending'] });
+    const untried = await pastDay();
+    const untriedMessage = await message({ at: untried.at(), status: 'sent', deliveries: ['sent'], open: true });
 
     const result = await drop({ retentionDays: 30 });
 
     expect(busyOn(result, accepted.day)).toEqual(['a message still to be sent']);
     expect(busyOn(result, sending.day)).toEqual(['a delivery still open']);
+    expect(busyOn(result, untried.day)).toEqual(['a message still to be sent']);
     // Their events went through: their events' partitions go.
     for (const { day } of [accepted, sending]) {
       expect(result.dropped).toContain(partitionName('events', day));
@@ -306,12 +313,15 @@ describe('dropExpiredPartitions', () => {
 
     // Once settled, they go.
     await db.pool.query(`UPDATE messages SET status = 'sent' WHERE id = $1`, [acceptedMessage.id]);
+    await db.pool.query(`UPDATE messages SET open = NULL WHERE id = $1`, [untriedMessage.id]);
     await db.pool.query(`UPDATE deliveries SET status = 'sent', open = NULL WHERE message_id = ANY($1::uuid[])`, [[acceptedMessage.id, sendingMessage.id]]);
     const after = await drop({ retentionDays: 30 });
     expect(busyOn(after, accepted.day)).toEqual([]);
     expect(busyOn(after, sending.day)).toEqual([]);
     expect(await partitionsLeft(accepted.day)).toEqual([]);
     expect(await partitionsLeft(sending.day)).toEqual([]);
+    expect(busyOn(after, untried.day)).toEqual([]);
+    expect(await partitionsLeft(untried.day)).toEqual([]);
   });
 
   it('keeps a day whose pushes have a status event still to be posted (a retry, or not handed out yet), unless the statuses are read from the feed only', async () => {

@@ -48,7 +48,7 @@ const TOPICS = [PUSH_STATUS_TOPIC, 'bonus', 'balance'];
 
 /**
  * One batch of each kind, from the default partitions:
- * - messages settled (not `accepted`), created and last changed before the retention, with no
+ * - messages settled and closed (not `accepted`, not open), created and last changed before the retention, with no
  *   delivery still `pending` or `sending` and no status event still to be posted: deleted with
  *   their deliveries, their status events and those events' dead letters;
  * - events through (posted, or dead letters: the dead letters stay for the retention, the time there
@@ -62,7 +62,7 @@ export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSiz
     `WITH doomed AS (
        SELECT m.id FROM messages_default m
         WHERE m.created_at < now() - $1 * interval '1 day' AND m.updated_at < now() - $1 * interval '1 day'
-          AND m.status <> 'accepted'
+          AND m.status <> 'accepted' AND m.open IS NOT TRUE
           AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
           ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND NOT ${THROUGH('e')})`}
         ORDER BY m.created_at LIMIT $2 FOR UPDATE OF m SKIP LOCKED),
@@ -94,7 +94,7 @@ export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSiz
  * never made), the default partition.
  */
 const MESSAGES_DAY_BUSY = (messages: string, deliveries: string, feedOnly: boolean) => `
-  SELECT 'a message still to be sent' AS reason FROM (SELECT 1 FROM "${messages}" WHERE status = 'accepted' LIMIT 1) a
+  SELECT 'a message still to be sent' AS reason FROM (SELECT 1 FROM "${messages}" WHERE status = 'accepted' OR open LIMIT 1) a
   UNION ALL
   SELECT 'a delivery still open' FROM (SELECT 1 FROM "${deliveries}" WHERE open AND accepted_on = $1::date LIMIT 1) b
   ${

@@ -66,7 +66,7 @@ function unavailable(error: unknown): never {
  * CRM headers of all the requests (a batch's) or of each one (singles stored together); `rawMetas`
  * holds each request's `meta` as the CRM wrote it, so it can be returned byte for byte.
  *
- * A message is answered as accepted only once it is committed in PostgreSQL together with its
+ * A message is answered as accepted only once it is committed in PostgreSQL, naming its
  * deliveries, and its send job is in Redis: the jobs are added inside the transaction, just before
  * it commits, so a failure of either store leaves neither. Messages already accepted (a CRM retry,
  * or an identical request racing this one) are answered with their first push_id and not queued

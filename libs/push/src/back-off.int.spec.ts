@@ -103,7 +103,9 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
     return outcome.pushId;
   }
 
-  const delivery = (pushId: string, deviceId: string) => db.delivery.findFirstOrThrow({ where: { messageId: pushId, deviceId } });
+  /** A delivery's row; one with no try recorded yet has none, and reads as pending. */
+  const delivery = async (pushId: string, deviceId: string) =>
+    (await db.delivery.findFirst({ where: { messageId: pushId, deviceId } })) ?? { status: 'pending', errorCode: null, error: null, attempts: 0 };
   const message = (pushId: string) => db.message.findFirstOrThrow({ where: { id: pushId } });
 
   it('defers only the device that answered 429 for an hour: the rest of its job and the next job are sent at once; it is retried after the cap and fails on the last attempt', async () => {

@@ -22,7 +22,14 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   const accept = (count: number) => t.accept(count);
 
   const statuses = async (pushIds: string[]) =>
-    (await t.db.pool.query<{ status: string }>(`SELECT status::text FROM deliveries WHERE message_id = ANY($1::uuid[])`, [pushIds])).rows.map((r) => r.status);
+    (
+      await t.db.pool.query<{ status: string }>(
+        `SELECT COALESCE(d.status::text, 'pending') AS status
+           FROM messages m CROSS JOIN LATERAL unnest(m.delivery_ids) AS u(id) LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on
+          WHERE m.id = ANY($1::uuid[])`,
+        [pushIds],
+      )
+    ).rows.map((r) => r.status);
   /** How many times each push reached the device. */
   const receipts = (subscription: string) => {
     const counts = new Map<string, number>();
@@ -33,11 +40,13 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     return counts;
   };
   /** Other suites leave unsent pushes in the shared test database: out of the reconciler's way. */
-  const outOfTheWay = (pushIds: string[]) =>
-    t.db.pool.query(
+  const outOfTheWay = async (pushIds: string[]) => {
+    await t.db.pool.query(
       `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status IN ('pending', 'sending') AND NOT (message_id = ANY($1::uuid[]))`,
       [pushIds],
     );
+    await t.db.pool.query(`UPDATE messages SET updated_at = now() + interval '1 hour' WHERE open AND NOT (id = ANY($1::uuid[]))`, [pushIds]);
+  };
   const job = (pushIds: string[]) => ({ pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: Date.now() });
 
   it('keeps an outcome through a PostgreSQL cut right after its send, and never sends it again', async () => {
@@ -216,8 +225,8 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       await a.query('BEGIN');
       await b.query('BEGIN');
       // Each writer records its own delivery; neither has committed when the other tallies.
-      await recordOutcomes(a, [failed(first)]);
-      await recordOutcomes(b, [failed(second)]);
+      await recordOutcomes(a, [failed(first)], [pushId]);
+      await recordOutcomes(b, [failed(second)], [pushId]);
       expect(await lockMessages(a, [pushId])).toEqual([pushId]);
       expect(await settleMessages(a, [pushId])).toEqual([]);
       const bSettles = lockMessages(b, [pushId]).then((ids) => settleMessages(b, ids));

@@ -71,7 +71,7 @@ describe('a OneSignal worker killed with SIGKILL mid-batch', () => {
 
     startWorker();
     const settled = async () =>
-      (await db.pool.query<{ open: number }>(`SELECT count(*)::int AS open FROM deliveries WHERE message_id = ANY($1::uuid[]) AND status::text <> 'sent'`, [pushIds])).rows[0].open === 0;
+      (await db.pool.query<{ open: number }>(`SELECT count(*)::int AS open FROM messages WHERE id = ANY($1::uuid[]) AND status <> 'sent'`, [pushIds])).rows[0].open === 0;
     await until(settled, 'every push to be sent after the kill', 45000);
 
     // Each push reached its player's subscription exactly once.

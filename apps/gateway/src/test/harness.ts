@@ -86,11 +86,17 @@ export class Harness {
     await this.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${REFUSAL}()`);
   }
 
-  /** A brand's messages, each with its deliveries (no relation joins them: see the time_partitions migration). */
+  /**
+   * A brand's messages, each with the deliveries it names and their status (pending until a try of
+   * one has its row; no relation joins them: see the time_partitions migration).
+   */
   async messageRows(brandId: number) {
     const messages = await this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) } });
-    const deliveries = await this.stores.db.delivery.findMany({ where: { messageId: { in: messages.map((m) => m.id) } } });
-    return messages.map((m) => ({ ...m, deliveries: deliveries.filter((d) => d.messageId === m.id) }));
+    const rows = await this.stores.db.delivery.findMany({ where: { messageId: { in: messages.map((m) => m.id) } } });
+    return messages.map((m) => ({
+      ...m,
+      deliveries: m.deliveryIds.map((id, i) => ({ id, deviceId: m.deviceIds[i], provider: m.providers[i], status: rows.find((row) => row.id === id)?.status ?? 'pending' })),
+    }));
   }
 }
 
