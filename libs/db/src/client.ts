@@ -106,7 +106,7 @@ export async function closeDb(db: Db): Promise<void> {
 }
 
 /** Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws. */
-export async function inTransaction<T>(db: Pick<Db, 'pool'>, work: (sql: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.pool.connect();
   let broken: Error | undefined;
   try {

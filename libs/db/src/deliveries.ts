@@ -1,7 +1,7 @@
 import type { Platform, ProviderName } from '@operator/contract';
 import { v7 as uuidv7 } from 'uuid';
 import type pg from 'pg';
-import { inTransaction, type Sql } from './client';
+import type { Sql } from './client';
 import { daysOfIds } from './partitions';
 
 /**
@@ -59,31 +59,36 @@ interface ClaimRow extends ClaimedDelivery {
 const CLAIMABLE = (alias: string) =>
   `(${alias}.status::text = 'pending' OR (${alias}.status::text = 'sending' AND ${alias}.claimed_at < now() - $3 * interval '1 millisecond'))`;
 
-/** The advisory lock the takers of one provider's send leases take turns on (the first key, 1936027236, spells 'send'). */
-const LEASE_LOCK: Record<ProviderName, number> = { fcm: 1, apns: 2, webpush: 3, hms: 4, onesignal: 5 };
-
 /**
- * Takes a send lease on those of the pushes no live lease of the provider names, and answers the
- * others (held by another job). The takers of one provider take turns (a transaction's advisory
- * lock, taken before the statement that looks, so that it sees every lease committed before), so
- * no push is ever in two live leases of one provider.
+ * Takes a send lease on those of the pushes no other live lease of the provider names, and answers
+ * the others (held by another job). The lease is written (and committed) first, then the live
+ * leases that name the same pushes are looked for, and those pushes are given up: of two jobs that
+ * take the same push, the second to look sees the first (each looks after its own commit), so at
+ * most one of them keeps it; both may give it up, and it waits for a later run. No lock, so takers
+ * never wait for each other.
  */
 async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
-  return inTransaction({ pool }, async (tx) => {
-    await tx.query(`SELECT pg_advisory_xact_lock(1936027236, ${LEASE_LOCK[provider]})`);
-    const { rows } = await tx.query<{ held: string[] }>(
-      `WITH held AS (
-         SELECT DISTINCT h.id FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
-          WHERE l.push_ids && $3::uuid[] AND l.provider = $2::"Provider" AND l.lease_until > clock_timestamp() AND h.id = ANY($3::uuid[])),
-       taken AS (
-         INSERT INTO send_leases (id, provider, push_ids, lease_until)
-         SELECT $1, $2::"Provider", array_agg(w.id), clock_timestamp() + $4 * interval '1 millisecond'
-           FROM unnest($3::uuid[]) AS w(id) WHERE w.id NOT IN (SELECT id FROM held) HAVING count(*) > 0)
-       SELECT COALESCE((SELECT array_agg(id) FROM held), '{}') AS held`,
-      [leaseId, provider, wanted, leaseMs],
+  await pool.query(
+    `INSERT INTO send_leases (id, provider, push_ids, lease_until) VALUES ($1, $2::"Provider", $3::uuid[], clock_timestamp() + $4 * interval '1 millisecond')`,
+    [leaseId, provider, wanted, leaseMs],
+  );
+  try {
+    const { rows } = await pool.query<{ held: string[] }>(
+      `SELECT COALESCE(array_agg(DISTINCT h.id), '{}') AS held
+         FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
+        WHERE l.push_ids && $2::uuid[] AND l.provider = $3::"Provider" AND l.id <> $1 AND l.lease_until > clock_timestamp() AND h.id = ANY($2::uuid[])`,
+      [leaseId, wanted, provider],
     );
-    return rows[0].held;
-  });
+    const { held } = rows[0];
+    if (held.length === wanted.length) await dropLeases(pool, [leaseId]);
+    else if (held.length) {
+      await pool.query(`UPDATE send_leases SET push_ids = ARRAY(SELECT unnest(push_ids) EXCEPT SELECT unnest($2::uuid[])) WHERE id = $1`, [leaseId, held]);
+    }
+    return held;
+  } catch (error) {
+    await dropLeases(pool, [leaseId]).catch(() => undefined);
+    throw error;
+  }
 }
 
 /**
@@ -188,7 +193,9 @@ export type DeliveryOutcome =
  * the delivery's one write of a try, an insert at its first (its attempts count the tries). Only a
  * delivery not final yet takes an outcome, except that `sent` always wins over a failure: a worker
  * whose lease lapsed (a long outage) cannot turn back what another worker recorded since. Only a
- * delivery left pending is in the reconciler's index (open); a final outcome takes it out.
+ * delivery left pending is in the reconciler's index (open); a final outcome takes it out. Rows and
+ * messages are found by primary key (`= ANY` of the ids), never by a join the planner may turn into
+ * a scan of the day's partition.
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<void> {
   if (!outcomes.length) return;
@@ -214,13 +221,13 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
               sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
               attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
          FROM o
-        WHERE d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND ${STILL_OPEN('d', 'o')}
+        WHERE d.id = ANY($1::uuid[]) AND d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND ${STILL_OPEN('d', 'o')}
        RETURNING d.id),
      -- The first try of a delivery: its row, as its push names it. A row another writer inserted
      -- meanwhile (a worker whose lease lapsed) is updated by the same rule.
      fresh AS (
        SELECT o.*, u.device_id, u.provider, m.accepted_on
-         FROM o JOIN messages m ON m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+         FROM o JOIN messages m ON m.id = ANY($7::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
         CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
         WHERE u.id = o.id AND o.id NOT IN (SELECT id FROM updated))
      INSERT INTO deliveries AS d (id, accepted_on, message_id, device_id, provider, status, provider_message_id, error_code, error,
@@ -286,8 +293,9 @@ export interface SettledMessage {
  * sent. Each change writes its status event in the same statement (the outbox). Answers the
  * messages that changed; a message already moved on is left alone. A message is closed (open null:
  * out of the reconciler's index) once every delivery it names is final, in the same update for a
- * push of one device. Deliveries are counted push by push, through their
- * index, whatever the statistics say (see claimDeliveries).
+ * push of one device. Deliveries are counted push by push, through their index, and the messages
+ * are found by primary key, whatever the statistics say (see claimDeliveries): planned from them,
+ * the update read the whole day's partition to find a hundred messages.
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
   if (!pushIds.length) return [];
@@ -308,14 +316,14 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
               open = CASE WHEN t.final = COALESCE(cardinality(m.delivery_ids), t.rows) THEN NULL ELSE m.open END,
               updated_at = now()
          FROM tally t
-        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.status = 'accepted'
-          AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+          AND m.status = 'accepted' AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
         RETURNING m.id, m.status::text AS status, m.error),
      closed AS (
        UPDATE messages m SET open = NULL, updated_at = now()
          FROM tally t
-        WHERE m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')} AND m.open AND t.final = cardinality(m.delivery_ids)
-          AND m.id NOT IN (SELECT id FROM moved)),
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+          AND m.open AND t.final = cardinality(m.delivery_ids) AND m.id NOT IN (SELECT id FROM moved)),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
        SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM moved s ORDER BY s.id)

@@ -5,7 +5,7 @@
 -- The claim of a send job: one row a job, not one update a delivery. While a lease on (provider,
 -- push) is live, only its holder sends the deliveries of that push to that provider, and a worker
 -- that dies leaves its leases to lapse. The deliveries themselves are written once a try, when its
--- outcome is known. Takers of one provider take turns (libs/db/src/deliveries.ts, claimDeliveries).
+-- outcome is known. How two jobs never both keep a push: libs/db/src/deliveries.ts, takeSendLease.
 CREATE TABLE "send_leases" (
     "id" UUID NOT NULL,
     "provider" "Provider" NOT NULL,
