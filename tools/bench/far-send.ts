@@ -22,8 +22,10 @@ export interface FarSendDeps {
   appEnv: NodeJS.ProcessEnv;
   /** Accepts `count` one-device pushes through the gateway, to FCM or APNs players. */
   accept(provider: 'fcm' | 'apns', count: number): Promise<void>;
-  /** Deliveries not final yet (pending or being sent). */
-  open(): Promise<number>;
+  /** Deliveries still to send (counted once a stage: the count reads every open push). */
+  toSend(): Promise<number>;
+  /** Whether a job has taken pushes, and whether nothing is left to send: cheap, for polling. */
+  sending(): Promise<{ started: boolean; done: boolean }>;
 }
 
 export interface Figure {
@@ -53,28 +55,25 @@ function stop(child: ChildProcess): Promise<void> {
 }
 
 /**
- * One worker drains what is queued: timed from the first delivery it takes to the last, so that its
- * start (bundle load, connections) is not counted.
+ * One worker drains what is queued: timed from the first job it takes to the last delivery, so that
+ * its start (bundle load, connections) is not counted.
  */
 async function drain(deps: FarSendDeps, app: string, extra: Record<string, string>): Promise<{ sends: number; seconds: number; workerCpuMs: number; benchCpuMs: number }> {
-  const queued = await deps.open();
+  const queued = await deps.toSend();
   const profile = CPU_PROFILES ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROFILES}`, `--cpu-prof-name=${app}-far-${Date.now()}.cpuprofile`] : [];
   const worker = spawn(process.execPath, [...profile, `dist/apps/${app}/main.js`], { env: { ...deps.appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
   try {
-    let left = queued;
     const deadline = Date.now() + 600_000;
-    while (left === queued) {
+    while (!(await deps.sending()).started) {
       if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} sent nothing`);
       await sleep(20);
-      left = await deps.open();
     }
     const started = performance.now();
     const [workerCpu, benchCpu] = [cpuMs(worker.pid), process.cpuUsage()];
-    const from = left;
-    while (left > 0) {
+    const from = queued;
+    while (!(await deps.sending()).done) {
       if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} did not finish sending`);
       await sleep(50);
-      left = await deps.open();
     }
     const bench = process.cpuUsage(benchCpu);
     return { sends: from, seconds: (performance.now() - started) / 1000, workerCpuMs: cpuMs(worker.pid) - workerCpu, benchCpuMs: (bench.user + bench.system) / 1000 };

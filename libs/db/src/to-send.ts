@@ -12,3 +12,12 @@ export const DELIVERIES_TO_SEND_SQL = `SELECT (SELECT COALESCE(sum(cardinality(m
   + (SELECT count(*) FROM deliveries d
       WHERE d.open AND d.status IN ('pending', 'sending')
         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = d.message_id AND m.accepted_on = d.accepted_on AND m.open)) AS count`;
+
+/**
+ * SQL answering one row, `started` and `done`: whether a send job has taken its pushes (a send
+ * lease is live), and whether nothing is left to send. Both stop at the first row they find, so they
+ * cost the same whatever is queued: what a loop polls while the work goes on.
+ */
+export const SENDING_STATE_SQL = `SELECT EXISTS (SELECT 1 FROM send_leases) AS started,
+  NOT EXISTS (SELECT 1 FROM messages m WHERE m.open)
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.open AND d.status IN ('pending', 'sending')) AS done`;
