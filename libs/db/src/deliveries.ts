@@ -59,6 +59,10 @@ interface ClaimRow extends ClaimedDelivery {
 const CLAIMABLE = (alias: string) =>
   `(${alias}.status::text = 'pending' OR (${alias}.status::text = 'sending' AND ${alias}.claimed_at < now() - $3 * interval '1 millisecond'))`;
 
+/** SQL: whether a live send lease of `provider` names push `pushId` (both SQL expressions). */
+export const LIVE_LEASE = (pushId: string, provider: string) =>
+  `EXISTS (SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[${pushId}] AND l.provider = ${provider} AND l.lease_until > now())`;
+
 /**
  * Takes a send lease on those of the pushes no other live lease of the provider names, and answers
  * the others (held by another job). The lease is written (and committed) first, then the live
@@ -101,18 +105,18 @@ async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderN
  * delivery whose device was removed since comes with no token.
  *
  * The pushes and their rows are found push by push (OFFSET 0 keeps each a lookup through its
- * index, not a join the planner may turn into a scan), and status is compared as text: during a burst the planner's statistics lag far behind the table (there are none before
- * its first analyze), and a plan from them scans every delivery of the provider for each job.
+ * index, not a join the planner may turn into a scan), and status is compared as text: during a
+ * burst the planner's statistics lag far behind the table (there are none before its first
+ * analyze), and a plan from them scans every delivery of the provider for each job.
  */
 export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
   const leaseId = uuidv7();
   const wanted = [...new Set(pushIds)];
   const held = await takeSendLease(pool, leaseId, provider, wanted, leaseMs);
   if (held.length === wanted.length) return { leaseId: null, deliveries: [], messages: new Map(), heldElsewhere: held.length, missing: [] };
-  const sql = pool;
   let rows: ClaimRow[];
   try {
-    ({ rows } = await sql.query<ClaimRow>(
+    ({ rows } = await pool.query<ClaimRow>(
       `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id) WHERE NOT (p.id = ANY($5::uuid[]))),
        pushes AS MATERIALIZED (
          SELECT m.* FROM wanted w CROSS JOIN LATERAL (
@@ -145,7 +149,7 @@ export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider
     ));
   } catch (error) {
     // The lease would hold these pushes back from the job's next attempt until it lapsed.
-    await dropLeases(sql, [leaseId]).catch(() => undefined);
+    await dropLeases(pool, [leaseId]).catch(() => undefined);
     throw error;
   }
   const deliveries: ClaimedDelivery[] = [];
@@ -266,8 +270,8 @@ export async function deactivateDevices(sql: Sql, devices: { id: string; reason:
 }
 
 /**
- * Locks the messages still to be settled or closed (open) among these, in id order (so that two writers never wait
- * for each other), and answers their ids: the settlement that follows in the same transaction then
+ * Locks the messages still to be settled or closed (open) among these, in id order (so that two
+ * writers never wait for each other), and answers their ids: the settlement that follows in the same transaction then
  * sees every delivery another writer recorded before it. A push with one delivery needs no lock
  * (the record of that delivery already waits for any other writer of it), and is not given here.
  */
@@ -345,15 +349,13 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
  * leaves the index.
  */
 export async function takeStrandedPushes(sql: Sql, provider: ProviderName, afterMs: number, leaseMs: number, limit: number): Promise<string[]> {
-  const NOT_LEASED = (pushId: string) =>
-    `NOT EXISTS (SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[${pushId}] AND l.provider = $1::"Provider" AND l.lease_until > now())`;
   const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
        SELECT d.id, d.accepted_on, d.status::text IN ('pending', 'sending') AS open FROM deliveries d
         WHERE d.open AND d.provider = $1::"Provider"
           AND d.updated_at < now() - $2 * interval '1 millisecond'
           AND (d.status::text <> 'sending' OR d.claimed_at IS NULL OR d.claimed_at < now() - $3 * interval '1 millisecond')
-          AND ${NOT_LEASED('d.message_id')}
+          AND NOT ${LIVE_LEASE('d.message_id', '$1::"Provider"')}
         ORDER BY d.updated_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED)
      UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END
        FROM stranded s WHERE d.id = s.id AND d.accepted_on = s.accepted_on
@@ -366,7 +368,7 @@ export async function takeStrandedPushes(sql: Sql, provider: ProviderName, after
         WHERE m.open AND m.updated_at < now() - $2 * interval '1 millisecond' AND $1::"Provider" = ANY(m.providers)
           AND EXISTS (SELECT 1 FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
                        WHERE u.provider = $1::"Provider" AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = u.id AND d.accepted_on = m.accepted_on))
-          AND ${NOT_LEASED('m.id')}
+          AND NOT ${LIVE_LEASE('m.id', '$1::"Provider"')}
         ORDER BY m.updated_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
      UPDATE messages m SET updated_at = now() FROM stranded s WHERE m.id = s.id AND m.accepted_on = s.accepted_on
      RETURNING m.id AS "messageId"`,

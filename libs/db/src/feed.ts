@@ -1,5 +1,6 @@
 import type { PushEventSource } from '@operator/contract';
 import type { Sql } from './client';
+import { LIVE_LEASE } from './deliveries';
 import { daysOfIds } from './partitions';
 
 // The push status feed (GET /channels/push/events) and the pushes' current state
@@ -56,8 +57,7 @@ export interface PushStatusRow {
 }
 
 /** A delivery's status (`status`, text): a pending one under a live send lease is being sent (see claimDeliveries). */
-const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND EXISTS (
-  SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[m.id] AND l.provider = ${provider} AND l.lease_until > now()) THEN 'sending' ELSE ${status} END`;
+const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND ${LIVE_LEASE('m.id', provider)} THEN 'sending' ELSE ${status} END`;
 
 /**
  * The current state of the given pushes, with each delivery's outcome: the deliveries the push names

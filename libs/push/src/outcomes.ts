@@ -58,8 +58,8 @@ export interface SendRecorder {
 }
 
 export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecorderOptions): SendRecorder {
-  /** Claimed deliveries whose outcome is not in PostgreSQL yet, with their job's lease. */
-  const held = new Map<string, string>();
+  /** Claimed deliveries whose outcome is not in PostgreSQL yet. */
+  const held = new Set<string>();
   /** Of those, the ones with no outcome at all yet (not sent, or in flight). */
   const unanswered = new Set<string>();
   /** Live leases of this worker's jobs, with their deliveries. */
@@ -117,7 +117,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
       if (!leaseId) return;
       leases.set(leaseId, new Set(deliveryIds));
       for (const id of deliveryIds) {
-        held.set(id, leaseId);
+        held.add(id);
         unanswered.add(id);
       }
     },

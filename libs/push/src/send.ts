@@ -97,10 +97,10 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  * The job first takes a lease on its pushes (one row, see claimDeliveries): no other job sends them
  * for this provider meanwhile. Only deliveries still pending are sent, so a job that runs again
  * (after a crash, a partial failure or a retry) never sends again to a device already recorded as
- * sent. Dead tokens
- * deactivate their device; payload errors fail the delivery; transient errors (429s too) leave it
- * pending for the next attempt and fail it on the last, while the job's other deliveries go on;
- * credentials the provider refuses stop the job before it burns through more tokens.
+ * sent. Dead tokens deactivate their device; payload errors fail the delivery; transient errors
+ * (429s too) leave it pending for the next attempt and fail it on the last, while the job's other
+ * deliveries go on; credentials the provider refuses stop the job before it burns through more
+ * tokens.
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
   const { db } = deps;
