@@ -187,6 +187,15 @@ export function isConnectionLoss(error: Error & { code?: unknown }): boolean {
   return (typeof error.code === 'string' && CONNECTION_CODES.has(error.code)) || CONNECTION_MESSAGES.test(error.message);
 }
 
+// BullMQ's answer when a worker finishes a job that is no longer its own: the finish was sent
+// again after a reconnection although Redis had run it (its reply was lost with the connection),
+// or the job's lock lapsed and the job went back to the queue. The job is not lost either way.
+const JOB_NO_LONGER_HELD = /^(Missing lock for job|Lock mismatch for job|Missing key for job|Job \S+ is not in the \w+ state)\b/;
+
+export function isJobNoLongerHeld(error: Error): boolean {
+  return JOB_NO_LONGER_HELD.test(error.message);
+}
+
 const listeners = new WeakMap<RedisClient, (error: Error) => void>();
 
 /**
@@ -197,7 +206,9 @@ const listeners = new WeakMap<RedisClient, (error: Error) => void>();
 function watched(redis: RedisClient, log: LogSink | undefined): RedisClient {
   let reported = false;
   const listener = (error: Error & { code?: unknown }) => {
-    if (!isConnectionLoss(error)) {
+    if (isJobNoLongerHeld(error)) {
+      log?.warn({ err: error.message }, 'a job was no longer held by this worker when it finished (a reply lost to a reconnection, or a lapsed lock)');
+    } else if (!isConnectionLoss(error)) {
       log?.error({ err: error }, 'Redis or queue error');
     } else if (!reported) {
       reported = true;

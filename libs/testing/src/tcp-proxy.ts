@@ -7,7 +7,8 @@ import net from 'node:net';
 export class TcpProxy {
   private server: net.Server | null = null;
   private readonly sockets = new Set<net.Socket>();
-  private held = false;
+  /** `all`: a partition; `replies`: what the store sends back is held, what it is sent goes through. */
+  private held: 'all' | 'replies' | null = null;
   private readonly waiting: (() => void)[] = [];
   port = 0;
 
@@ -37,8 +38,8 @@ export class TcpProxy {
         socket.on('close', () => this.sockets.delete(socket));
         socket.on('error', () => undefined);
       }
-      this.relay(client, upstream);
-      this.relay(upstream, client);
+      this.relay(client, upstream, false);
+      this.relay(upstream, client, true);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -48,9 +49,9 @@ export class TcpProxy {
     return this;
   }
 
-  private relay(from: net.Socket, to: net.Socket) {
+  private relay(from: net.Socket, to: net.Socket, reply: boolean) {
     from.on('data', (chunk) => {
-      if (this.held) this.waiting.push(() => to.write(chunk));
+      if (this.held === 'all' || (this.held === 'replies' && reply)) this.waiting.push(() => to.write(chunk));
       else to.write(chunk);
     });
   }
@@ -59,6 +60,7 @@ export class TcpProxy {
   async stop(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.waiting.length = 0;
     for (const socket of this.sockets) socket.destroy();
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
@@ -68,12 +70,20 @@ export class TcpProxy {
    * What was sent meanwhile is delivered when the partition heals, as TCP would.
    */
   partition(): void {
-    this.held = true;
+    this.held = 'all';
+  }
+
+  /**
+   * The store's answers are held while what is sent to it goes through: a command runs but its
+   * reply is lost if the connection is cut (stop) before the hold ends.
+   */
+  holdReplies(): void {
+    this.held = 'replies';
   }
 
   /** The store is back, on the same port. */
   async resume(): Promise<void> {
-    this.held = false;
+    this.held = null;
     for (const flush of this.waiting.splice(0)) flush();
     if (!this.server) await this.start();
   }
