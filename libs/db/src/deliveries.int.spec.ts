@@ -347,6 +347,42 @@ describe('deliveries (PostgreSQL)', () => {
     }
   });
 
+  it("claims a job's deliveries reading their devices by key, however many devices there are", async () => {
+    // Devices of other players: a scan of the table would read every one of them.
+    await db.pool.query(
+      `INSERT INTO devices (id, brand_id, user_id, provider, platform, token, active, created_at, updated_at)
+       SELECT gen_random_uuid(), $1, 'other-' || n, 'fcm', 'android', 'token-' || n || '-' || $2, true, now(), now() FROM generate_series(1, 30000) AS n`,
+      [uniqueBrandId(), randomUUID()],
+    );
+    await db.pool.query('ANALYZE devices');
+    await device('fcm');
+    const job = await Promise.all(Array.from({ length: 100 }, () => push()));
+    const devicesRead = async () => {
+      await db.pool.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await db.pool.query<{ n: string }>(
+        `SELECT (COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables WHERE relname = 'devices'`,
+      );
+      return Number(rows[0].n);
+    };
+    const client = await db.pool.connect();
+    try {
+      // What a burst's estimates (a few hundred deliveries a job, from stale statistics) made the
+      // planner choose: a hash join, over the whole table, wherever a join is left to it.
+      await client.query('SET enable_nestloop = off');
+      await client.query('SELECT pg_stat_force_next_flush()');
+      const before = await devicesRead();
+      const claim = await claimDeliveries(client, job, 'fcm', 60_000);
+      expect(claim.deliveries).toHaveLength(100);
+      expect(claim.deliveries.every((d) => d.token !== null)).toBe(true);
+      await client.query('SELECT pg_stat_force_next_flush()');
+      // One device read per delivery; the table holds more than 30,000.
+      expect((await devicesRead()) - before).toBeLessThan(1000);
+    } finally {
+      await client.query('RESET enable_nestloop');
+      client.release();
+    }
+  });
+
   it('settles a message sent as soon as one delivery is sent, failed once every one failed, with its status event', async () => {
     await device('fcm');
     await device('apns');

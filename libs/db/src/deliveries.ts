@@ -71,7 +71,7 @@ export const LIVE_LEASE = (pushId: string, provider: string) =>
  * most one of them keeps it; both may give it up, and it waits for a later run. No lock, so takers
  * never wait for each other.
  */
-async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
+async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
   await pool.query(
     `INSERT INTO send_leases (id, provider, push_ids, lease_until) VALUES ($1, $2::"Provider", $3::uuid[], clock_timestamp() + $4 * interval '1 millisecond')`,
     [leaseId, provider, wanted, leaseMs],
@@ -104,12 +104,13 @@ async function takeSendLease(pool: pg.Pool, leaseId: string, provider: ProviderN
  * read after the lease is taken, so every outcome recorded under an earlier lease is seen. A
  * delivery whose device was removed since comes with no token.
  *
- * The pushes and their rows are found push by push (OFFSET 0 keeps each a lookup through its
- * index, not a join the planner may turn into a scan), and status is compared as text: during a
+ * The pushes, their rows and their devices are found one by one (OFFSET 0 keeps each a lookup
+ * through its index, not a join the planner may turn into a scan: with its estimate of a few hundred
+ * deliveries a job, it hashed the whole devices table), and status is compared as text: during a
  * burst the planner's statistics lag far behind the table (there are none before its first
  * analyze), and a plan from them scans every delivery of the provider for each job.
  */
-export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
+export async function claimDeliveries(pool: Sql, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
   const leaseId = uuidv7();
   const wanted = [...new Set(pushIds)];
   const held = await takeSendLease(pool, leaseId, provider, wanted, leaseMs);
@@ -141,7 +142,7 @@ export async function claimDeliveries(pool: pg.Pool, pushIds: string[], provider
               p.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN p.payload END AS payload
          FROM claimed c JOIN pushes p ON p.id = c.message_id
-         LEFT JOIN devices v ON v.id = c.device_id
+         LEFT JOIN LATERAL (SELECT v.token, v.platform, v.p256dh, v.auth, v.active FROM devices v WHERE v.id = c.device_id OFFSET 0) v ON true
        UNION ALL
        SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL
          FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM pushes p WHERE p.id = w.id)`,
