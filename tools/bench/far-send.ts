@@ -70,13 +70,12 @@ async function drain(deps: FarSendDeps, app: string, extra: Record<string, strin
     }
     const started = performance.now();
     const [workerCpu, benchCpu] = [cpuMs(worker.pid), process.cpuUsage()];
-    const from = queued;
     while (!(await deps.sending()).done) {
       if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`${app} did not finish sending`);
       await sleep(50);
     }
     const bench = process.cpuUsage(benchCpu);
-    return { sends: from, seconds: (performance.now() - started) / 1000, workerCpuMs: cpuMs(worker.pid) - workerCpu, benchCpuMs: (bench.user + bench.system) / 1000 };
+    return { sends: queued, seconds: (performance.now() - started) / 1000, workerCpuMs: cpuMs(worker.pid) - workerCpu, benchCpuMs: (bench.user + bench.system) / 1000 };
   } finally {
     await stop(worker);
   }

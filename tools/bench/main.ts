@@ -36,7 +36,7 @@ const INTERNAL = { 'x-api-key': 'dev-internal-key' };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
 const count = async (sql: string) => Number((await pool.query(sql)).rows[0].count);
-/** Polled while a stage sends: cheap whatever is queued (the count reads every open push). */
+/** Polled while a stage sends: cheap whatever is queued, where the count of what is left reads every open push. */
 const sending = async () => (await pool.query<{ started: boolean; done: boolean }>(SENDING_STATE_SQL)).rows[0];
 const log = (line: string) => console.log(`bench: ${line}`);
 

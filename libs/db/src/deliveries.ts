@@ -69,7 +69,8 @@ export const LIVE_LEASE = (pushId: string, provider: string) =>
  * leases that name the same pushes are looked for, and those pushes are given up: of two jobs that
  * take the same push, the second to look sees the first (each looks after its own commit), so at
  * most one of them keeps it; both may give it up, and it waits for a later run. No lock, so takers
- * never wait for each other.
+ * never wait for each other. Each statement commits on its own: `pool` is never a connection inside
+ * a transaction.
  */
 async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
   await pool.query(
@@ -321,13 +322,13 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
               open = CASE WHEN t.final = COALESCE(cardinality(m.delivery_ids), t.rows) THEN NULL ELSE m.open END,
               updated_at = now()
          FROM tally t
-        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+        WHERE m.id = ANY($1::uuid[]) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.status = 'accepted' AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
         RETURNING m.id, m.status::text AS status, m.error),
      closed AS (
        UPDATE messages m SET open = NULL, updated_at = now()
          FROM tally t
-        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+        WHERE m.id = ANY($1::uuid[]) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.open AND t.final = cardinality(m.delivery_ids) AND m.id NOT IN (SELECT id FROM moved)),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)

@@ -1,4 +1,4 @@
-import { isConnectionLoss } from './redis';
+import { isConnectionLoss, isJobNoLongerHeld } from './redis';
 
 // What counts as Redis being away (logged once per outage, the gateway answering 503) rather than
 // an error of ours (logged each time): the failover and Cluster errors included.
@@ -26,5 +26,26 @@ describe('isConnectionLoss', () => {
     ['a script that mentions a move', new Error('ERR Error running script: MOVED is not a command')],
   ])('does not count %s', (_what, error) => {
     expect(isConnectionLoss(error)).toBe(false);
+  });
+});
+
+// BullMQ's refusals of a finish from a worker that no longer holds the job (a reply lost to a
+// reconnection, or a lapsed lock): warned, not logged as errors.
+describe('isJobNoLongerHeld', () => {
+  it.each([
+    ['a missing lock', new Error('Missing lock for job push-1. moveToFinished')],
+    ['another lock', new Error('Lock mismatch for job push-1. Cmd moveToDelayed from active')],
+    ['a job gone', new Error('Missing key for job push-1. moveToFinished')],
+    ['a job moved on', new Error('Job push-1 is not in the active state. moveToFinished')],
+  ])('counts %s', (_what, error) => {
+    expect(isJobNoLongerHeld(error)).toBe(true);
+  });
+
+  it.each([
+    ['a closed connection', new Error('Connection is closed.')],
+    ['a parent job gone', new Error('Missing key for parent job bull:q:1. moveToFinished')],
+    ['a script error naming a lock', new Error('ERR Error running script: Missing lock for job push-1')],
+  ])('does not count %s', (_what, error) => {
+    expect(isJobNoLongerHeld(error)).toBe(false);
   });
 });
