@@ -322,13 +322,13 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
               open = CASE WHEN t.final = COALESCE(cardinality(m.delivery_ids), t.rows) THEN NULL ELSE m.open END,
               updated_at = now()
          FROM tally t
-        WHERE m.id = ANY($1::uuid[]) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.status = 'accepted' AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
         RETURNING m.id, m.status::text AS status, m.error),
      closed AS (
        UPDATE messages m SET open = NULL, updated_at = now()
          FROM tally t
-        WHERE m.id = ANY($1::uuid[]) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.open AND t.final = cardinality(m.delivery_ids) AND m.id NOT IN (SELECT id FROM moved)),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
