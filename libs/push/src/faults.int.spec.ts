@@ -2,7 +2,7 @@ import { claimDeliveries, closeDb, createDb, lockMessages, recordOutcomes, settl
 import type { PushProvider } from '@operator/providers';
 import { TcpProxy, until } from '@operator/testing';
 import { createSendRecorder } from './outcomes';
-import { reconcileOnce } from './reconcile';
+import { reconcileOnce, startReconciler, type Reconciler } from './reconcile';
 import { processSendJob, type SendDeps } from './send';
 import { BundledWorker } from './test/bundled-worker';
 import { silent, WebPushFixture } from './test/web-push-fixture';
@@ -164,6 +164,81 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     }
     expect(await statuses(pushIds)).toEqual(['sent', 'sent', 'sent']);
     expect([...receipts(phone).values()]).toEqual([1, 1, 1]);
+  });
+
+  describe('an outage of PostgreSQL longer than the send lease, with a send held unrecorded', () => {
+    /**
+     * A worker claims two pushes and has their sends answered just as PostgreSQL goes away for two
+     * and a half leases; a reconciler is cut off with it. PostgreSQL comes back for the reconciler
+     * first and for the worker half a second later (a reconnection that takes longer, as behind a
+     * PgBouncer that is still refusing some clients). Answers the pushes the reconciler enqueued
+     * again, and their statuses once the worker has written its outcomes.
+     */
+    const outage = async (quietAfterOutageMs?: number) => {
+      const port = Number(new URL(process.env.DATABASE_URL!).port || 5432);
+      const workerProxy = await new TcpProxy('127.0.0.1', port).start();
+      const reconcilerProxy = await new TcpProxy('127.0.0.1', port).start();
+      const workerDb = createDb({ url: workerProxy.urlFor(process.env.DATABASE_URL!), poolSize: 3, connectTimeoutMs: 300 });
+      const reconcilerDb = createDb({ url: reconcilerProxy.urlFor(process.env.DATABASE_URL!), poolSize: 2, connectTimeoutMs: 300 });
+      const leaseMs = 1000;
+      const recorder = createSendRecorder({ db: workerDb, log: silent, leaseMs });
+      let reconciler: Reconciler | undefined;
+      try {
+        await device();
+        const pushIds = await accept(2);
+        await t.queues.webpush.obliterate({ force: true });
+        await outOfTheWay(pushIds);
+        const claim = await claimDeliveries(workerDb.pool, pushIds, 'webpush', leaseMs);
+        recorder.hold(
+          claim.leaseId,
+          claim.deliveries.map((d) => d.id),
+        );
+        // Started once the pushes are under the worker's lease (before, they would be stranded).
+        reconciler = startReconciler({
+          db: reconcilerDb,
+          queues: t.queues,
+          provider: 'webpush',
+          log: silent,
+          intervalMs: 100,
+          afterMs: 20,
+          leaseMs,
+          jobMaxMessages: 10,
+          sendPolicy: { attempts: 4, backoffMs: 50 },
+          quietAfterOutageMs,
+        });
+        await sleep(300); // passes that find the pushes under a live lease
+
+        await Promise.all([workerProxy.stop(), reconcilerProxy.stop()]);
+        const recorded = recorder.record(
+          claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: null } })),
+        );
+        await sleep(2.5 * leaseMs);
+        await reconcilerProxy.resume();
+        await sleep(500);
+        await workerProxy.resume();
+        await recorded;
+        await recorder.finish(claim.leaseId);
+        await sleep(1500); // the reconciler's passes after its quiet time
+        const again = (await t.queues.webpush.getJobs(['wait', 'delayed', 'prioritized'])).filter((j) => j.id!.includes('-r')).flatMap((j) => j.data.pushIds as string[]);
+        return { pushIds, again: pushIds.filter((id) => again.includes(id)), statuses: await statuses(pushIds) };
+      } finally {
+        await reconciler?.stop();
+        await recorder.close();
+        await Promise.all([closeDb(workerDb), closeDb(reconcilerDb)]);
+        await Promise.all([workerProxy.stop(), reconcilerProxy.stop()]);
+      }
+    };
+
+    it('the reconciler takes nothing for a lease after PostgreSQL is back, and the worker records its sends meanwhile', async () => {
+      const { again, statuses } = await outage();
+      expect(statuses).toEqual(['sent', 'sent']);
+      expect(again).toEqual([]);
+    });
+
+    it('(the control) with no quiet time, the reconciler takes the sent pushes as lost and enqueues them again', async () => {
+      const { pushIds, again } = await outage(0);
+      expect(again.sort()).toEqual([...pushIds].sort());
+    });
   });
 
   describe('a worker process killed with SIGKILL mid-job', () => {

@@ -35,9 +35,11 @@ export interface SendRecorderOptions {
  * The worker's record of its sends. Outcomes are written as the provider answers (a few
  * milliseconds' worth at a time, with the message settlements and status events they cause), not
  * once per job; when PostgreSQL cannot take them they are held and retried, and the jobs' send
- * leases are renewed meanwhile, so a lease never lapses on a push whose sends this worker holds.
- * After a crash, only the sends in flight at that instant (and the outcomes not yet written) can
- * go out again.
+ * leases are renewed meanwhile, so a lease does not lapse on a push whose sends this worker holds.
+ * An outage of PostgreSQL longer than the lease lets it lapse: it is renewed (brought back) and the
+ * outcomes written within a second of PostgreSQL coming back, while the reconcilers, cut off too,
+ * take nothing for a lease's time more (startReconciler). After a crash, only the sends in flight
+ * at that instant (and the outcomes not yet written) can go out again.
  */
 export interface SendRecorder {
   /** A job's lease and the deliveries it claimed: the lease is renewed until the job ends. */
@@ -69,6 +71,8 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
     what: 'send outcomes',
     log,
     flushMs,
+    // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
+    retryMaxMs: 1000,
     async write(items) {
       await inTransaction(db, async (tx) => {
         await recordOutcomes(
@@ -90,19 +94,33 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
     },
   });
 
-  let renewing = false;
-  const renew = setInterval(
-    () => {
-      if (renewing || !leases.size) return;
-      renewing = true;
-      renewLeases(db.pool, [...leases.keys()], leaseMs)
-        .catch((error) => log.warn({ err: (error as Error).message, leases: leases.size }, 'could not renew send leases yet; retrying'))
-        .finally(() => {
-          renewing = false;
-        });
-    },
-    Math.max(100, Math.floor(leaseMs / 3)),
-  );
+  // Every lease's third; after a renewal that failed (PostgreSQL out of reach), every second until
+  // one goes through, so that a lease that lapsed during an outage is live again (renewing it brings
+  // it back) as soon as PostgreSQL is, before a reconciler may take its pushes as lost.
+  const renewEveryMs = Math.max(100, Math.floor(leaseMs / 3));
+  const retryRenewMs = Math.min(1000, renewEveryMs);
+  let renewFailing = false;
+  let renewTimer: NodeJS.Timeout | undefined;
+  let closed = false;
+  const renewLater = (delayMs: number) => {
+    if (closed) return;
+    renewTimer = setTimeout(() => {
+      if (!leases.size) return renewLater(renewEveryMs);
+      renewLeases(db.pool, [...leases.keys()], leaseMs).then(
+        () => {
+          if (renewFailing) log.info({ leases: leases.size }, 'renewed the send leases held during the outage');
+          renewFailing = false;
+          renewLater(renewEveryMs);
+        },
+        (error) => {
+          if (!renewFailing) log.warn({ err: (error as Error).message, leases: leases.size }, 'could not renew send leases yet; retrying');
+          renewFailing = true;
+          renewLater(retryRenewMs);
+        },
+      );
+    }, delayMs);
+  };
+  renewLater(renewEveryMs);
 
   const forget = (leaseId: string) => {
     for (const id of leases.get(leaseId) ?? []) {
@@ -147,7 +165,8 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
     },
     async close() {
       await writer.drain();
-      clearInterval(renew);
+      closed = true;
+      clearTimeout(renewTimer);
     },
   };
 }

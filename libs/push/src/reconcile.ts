@@ -1,6 +1,6 @@
 import type { LogSink } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
-import { dropLapsedLeases, inTransaction, takeStrandedPushes, type Db } from '@operator/db';
+import { dropLapsedLeases, inTransaction, isDbUnavailable, pingDb, takeStrandedPushes, type Db } from '@operator/db';
 import { enqueueSendJobs, type PushQueues, type SendJobPolicy } from '@operator/queue';
 
 export interface ReconcileDeps {
@@ -47,18 +47,52 @@ export interface Reconciler {
   stop(): Promise<void>;
 }
 
-/** Runs a pass every `intervalMs` until stopped; a pass that fails (a store is down) is logged and tried at the next one. */
-export function startReconciler(deps: ReconcileDeps & { intervalMs: number }): Reconciler {
+/**
+ * Runs a pass every `intervalMs` until stopped; a pass that fails (a store is down) is logged and
+ * tried at the next one.
+ *
+ * After PostgreSQL was out of its reach, the reconciler takes nothing for `quietAfterOutageMs` (a
+ * lease's time by default) from the moment it reaches PostgreSQL again. The workers that were cut
+ * off with it may hold sends whose outcome they could not write, under leases that lapsed meanwhile:
+ * they renew those leases and write the outcomes as soon as they can (within a second or so), and
+ * only then is a push whose lease is still lapsed taken as lost. Without the pause, the first pass
+ * after a long outage could enqueue again pushes that were sent, and have them sent twice.
+ */
+export function startReconciler(deps: ReconcileDeps & { intervalMs: number; quietAfterOutageMs?: number }): Reconciler {
+  const quietMs = deps.quietAfterOutageMs ?? deps.leaseMs;
+  const slowPingMs = Math.max(1000, deps.leaseMs / 3);
   let running: Promise<void> | undefined;
   let failing = false;
+  /** Set while PostgreSQL is out of reach (a pass failed for it). */
+  let cutOff = false;
+  /** When passes may take pushes again, after an outage of PostgreSQL. */
+  let quietUntil = 0;
+
+  const pass = async () => {
+    // A ping first, timed: one that fails, or that waited long (in a pooler's queue while its server
+    // was away), says PostgreSQL was out of reach; the pass then waits for the others to catch up.
+    const started = Date.now();
+    await pingDb(deps.db);
+    const now = Date.now();
+    if (cutOff || now - started > slowPingMs) {
+      cutOff = false;
+      quietUntil = now + quietMs;
+      deps.log.info({ provider: deps.provider, quietMs }, 'PostgreSQL reachable again; lost pushes are looked for once the workers have recorded what they hold');
+      return;
+    }
+    if (now < quietUntil) return;
+    await reconcileOnce(deps);
+  };
+
   const timer = setInterval(() => {
     if (running) return;
-    running = reconcileOnce(deps)
+    running = pass()
       .then(
         () => {
           failing = false;
         },
         (error) => {
+          if (isDbUnavailable(error)) cutOff = true;
           if (!failing) deps.log.warn({ err: (error as Error).message }, 'reconcile pass failed; trying again at the next one');
           failing = true;
         },
