@@ -48,6 +48,20 @@ describe('outbound HTTP', () => {
     await Promise.all(servers.splice(0).map((s) => s.close()));
   });
 
+  it('takes an answer that came in while the process was busy past the deadline, rather than calling it late', async () => {
+    // The server (this process) answers at once, then keeps the event loop busy past the client's
+    // deadline: the answer is waiting on the socket when the deadline's timer runs.
+    const busy = await start((_req, res) => {
+      res.writeHead(201, { location: '/message/1' });
+      res.end();
+      const until = Date.now() + 400;
+      while (Date.now() < until);
+    });
+    const answer = await outbound.request({ url: `${busy.origin}/`, timeoutMs: 150, maxBodyBytes: 1024 });
+    expect(answer.status).toBe(201);
+    expect(answer.headers.location).toBe('/message/1');
+  });
+
   it('gives up on an answer that trickles, at the deadline for the whole exchange', async () => {
     const trickle = await start((_req, res) => {
       res.writeHead(200);

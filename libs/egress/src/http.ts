@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
+import { setDeadline } from './deadline';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
 
@@ -143,7 +144,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   return {
     async request(spec) {
       const controller = new AbortController();
-      const timer = setTimeout(() => controller.abort(), spec.timeoutMs);
+      const cancelDeadline = setDeadline(spec.timeoutMs, () => controller.abort());
       try {
         return await send(spec, controller.signal);
       } catch (error) {
@@ -153,7 +154,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
         if (code === 'EPROXY' || /Proxy response|proxy/i.test(message)) throw new OutboundError('proxy', message, code);
         throw new OutboundError('network', code && !message.includes(code) ? `${code}: ${message}` : message, code);
       } finally {
-        clearTimeout(timer);
+        cancelDeadline();
       }
     },
     async close() {

@@ -4,3 +4,4 @@ export * from './tunnel';
 export * from './http';
 export * from './reason';
 export * from './origin';
+export * from './deadline';

@@ -1,7 +1,7 @@
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type apn from '@parse/node-apn';
-import { connectTls, sanitizeReason, type TlsTarget } from '@operator/egress';
+import { before, connectTls, sanitizeReason, setDeadline, type TlsTarget } from '@operator/egress';
 
 /*
  * Every place the APNs provider reaches into @parse/node-apn's internals (lib/client.js), and why.
@@ -134,22 +134,16 @@ function awaitSettings(client: Client | undefined, limits: AnswerLimits): boolea
     const ready = session ? settingsCame.get(session) : undefined;
     if (!ready || announced.has(session)) return original.call(this, session, ...rest);
     const started = Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) }), deadlineMs);
+    return before(ready, deadlineMs, () => ({ error: new Error(`no complete answer within ${deadlineMs} ms`) })).then((ended) => {
+      // Failed as node-apn fails a request whose session errs.
+      if (ended) throw { error: ended };
+      requestStartedAt = started;
+      try {
+        return original.call(this, session, ...rest);
+      } finally {
+        requestStartedAt = undefined;
+      }
     });
-    return Promise.race([ready, late])
-      .finally(() => clearTimeout(timer))
-      .then((ended) => {
-        // Failed as node-apn fails a request whose session errs.
-        if (ended) throw { error: ended };
-        requestStartedAt = started;
-        try {
-          return original.call(this, session, ...rest);
-        } finally {
-          requestStartedAt = undefined;
-        }
-      });
   };
   return true;
 }
@@ -263,7 +257,7 @@ function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits):
     const settle = (outcome: () => void) => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      cancelDeadline();
       outcome();
     };
     const cancel = (outcome: () => void) =>
@@ -271,7 +265,7 @@ function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits):
         stream.close(http2.constants.NGHTTP2_CANCEL);
         outcome();
       });
-    const timer = setTimeout(() => cancel(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) })), leftMs);
+    const cancelDeadline = setDeadline(leftMs, () => cancel(() => reject({ error: new Error(`no complete answer within ${deadlineMs} ms`) })));
     stream.once('response', (headers) => {
       status = Number(headers[':status']);
       const id = headers['apns-id'];

@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
-import { connectTls, proxyFor, sanitizeReason, type ProxySettings } from '@operator/egress';
+import { before, connectTls, proxyFor, sanitizeReason, setDeadline, type ProxySettings } from '@operator/egress';
 import { parseRetryAfter } from '@operator/config';
 import { createStreamPool, inFlightLimit, sendError, streamsAllowed, type ErrorScope, type StreamLease, type StreamPool, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { fcmWireMessage, toFcmMessage } from './message';
@@ -677,17 +677,17 @@ function fcmConnections(connect: () => Duplex, maxConnections: number) {
       const settle = (outcome: FcmAnswer | FcmTransportError) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        cancelDeadline();
         if (outcome instanceof FcmTransportError) reject(outcome);
         else resolve(outcome);
       };
       // The deadline covers opening the connection too (a tunnel the proxy has not opened yet, a
       // server that never answers the TLS handshake): until the server's SETTINGS have come, a send
       // waits here, its timer running.
-      const timer = setTimeout(() => {
+      const cancelDeadline = setDeadline(deadline - Date.now(), () => {
         settle(new FcmTransportError(`no answer from FCM within ${timeoutMs} ms`, 'app/network-timeout', false));
         stream?.close(http2.constants.NGHTTP2_CANCEL);
-      }, Math.max(0, deadline - Date.now()));
+      });
       void connection.settings.then(() => {
         if (!settled) stream = exchange(connection, headers, body, settle);
       });
@@ -735,15 +735,6 @@ function messageName(text: string): string | null {
   } catch {
     return null;
   }
-}
-
-/** `pending`, or `late()` thrown once `ms` have passed (pending goes on, for whoever else waits on it). */
-function before<T>(pending: Promise<T>, ms: number, late: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(late()), Math.max(0, ms));
-  });
-  return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
 }
 
 export function createFcmProvider(options: FcmProviderOptions): PushProvider {

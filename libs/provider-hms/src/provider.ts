@@ -1,5 +1,5 @@
 import { errorReason, parseRetryAfter } from '@operator/config';
-import { createOutbound, httpsOrigin, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { before, createOutbound, httpsOrigin, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
 
@@ -218,15 +218,6 @@ function oauthReason(status: number, body: Buffer): string {
   const description = typeof json?.error_description === 'string' ? sanitizeReason(json.error_description) : '';
   const reason = [codes.join('/'), description].filter(Boolean).join(' ');
   return reason ? `HTTP ${status}: ${reason}` : `HTTP ${status}: not an answer of Huawei's OAuth server`;
-}
-
-/** `pending`, or `late()` thrown once `ms` have passed (pending goes on, for whoever else waits on it). */
-function before<T>(pending: Promise<T>, ms: number, late: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(late()), Math.max(0, ms));
-  });
-  return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
 }
 
 export function createHmsProvider(options: HmsProviderOptions): PushProvider {
