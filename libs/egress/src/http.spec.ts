@@ -1,6 +1,6 @@
 import http2 from 'node:http2';
 import https from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import { startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
 import { createOutbound, OutboundError, type Outbound } from './http';
 import { connectTls } from './tunnel';
@@ -60,6 +60,39 @@ describe('outbound HTTP', () => {
     const answer = await outbound.request({ url: `${busy.origin}/`, timeoutMs: 150, maxBodyBytes: 1024 });
     expect(answer.status).toBe(201);
     expect(answer.headers.location).toBe('/message/1');
+  });
+
+  it('gives a request the whole deadline for its answer once it is on a connection, however long the connection took', async () => {
+    // A peer slow to take connections (its accept queue full): the TLS handshake waits 300 ms
+    // of a 400 ms deadline, then the answer takes 250 ms more.
+    const slow = await start((_req, res) => setTimeout(() => res.writeHead(201).end(), 250));
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(slow.port, '127.0.0.1');
+      client.pause();
+      setTimeout(() => {
+        client.pipe(upstream).pipe(client);
+        client.resume();
+      }, 300);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    servers.push({ close: () => new Promise<void>((resolve) => relay.close(() => resolve())) });
+    const { port } = relay.address() as AddressInfo;
+    const answer = await outbound.request({ url: `https://127.0.0.1:${port}/`, timeoutMs: 400, maxBodyBytes: 1024 });
+    expect(answer.status).toBe(201);
+
+    // And a connection that never comes is given up at the first deadline.
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const sockets: Socket[] = [];
+    silent.on('connection', (socket) => sockets.push(socket));
+    servers.push({ close: () => new Promise<void>((resolve) => { for (const socket of sockets) socket.destroy(); silent.close(() => resolve()); }) });
+    const started = Date.now();
+    const failure = await outbound.request({ url: `https://127.0.0.1:${(silent.address() as AddressInfo).port}/`, timeoutMs: 300, maxBodyBytes: 1024 }).catch((error) => error);
+    expect(failure).toBeInstanceOf(OutboundError);
+    expect(failure.message).toBe('no connection within 300 ms');
+    expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('gives up on an answer that trickles, at the deadline for the whole exchange', async () => {

@@ -6,8 +6,9 @@ import { proxyFor, type ProxySettings } from './proxy';
 
 // Every HTTP/1.1 call this service makes to a peer it does not control (a push service, the
 // wallet platform, the CRM) goes through here, with the same three rules:
-// - one deadline for the whole exchange, connection to last byte (a peer that trickles a byte
-//   every second does not hold a worker for longer);
+// - a deadline to get the request onto a connection, and one from then for the whole exchange, to
+//   the last byte of the answer (a peer that trickles a byte every second does not hold a worker
+//   for longer);
 // - at most `maxBodyBytes` of an answer are read, the rest is not (the connection is dropped);
 // - a 3xx is an answer like any other: nothing is sent to where it points.
 // Connections go through the operator's proxy (HTTPS_PROXY / HTTP_PROXY, minus NO_PROXY) and are
@@ -104,7 +105,30 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     return dispatcher;
   }
 
-  async function send(spec: OutboundRequest, signal: AbortSignal): Promise<OutboundAnswer> {
+  /**
+   * The dispatcher, calling `written` when the request is put on a connection: undici's onConnect,
+   * which it calls on the request's handler once a socket is connected (TCP, TLS, a proxy's tunnel)
+   * and the request is about to be written to it.
+   */
+  function watching(dispatcher: Dispatcher, written: () => void): Dispatcher {
+    const dispatch: Dispatcher['dispatch'] = (options, handler) =>
+      dispatcher.dispatch(
+        options,
+        new Proxy(handler, {
+          get(target, property) {
+            const value = Reflect.get(target, property) as unknown;
+            if (property !== 'onConnect' || typeof value !== 'function') return value;
+            return (...args: unknown[]) => {
+              written();
+              return (value as (...args: unknown[]) => unknown).apply(target, args);
+            };
+          },
+        }),
+      );
+    return { dispatch } as Dispatcher;
+  }
+
+  async function send(spec: OutboundRequest, signal: AbortSignal, written: () => void): Promise<OutboundAnswer> {
     const url = typeof spec.url === 'string' ? new URL(spec.url) : spec.url;
     const proxy = proxyFor(url, options.proxy ?? {});
     // A literal address never goes through `lookup`: checked here. Through a proxy, a name is the
@@ -116,7 +140,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
       headers: spec.headers,
       body: spec.body,
       signal,
-      dispatcher: dispatcherFor(proxy, spec.publicOnly === true),
+      dispatcher: watching(dispatcherFor(proxy, spec.publicOnly === true), written),
     });
     if (spec.successWithoutBody && answer.statusCode >= 200 && answer.statusCode < 300) {
       answer.body.dump({ limit: spec.maxBodyBytes, signal: AbortSignal.timeout(spec.timeoutMs) }).catch(() => undefined);
@@ -144,11 +168,30 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   return {
     async request(spec) {
       const controller = new AbortController();
-      const cancelDeadline = setDeadline(spec.timeoutMs, () => controller.abort());
+      const abort = () => controller.abort();
+      // Two deadlines of timeoutMs: one to get the request onto a connection, one from then for the
+      // exchange on it. A connection that took long to open (a congested peer, a slow proxy) does
+      // not cut short the answer to a request the peer already has: given up there, a push would
+      // be sent again to a device that may have it.
+      let cancelDeadline = setDeadline(spec.timeoutMs, abort);
+      let onConnection = false;
+      const written = () => {
+        if (onConnection || controller.signal.aborted) return;
+        onConnection = true;
+        cancelDeadline();
+        cancelDeadline = setDeadline(spec.timeoutMs, abort);
+      };
+      // undici takes an abort only once the request has a connection (or its connecting failed, after
+      // its own connect timeout): the deadline ends the wait here at once. The request, aborted,
+      // is never written.
+      const givenUp = new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }));
       try {
-        return await send(spec, controller.signal);
+        return await Promise.race([send(spec, controller.signal, written), givenUp]);
       } catch (error) {
-        if (controller.signal.aborted) throw new OutboundError('timeout', `no complete answer within ${spec.timeoutMs} ms`, 'ETIMEDOUT');
+        if (controller.signal.aborted) {
+          const what = onConnection ? `no complete answer within ${spec.timeoutMs} ms` : `no connection within ${spec.timeoutMs} ms`;
+          throw new OutboundError('timeout', what, 'ETIMEDOUT');
+        }
         const { code, message } = describe(error);
         if (code === 'EADDRREFUSED') throw new OutboundError('refused-address', message, code);
         if (code === 'EPROXY' || /Proxy response|proxy/i.test(message)) throw new OutboundError('proxy', message, code);
