@@ -89,7 +89,7 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
     minimum: 1,
     meaning: "Connections a provider client opens at most: FCM and APNs per credential, each carrying as many sends as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows; Web Push per push service origin, one send each; HMS and OneSignal per credential (HTTP/1.1 keep-alive), one request at a time each",
   },
-  sendTimeoutMs: { variable: 'PUSH_SEND_TIMEOUT_MS', minimum: 100, meaning: "How long one send waits for the provider's answer before it counts as a network failure" },
+  sendTimeoutMs: { variable: 'PUSH_SEND_TIMEOUT_MS', minimum: 100, meaning: "How long one send waits for the provider's answer before it counts as a network failure (HTTP/1.1 providers: that long for a connection, then that long for the answer)" },
   // Not an operator's lever: only the jobs of deliveries Redis lost are sized here (the gateway sizes
   // every other job with PUSH_JOB_MAX_MESSAGES), and how many messages go out at once is
   // PUSH_WORKER_PARALLEL_MESSAGES.
