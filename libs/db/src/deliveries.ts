@@ -72,7 +72,7 @@ export const LIVE_LEASE = (pushId: string, provider: string) =>
  * never wait for each other. Each statement commits on its own: `pool` is never a connection inside
  * a transaction.
  */
-async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number): Promise<string[]> {
+async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number, lapsedGraceMs: number): Promise<string[]> {
   await pool.query(
     `INSERT INTO send_leases (id, provider, push_ids, lease_until) VALUES ($1, $2::"Provider", $3::uuid[], clock_timestamp() + $4 * interval '1 millisecond')`,
     [leaseId, provider, wanted, leaseMs],
@@ -81,8 +81,9 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
     const { rows } = await pool.query<{ held: string[] }>(
       `SELECT COALESCE(array_agg(DISTINCT h.id), '{}') AS held
          FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
-        WHERE l.push_ids && $2::uuid[] AND l.provider = $3::"Provider" AND l.id <> $1 AND l.lease_until > clock_timestamp() AND h.id = ANY($2::uuid[])`,
-      [leaseId, wanted, provider],
+        WHERE l.push_ids && $2::uuid[] AND l.provider = $3::"Provider" AND l.id <> $1
+          AND l.lease_until > clock_timestamp() - $4 * interval '1 millisecond' AND h.id = ANY($2::uuid[])`,
+      [leaseId, wanted, provider, lapsedGraceMs],
     );
     const { held } = rows[0];
     if (held.length === wanted.length) await dropLeases(pool, [leaseId]);
@@ -110,11 +111,15 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
  * deliveries a job, it hashed the whole devices table), and status is compared as text: during a
  * burst the planner's statistics lag far behind the table (there are none before its first
  * analyze), and a plan from them scans every delivery of the provider for each job.
+ *
+ * `lapsedGraceMs`: a lease that lapsed less than that long ago still holds its pushes. A worker
+ * that was itself cut off from PostgreSQL a moment ago gives one (see OutageClock): the worker that
+ * took the lease may have been cut off too, and be about to renew it and record what it sent.
  */
-export async function claimDeliveries(pool: Sql, pushIds: string[], provider: ProviderName, leaseMs: number): Promise<Claim> {
+export async function claimDeliveries(pool: Sql, pushIds: string[], provider: ProviderName, leaseMs: number, lapsedGraceMs = 0): Promise<Claim> {
   const leaseId = uuidv7();
   const wanted = [...new Set(pushIds)];
-  const held = await takeSendLease(pool, leaseId, provider, wanted, leaseMs);
+  const held = await takeSendLease(pool, leaseId, provider, wanted, leaseMs, lapsedGraceMs);
   if (held.length === wanted.length) return { leaseId: null, deliveries: [], messages: new Map(), heldElsewhere: held.length, missing: [] };
   let rows: ClaimRow[];
   try {

@@ -1,6 +1,7 @@
 import { claimDeliveries, closeDb, createDb, lockMessages, recordOutcomes, settleMessages } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
 import { TcpProxy, until } from '@operator/testing';
+import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { reconcileOnce, startReconciler, type Reconciler } from './reconcile';
 import { processSendJob, type SendDeps } from './send';
@@ -228,6 +229,29 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
         await Promise.all([workerProxy.stop(), reconcilerProxy.stop()]);
       }
     };
+
+    it("a worker cut off a moment ago takes a lease that lapsed meanwhile for held; one that was not, takes it over", async () => {
+      const phone = await device();
+      const pushIds = await accept(2);
+      await outOfTheWay(pushIds);
+      // A worker took the pushes, then lost PostgreSQL: its lease lapses unrenewed.
+      await claimDeliveries(t.db.pool, pushIds, 'webpush', 500);
+      await sleep(700);
+      const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 500 });
+      try {
+        const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 500, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret', retryAfterMaxMs: 300000 };
+        // This worker's own last query failed for an unreachable database just now.
+        const cutOff = createOutageClock();
+        cutOff.saw(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));
+        expect(await processSendJob({ ...deps, outage: cutOff }, job(pushIds))).toMatchObject({ kind: 'wait', reason: 'pushes held by another job' });
+        expect(t.fake.receivedFor(phone)).toHaveLength(0);
+        // A worker that saw no outage (or saw it more than a lease ago) takes the lapsed lease over.
+        expect(await processSendJob({ ...deps, outage: createOutageClock() }, job(pushIds))).toEqual({ kind: 'done', sent: 2, failed: 0, dropped: 0 });
+        expect([...receipts(phone).values()]).toEqual([1, 1]);
+      } finally {
+        await recorder.close();
+      }
+    });
 
     it('the reconciler takes nothing for a lease after PostgreSQL is back, and the worker records its sends meanwhile', async () => {
       const { again, statuses } = await outage();

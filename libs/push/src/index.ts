@@ -4,6 +4,7 @@ export * from './single-group';
 export * from './send';
 export * from './outcomes';
 export * from './reconcile';
+export * from './outage';
 export * from './worker';
 export * from './tracking';
 export * from './engagement';

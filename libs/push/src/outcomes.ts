@@ -11,6 +11,7 @@ import {
   type DeliveryOutcome,
 } from '@operator/db';
 import type { LogSink } from '@operator/config';
+import type { OutageClock } from './outage';
 
 /** What one device's send came to, with what recording it touches. */
 export interface SendOutcome {
@@ -29,6 +30,8 @@ export interface SendRecorderOptions {
   leaseMs: number;
   /** How long outcomes are gathered before one write. */
   flushMs?: number;
+  /** Told of the writes and renewals that found PostgreSQL out of reach. */
+  outage?: OutageClock;
 }
 
 /**
@@ -59,7 +62,7 @@ export interface SendRecorder {
   close(): Promise<void>;
 }
 
-export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecorderOptions): SendRecorder {
+export function createSendRecorder({ db, log, leaseMs, flushMs = 5, outage }: SendRecorderOptions): SendRecorder {
   /** Claimed deliveries whose outcome is not in PostgreSQL yet. */
   const held = new Set<string>();
   /** Of those, the ones with no outcome at all yet (not sent, or in flight). */
@@ -89,6 +92,9 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
         // Unlocked, each could see the other's delivery still being sent, and neither settle it.
         const locked = await lockMessages(tx, [...new Set(items.flatMap((item) => (item.alone ? [] : [item.pushId])))]);
         await settleMessages(tx, [...locked, ...new Set(items.flatMap((item) => (item.alone ? [item.pushId] : [])))]);
+      }).catch((error: unknown) => {
+        outage?.saw(error);
+        throw error;
       });
       for (const item of items) held.delete(item.outcome.deliveryId);
     },
@@ -113,6 +119,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5 }: SendRecord
           renewLater(renewEveryMs);
         },
         (error) => {
+          outage?.saw(error);
           if (!renewFailing) log.warn({ err: (error as Error).message, leases: leases.size }, 'could not renew send leases yet; retrying');
           renewFailing = true;
           renewLater(retryRenewMs);

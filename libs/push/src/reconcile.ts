@@ -2,6 +2,7 @@ import type { LogSink } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { dropLapsedLeases, inTransaction, isDbUnavailable, pingDb, takeStrandedPushes, type Db } from '@operator/db';
 import { enqueueSendJobs, type PushQueues, type SendJobPolicy } from '@operator/queue';
+import type { OutageClock } from './outage';
 
 export interface ReconcileDeps {
   db: Db;
@@ -58,7 +59,7 @@ export interface Reconciler {
  * only then is a push whose lease is still lapsed taken as lost. Without the pause, the first pass
  * after a long outage could enqueue again pushes that were sent, and have them sent twice.
  */
-export function startReconciler(deps: ReconcileDeps & { intervalMs: number; quietAfterOutageMs?: number }): Reconciler {
+export function startReconciler(deps: ReconcileDeps & { intervalMs: number; quietAfterOutageMs?: number; outage?: OutageClock }): Reconciler {
   const quietMs = deps.quietAfterOutageMs ?? deps.leaseMs;
   const slowPingMs = Math.max(1000, deps.leaseMs / 3);
   let running: Promise<void> | undefined;
@@ -92,6 +93,7 @@ export function startReconciler(deps: ReconcileDeps & { intervalMs: number; quie
           failing = false;
         },
         (error) => {
+          deps.outage?.saw(error);
           if (isDbUnavailable(error)) cutOff = true;
           if (!failing) deps.log.warn({ err: (error as Error).message }, 'reconcile pass failed; trying again at the next one');
           failing = true;

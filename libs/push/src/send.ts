@@ -4,6 +4,7 @@ import type { ProviderName } from '@operator/contract';
 import type { PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import { errorReason, type LogSink } from '@operator/config';
 import { countSends, NO_ERROR_CODE, observeSendDuration } from '@operator/metrics';
+import type { OutageClock } from './outage';
 import type { SendOutcome, SendRecorder } from './outcomes';
 import { trackingToken } from './tracking';
 
@@ -25,6 +26,8 @@ export interface SendDeps {
   trackingSecret: string;
   /** PUSH_RETRY_AFTER_MAX_MS: a provider's Retry-After delays a retry by this much at most. */
   retryAfterMaxMs: number;
+  /** When this process last found PostgreSQL out of reach: for a lease's time after, lapsed leases still hold. */
+  outage?: OutageClock;
 }
 
 export interface SendJobContext {
@@ -104,7 +107,15 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
   const { db } = deps;
-  const claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs);
+  const { outage } = deps;
+  const lapsedGraceMs = outage && outage.sinceLast() < deps.leaseMs ? deps.leaseMs : 0;
+  let claim: Claim;
+  try {
+    claim = await claimDeliveries(db.pool, job.pushIds, deps.provider, deps.leaseMs, lapsedGraceMs);
+  } catch (error) {
+    outage?.saw(error);
+    throw error;
+  }
   deps.recorder.hold(
     claim.leaseId,
     claim.deliveries.map((delivery) => delivery.id),

@@ -4,6 +4,7 @@ import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
 import { startMetricsServer, watchStores } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisReadiness } from '@operator/queue';
+import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob } from './send';
@@ -45,7 +46,9 @@ export async function startPushWorker<P extends ProviderName>(
   const { tuning } = config;
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const redis = createWorkerRedis(config.redis, {}, log);
-  const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs });
+  // What this process's claims, recorder and reconciler know of PostgreSQL's last outage.
+  const outage = createOutageClock();
+  const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs, outage });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
@@ -67,6 +70,7 @@ export async function startPushWorker<P extends ProviderName>(
     afterMs: tuning.reconcileAfterMs,
     leaseMs: tuning.claimLeaseMs,
     jobMaxMessages: tuning.jobMaxMessages,
+    outage,
     sendPolicy: { attempts: tuning.sendAttempts, backoffMs: tuning.sendBackoffMs },
   });
 
@@ -85,6 +89,7 @@ export async function startPushWorker<P extends ProviderName>(
           parallelMessages: tuning.parallelMessages,
           trackingSecret: config.TRACKING_SECRET,
           retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
+          outage,
         },
         run,
       ),
