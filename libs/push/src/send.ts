@@ -106,8 +106,7 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
  * tokens.
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
-  const { db } = deps;
-  const { outage } = deps;
+  const { db, outage } = deps;
   const lapsedGraceMs = outage && outage.sinceLast() < deps.leaseMs ? deps.leaseMs : 0;
   let claim: Claim;
   try {
