@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
-import { claimDeliveries, dropLapsedLeases, dropLeases, recordOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
+import { claimDeliveries, dropLapsedLeases, dropLeases, readDeliveries, recordOutcomes, recordSoleOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
+import { advanceMessage } from './engagement';
+import { readPushStatus } from './feed';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
 
@@ -124,6 +126,7 @@ describe('deliveries (PostgreSQL)', () => {
         deviceActive: true,
         attempts: 1,
         alone: false,
+        sole: false,
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
@@ -248,6 +251,155 @@ describe('deliveries (PostgreSQL)', () => {
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId]);
     expect(await delivery(fcm.id)).toMatchObject({ status: 'sent', errorCode: null });
     expect(await rowsOf(pushId)).toBe(2);
+  });
+
+  describe('a push of one device: its outcome on the push, no delivery row', () => {
+    const pushState = async (pushId: string) =>
+      (
+        await db.pool.query(
+          `SELECT status::text, error, open, attempts, provider_message_id AS "providerMessageId", error_code AS "errorCode", error_detail AS "errorDetail",
+                  sent_at IS NOT NULL AS "sentAt" FROM messages WHERE id = $1`,
+          [pushId],
+        )
+      ).rows[0];
+    const events = async (pushId: string) =>
+      (await db.pool.query(`SELECT status, error FROM events WHERE push_id = $1 ORDER BY seq`, [pushId])).rows;
+
+    it('counts a try left pending on the push, claims it again with its attempts, and settles it in one update with its event', async () => {
+      await device('fcm');
+      const pushId = await push();
+      const first = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+      expect(first.deliveries).toMatchObject([{ alone: true, sole: true, attempts: 1 }]);
+      const [{ id }] = first.deliveries;
+
+      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'x'.repeat(2000) }], [pushId])).toEqual([]);
+      expect(await pushState(pushId)).toEqual({
+        status: 'accepted',
+        error: null,
+        open: true,
+        attempts: 1,
+        providerMessageId: null,
+        errorCode: 'unavailable',
+        errorDetail: 'x'.repeat(1000),
+        sentAt: false,
+      });
+      // Left pending: the reconciler finds it through the index of open pushes once no lease holds it.
+      await dropLeases(db.pool, [first.leaseId!]);
+      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+      const second = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
+      expect(second.deliveries).toMatchObject([{ id, sole: true, attempts: 2 }]);
+      expect(await readPushStatus(db.pool, [pushId])).toMatchObject([{ status: 'accepted', deliveries: [{ provider: 'fcm', status: 'sending', error: 'unavailable' }] }]);
+
+      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: 'projects/p/messages/1' }], [pushId])).toEqual([
+        { id: pushId, status: 'sent', error: null },
+      ]);
+      expect(await pushState(pushId)).toEqual({
+        status: 'sent',
+        error: null,
+        open: null,
+        attempts: 2,
+        providerMessageId: 'projects/p/messages/1',
+        errorCode: null,
+        errorDetail: null,
+        sentAt: true,
+      });
+      expect(await events(pushId)).toEqual([{ status: 'sent', error: null }]);
+      expect(await rowsOf(pushId)).toBe(0);
+      expect(await readDeliveries(db.pool, [pushId])).toMatchObject([{ id, provider: 'fcm', status: 'sent', attempts: 2, providerMessageId: 'projects/p/messages/1' }]);
+      await dropLeases(db.pool, [second.leaseId!]);
+      expect(await readPushStatus(db.pool, [pushId])).toMatchObject([{ status: 'sent', deliveries: [{ provider: 'fcm', status: 'sent', error: null }] }]);
+
+      // Final: not claimed again, out of the reconciler's reach, and a later outcome changes nothing.
+      expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([]);
+      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
+      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId])).toEqual([]);
+      expect(await pushState(pushId)).toMatchObject({ status: 'sent', attempts: 2, errorCode: null });
+      expect(await events(pushId)).toHaveLength(1);
+    });
+
+    it('fails the push with the error code as its error, and keeps the status a device reported before the send was recorded', async () => {
+      await device('fcm');
+      const failedPush = await push();
+      const reportedPush = await push();
+      const claim = await claimDeliveries(db.pool, [failedPush, reportedPush], 'fcm', 60_000);
+      const idOf = (pushId: string) => claim.deliveries.find((d) => d.messageId === pushId)!.id;
+      // The device reports its push delivered before the worker records the send (engagement).
+      await advanceMessage(db.pool, reportedPush, ['sent', 'delivered']);
+
+      const settled = await recordSoleOutcomes(
+        db.pool,
+        [
+          { deliveryId: idOf(failedPush), status: 'failed', errorCode: 'unregistered', error: 'gone' },
+          { deliveryId: idOf(reportedPush), status: 'sent', providerMessageId: 'm-2' },
+        ],
+        [failedPush, reportedPush],
+      );
+      expect(settled).toEqual([{ id: failedPush, status: 'failed', error: 'unregistered' }]);
+      expect(await pushState(failedPush)).toMatchObject({ status: 'failed', error: 'unregistered', open: null, attempts: 1, errorCode: 'unregistered', sentAt: false });
+      expect(await events(failedPush)).toEqual([{ status: 'failed', error: 'unregistered' }]);
+      // Closed with its outcome, its status and events as the report left them.
+      expect(await pushState(reportedPush)).toMatchObject({ status: 'delivered', open: null, attempts: 1, providerMessageId: 'm-2', sentAt: true });
+      expect((await events(reportedPush)).map((e) => e.status)).toEqual(['sent', 'delivered']);
+      expect(await readDeliveries(db.pool, [failedPush, reportedPush])).toEqual(
+        expect.arrayContaining([expect.objectContaining({ messageId: failedPush, status: 'failed', errorCode: 'unregistered', error: 'gone' }), expect.objectContaining({ messageId: reportedPush, status: 'sent' })]),
+      );
+      await dropLeases(db.pool, [claim.leaseId!]);
+      expect((await claimDeliveries(db.pool, [failedPush, reportedPush], 'fcm', 60_000)).deliveries).toEqual([]);
+    });
+
+    it('records two tries of one push (two workers, one lease lapsed) once: the second waits for the first, then finds the push closed', async () => {
+      await device('fcm');
+      const pushId = await push();
+      const [{ id }] = await named(pushId);
+      const a = await db.pool.connect();
+      const b = await db.pool.connect();
+      try {
+        await a.query('BEGIN');
+        await b.query('BEGIN');
+        expect(await recordSoleOutcomes(a, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-a' }], [pushId])).toHaveLength(1);
+        const second = recordSoleOutcomes(b, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-b' }], [pushId]);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await a.query('COMMIT');
+        expect(await second).toEqual([]);
+        await b.query('COMMIT');
+      } finally {
+        a.release();
+        b.release();
+      }
+      expect(await pushState(pushId)).toMatchObject({ status: 'sent', attempts: 1, providerMessageId: 'm-a' });
+      expect(await events(pushId)).toEqual([{ status: 'sent', error: null }]);
+    });
+
+    it('records a job of one-device pushes through their keys, without reading the rest of their day', async () => {
+      await device('fcm');
+      const pushes = [];
+      for (let i = 0; i < 4; i++) pushes.push(...(await Promise.all(Array.from({ length: 500 }, () => push()))));
+      const job = pushes.slice(0, 100);
+      const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
+      expect(claim.deliveries.every((d) => d.sole)).toBe(true);
+      const rowsRead = async () => {
+        await db.pool.query('SELECT pg_stat_clear_snapshot()');
+        const { rows } = await db.pool.query<{ n: string }>(
+          `SELECT sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables WHERE relname IN ('messages_default', 'deliveries_default')`,
+        );
+        return Number(rows[0].n);
+      };
+      const client = await db.pool.connect();
+      try {
+        await client.query('SELECT pg_stat_force_next_flush()');
+        const before = await rowsRead();
+        const settled = await recordSoleOutcomes(
+          client,
+          claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null })),
+          claim.deliveries.map((d) => d.messageId),
+        );
+        expect(settled).toHaveLength(100);
+        await client.query('SELECT pg_stat_force_next_flush()');
+        expect((await rowsRead()) - before).toBeLessThan(1000);
+      } finally {
+        client.release();
+      }
+    });
   });
 
   it('records a first try twice over (two workers, one lease lapsed) as one row, sent winning, and a repeated outcome once', async () => {

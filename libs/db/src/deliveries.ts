@@ -26,6 +26,11 @@ export interface ClaimedDelivery {
   attempts: number;
   /** The push's only delivery, of any provider: no other worker records one of its deliveries. */
   alone: boolean;
+  /**
+   * The push's only delivery, with no delivery row: its outcome is recorded on the push itself
+   * (recordSoleOutcomes), not in a row of its own.
+   */
+  sole: boolean;
 }
 
 export interface ClaimedMessage {
@@ -99,7 +104,8 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
 
 /**
  * Takes this provider's deliveries still to send of these pushes for this worker: those the push
- * names with no row yet, and those an earlier try left pending. The claim is a lease on the pushes,
+ * names with no row yet, and those an earlier try left pending (in their row, or on the push for
+ * the only delivery of a push of one device: `sole`, see recordSoleOutcomes). The claim is a lease on the pushes,
  * one row for the whole job (takeSendLease): while it lives, no other job sends these pushes'
  * deliveries of this provider; a lease older than `leaseMs` belonged to a worker that died, and its
  * pushes are taken again. Nothing is written to the deliveries until an outcome is known. They are
@@ -127,7 +133,7 @@ export async function claimDeliveries(pool: Sql, pushIds: string[], provider: Pr
       `WITH wanted AS (SELECT DISTINCT id FROM unnest($1::uuid[]) AS p(id) WHERE NOT (p.id = ANY($5::uuid[]))),
        pushes AS MATERIALIZED (
          SELECT m.* FROM wanted w CROSS JOIN LATERAL (
-           SELECT m.id, m.brand_id, m.payload, m.delivery_ids, m.device_ids, m.providers FROM messages m
+           SELECT m.id, m.brand_id, m.payload, m.delivery_ids, m.device_ids, m.providers, m.open, m.attempts FROM messages m
             WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$4')}
            OFFSET 0) m),
        -- The rows of earlier tries (left pending), and every row of a push accepted before pushes
@@ -137,20 +143,25 @@ export async function claimDeliveries(pool: Sql, pushIds: string[], provider: Pr
            SELECT d.id, d.message_id, d.device_id, d.attempts, d.status, d.claimed_at FROM deliveries d
             WHERE d.message_id = p.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
            OFFSET 0) x),
+       -- The deliveries the push names with no row: untried, or the only one of a push whose tries
+       -- are recorded on the push (its attempts; final once the push is closed).
        claimed AS (
-         SELECT t.id, t.message_id, t.device_id, t.attempts FROM tried t WHERE ${CLAIMABLE('t')}
+         SELECT t.id, t.message_id, t.device_id, t.attempts, false AS sole FROM tried t WHERE ${CLAIMABLE('t')}
          UNION ALL
-         SELECT u.id, p.id, u.device_id, 0 FROM pushes p CROSS JOIN LATERAL unnest(p.delivery_ids, p.device_ids, p.providers) AS u(id, device_id, provider)
-          WHERE u.provider = $2::"Provider" AND NOT EXISTS (SELECT 1 FROM tried t WHERE t.id = u.id))
+         SELECT u.id, p.id, u.device_id, COALESCE(p.attempts, 0), cardinality(p.delivery_ids) = 1
+           FROM pushes p CROSS JOIN LATERAL unnest(p.delivery_ids, p.device_ids, p.providers) AS u(id, device_id, provider)
+          WHERE u.provider = $2::"Provider" AND NOT EXISTS (SELECT 1 FROM tried t WHERE t.id = u.id)
+            AND (cardinality(p.delivery_ids) > 1 OR p.open))
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts + 1 AS attempts,
               COALESCE(cardinality(p.delivery_ids), (SELECT count(*) FROM deliveries x WHERE x.message_id = c.message_id AND ${IN_DAYS('x.accepted_on', '$4')})) = 1 AS alone,
+              c.sole,
               p.brand_id::text AS "brandId",
               CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN p.payload END AS payload
          FROM claimed c JOIN pushes p ON p.id = c.message_id
          LEFT JOIN LATERAL (SELECT v.token, v.platform, v.p256dh, v.auth, v.active FROM devices v WHERE v.id = c.device_id OFFSET 0) v ON true
        UNION ALL
-       SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, NULL, NULL
+       SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, false, false, NULL, NULL
          FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM pushes p WHERE p.id = w.id)`,
       [wanted, provider, leaseMs, daysOfIds(wanted), held],
     ));
@@ -210,13 +221,8 @@ export type DeliveryOutcome =
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<void> {
   if (!outcomes.length) return;
-  // One outcome a delivery (an insert may not meet its own row twice): a sent one if any, else the last.
-  const byDelivery = new Map<string, { outcome: DeliveryOutcome; pushId: string }>();
-  outcomes.forEach((outcome, i) => {
-    const kept = byDelivery.get(outcome.deliveryId);
-    if (!kept || kept.outcome.status !== 'sent') byDelivery.set(outcome.deliveryId, { outcome, pushId: pushIds[i] });
-  });
-  const chosen = [...byDelivery.values()];
+  // An insert may not meet its own row twice.
+  const chosen = oneOutcomeEach(outcomes, pushIds);
   const pick = <T>(get: (outcome: DeliveryOutcome) => T) => chosen.map(({ outcome }) => get(outcome));
   const STILL_OPEN = (row: string, outcome: string) => `(${row}.status IN ('pending', 'sending') OR (${outcome}.status = 'sent' AND ${row}.status <> 'sent'))`;
   await sql.query(
@@ -264,6 +270,86 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
     ],
   );
 }
+
+/** One outcome a delivery, with its push: a sent one if any, else the last. */
+function oneOutcomeEach(outcomes: DeliveryOutcome[], pushIds: string[]): { outcome: DeliveryOutcome; pushId: string }[] {
+  const byDelivery = new Map<string, { outcome: DeliveryOutcome; pushId: string }>();
+  outcomes.forEach((outcome, i) => {
+    const kept = byDelivery.get(outcome.deliveryId);
+    if (!kept || kept.outcome.status !== 'sent') byDelivery.set(outcome.deliveryId, { outcome, pushId: pushIds[i] });
+  });
+  return [...byDelivery.values()];
+}
+
+/**
+ * Records the outcomes of pushes' only deliveries that have no delivery row (claimed `sole`) on the
+ * pushes themselves, and settles them: the push's one write of a try, where recordOutcomes and
+ * settleMessages would insert a delivery row and update the push. Only a push still open (its
+ * delivery not final) takes an outcome: once final, a later one (a worker whose lease lapsed in a
+ * long outage) is dropped. A final outcome closes the push (out of the reconciler's index) and, if
+ * the push is still accepted, moves it to `sent` or `failed` (the error code as its error) and
+ * writes its status event (the outbox); a push a device's report moved on already keeps its status.
+ * A `pending` one counts the try and keeps its error, and leaves the push open, its updated_at
+ * moved on as a pending delivery row's would be. The pushes are found by primary key, so they are
+ * locked in id order (the order of an index scan of `= ANY`), like lockMessages'. Answers the
+ * pushes that moved.
+ */
+export async function recordSoleOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<SettledMessage[]> {
+  if (!outcomes.length) return [];
+  const chosen = oneOutcomeEach(outcomes, pushIds).sort((a, b) => (a.pushId < b.pushId ? -1 : a.pushId > b.pushId ? 1 : 0));
+  const settled: SettledMessage[] = [];
+  // A push a device's report moved on while this statement waited for its lock is missed by both
+  // updates (each reads the statuses of its own start): the next statement, a moment later, sees it.
+  for (let pass = 0; chosen.length && pass < 2; pass++) {
+    const pick = <T>(get: (outcome: DeliveryOutcome) => T) => chosen.map(({ outcome }) => get(outcome));
+    const pushes = chosen.map(({ pushId }) => pushId);
+    const { rows } = await sql.query<SettledMessage & { moved: boolean }>(
+      `WITH o AS (
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[]) AS o(push_id, status, provider_message_id, error_code, error)),
+       moved AS (
+         UPDATE messages m
+            SET status = CASE WHEN o.status = 'pending' THEN m.status ELSE o.status::"MessageStatus" END,
+                error = CASE WHEN o.status = 'failed' THEN o.error_code END,
+                ${SOLE_OUTCOME}
+           FROM o
+          WHERE m.id = ANY($1::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+            AND m.open AND cardinality(m.delivery_ids) = 1 AND m.status = 'accepted'
+          RETURNING m.id, m.status::text AS status, m.error),
+       -- Moved on by a device's report (delivered, say) before its send was recorded.
+       recorded AS (
+         UPDATE messages m SET ${SOLE_OUTCOME}
+           FROM o
+          WHERE m.id = ANY($1::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+            AND m.open AND cardinality(m.delivery_ids) = 1 AND m.status <> 'accepted'
+          RETURNING m.id),
+       evented AS (
+         INSERT INTO events (id, topic, ordering_key, push_id, status, error)
+         SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM moved s WHERE s.status <> 'accepted' ORDER BY s.id)
+       SELECT id, status, error, status <> 'accepted' AS moved FROM moved
+       UNION ALL
+       SELECT id, NULL, NULL, false FROM recorded`,
+      [
+        pushes,
+        pick((o) => o.status),
+        pick((o) => (o.status === 'sent' ? o.providerMessageId : null)),
+        pick((o) => (o.status === 'sent' ? null : o.errorCode)),
+        pick((o) => (o.status === 'sent' ? null : o.error.slice(0, 1000))),
+        daysOfIds(pushes),
+      ],
+    );
+    for (const { moved, ...row } of rows) if (moved) settled.push(row);
+    const done = new Set(rows.map((row) => row.id));
+    chosen.splice(0, chosen.length, ...chosen.filter(({ pushId }) => !done.has(pushId)));
+  }
+  return settled;
+}
+
+/** The columns a try of a push's only delivery sets on the push (`o`: its outcome), see recordSoleOutcomes. */
+const SOLE_OUTCOME = `attempts = COALESCE(m.attempts, 0) + 1,
+                provider_message_id = o.provider_message_id, error_code = o.error_code, error_detail = o.error,
+                sent_at = CASE WHEN o.status = 'sent' THEN now() END,
+                open = CASE WHEN o.status = 'pending' THEN true END,
+                updated_at = now()`;
 
 /** Devices whose token the provider declared dead: they get no more pushes until registered again. */
 export async function deactivateDevices(sql: Sql, devices: { id: string; reason: string }[]): Promise<void> {
@@ -382,4 +468,47 @@ export async function takeStrandedPushes(sql: Sql, provider: ProviderName, after
     [provider, afterMs, limit],
   );
   return [...new Set([...rows.filter((row) => row.open).map((row) => row.messageId), ...untried.map((row) => row.messageId)])];
+}
+
+/** A delivery as it stands: its row, or what its push records of it (see readDeliveries). */
+export interface DeliveryState {
+  id: string;
+  messageId: string;
+  deviceId: string | null;
+  provider: ProviderName;
+  status: 'pending' | 'sending' | 'sent' | 'failed';
+  providerMessageId: string | null;
+  errorCode: string | null;
+  error: string | null;
+  attempts: number;
+  sentAt: Date | null;
+}
+
+/**
+ * Every delivery of these pushes as it stands, in id order: a delivery's row when it has one;
+ * the only delivery of a push of one device, from what the push records of it (recordSoleOutcomes);
+ * pending when not tried yet. For operators' queries and the specs: the hot paths read what they
+ * need themselves.
+ */
+export async function readDeliveries(sql: Sql, pushIds: string[]): Promise<DeliveryState[]> {
+  const { rows } = await sql.query<DeliveryState>(
+    `SELECT u.id, m.id AS "messageId", u.device_id AS "deviceId", u.provider::text AS provider,
+            COALESCE(d.status::text, CASE WHEN s.sole AND m.open IS NULL THEN (CASE WHEN m.sent_at IS NULL THEN 'failed' ELSE 'sent' END) ELSE 'pending' END) AS status,
+            CASE WHEN d.id IS NULL AND s.sole THEN m.provider_message_id ELSE d.provider_message_id END AS "providerMessageId",
+            CASE WHEN d.id IS NULL AND s.sole THEN m.error_code ELSE d.error_code END AS "errorCode",
+            CASE WHEN d.id IS NULL AND s.sole THEN m.error_detail ELSE d.error END AS error,
+            COALESCE(d.attempts, CASE WHEN s.sole THEN m.attempts END, 0) AS attempts,
+            CASE WHEN d.id IS NULL AND s.sole THEN m.sent_at ELSE d.sent_at END AS "sentAt"
+       FROM messages m
+      CROSS JOIN LATERAL (SELECT cardinality(m.delivery_ids) = 1 AND m.attempts IS NOT NULL AS sole) s
+      CROSS JOIN LATERAL (
+        SELECT x.id, x.device_id, x.provider FROM unnest(m.delivery_ids, m.device_ids, m.providers) AS x(id, device_id, provider)
+        UNION ALL
+        SELECT x.id, x.device_id, x.provider FROM deliveries x WHERE m.delivery_ids IS NULL AND x.message_id = m.id AND x.accepted_on = m.accepted_on) u
+       LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on
+      WHERE m.id = ANY($1::uuid[]) AND ${IN_DAYS('m.accepted_on', '$2')}
+      ORDER BY u.id`,
+    [pushIds, daysOfIds(pushIds)],
+  );
+  return rows;
 }

@@ -56,13 +56,17 @@ export interface PushStatusRow {
   deliveries: { provider: string; status: string; error: string | null }[];
 }
 
+/** The status of the only delivery of push `m` with no row, recorded on the push once final (see recordSoleOutcomes). */
+const SOLE_STATUS = `CASE WHEN cardinality(m.delivery_ids) = 1 AND m.open IS NULL AND m.attempts > 0 THEN (CASE WHEN m.sent_at IS NULL THEN 'failed' ELSE 'sent' END) ELSE 'pending' END`;
+
 /** A delivery's status (`status`, text): a pending one under a live send lease is being sent (see claimDeliveries). */
 const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND ${LIVE_LEASE('m.id', provider)} THEN 'sending' ELSE ${status} END`;
 
 /**
  * The current state of the given pushes, with each delivery's outcome: the deliveries the push names
- * (pending until a try of one has an outcome), or, for a push accepted before pushes named them, its
- * delivery rows.
+ * (pending until a try of one has an outcome; the only one of a push of one device with no row has
+ * its outcome on the push, see recordSoleOutcomes), or, for a push accepted before pushes named
+ * them, its delivery rows.
  */
 export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
   const { rows } = await sql.query<PushStatusRow>(
@@ -71,7 +75,8 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
               COALESCE((SELECT json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS('d.status::text', 'd.provider')}, 'error', d.error_code) ORDER BY d.id)
                           FROM deliveries d WHERE d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
             ELSE
-              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(`COALESCE(d.status::text, 'pending')`, 'u.provider')}, 'error', d.error_code) ORDER BY u.id)
+              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(`COALESCE(d.status::text, ${SOLE_STATUS})`, 'u.provider')},
+                                                          'error', CASE WHEN d.id IS NULL AND cardinality(m.delivery_ids) = 1 THEN m.error_code ELSE d.error_code END) ORDER BY u.id)
                           FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
                           LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
             END AS deliveries

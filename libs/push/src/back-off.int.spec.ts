@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import { redisUrlConnection } from '@operator/config';
-import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
+import { closeDb, createDb, readDeliveries, registerDevice, type Db } from '@operator/db';
 import { createApnsProvider } from '@operator/provider-apns';
 import { createProviderRegistry, type ProviderRegistry } from '@operator/providers';
 import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, type PushQueues, type RedisClient, type SendJobPolicy } from '@operator/queue';
@@ -103,9 +103,8 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
     return outcome.pushId;
   }
 
-  /** A delivery's row; one with no try recorded yet has none, and reads as pending. */
-  const delivery = async (pushId: string, deviceId: string) =>
-    (await db.delivery.findFirst({ where: { messageId: pushId, deviceId } })) ?? { status: 'pending', errorCode: null, error: null, attempts: 0 };
+  /** A delivery as it stands (no try recorded yet: pending). */
+  const delivery = async (pushId: string, deviceId: string) => (await readDeliveries(db.pool, [pushId])).find((d) => d.deviceId === deviceId)!;
   const message = (pushId: string) => db.message.findFirstOrThrow({ where: { id: pushId } });
 
   it('defers only the device that answered 429 for an hour: the rest of its job and the next job are sent at once; it is retried after the cap and fails on the last attempt', async () => {

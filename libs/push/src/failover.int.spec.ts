@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { claimDeliveries, closeDb, createDb, type Db } from '@operator/db';
+import { claimDeliveries, closeDb, createDb, readDeliveries, type Db } from '@operator/db';
 import { pushRequest, startPgBouncer, uniqueName, until } from '@operator/testing';
 import { acceptMessages } from './accept';
 import { UnavailableError } from './errors';
@@ -28,20 +28,15 @@ describe('the push path through a PostgreSQL failover', () => {
   beforeEach(() => t.begin());
   afterEach(() => t.end());
 
-  const delivery = async (pushId: string) =>
-    (
-      await t.db.pool.query<{ id: string; status: string; claimedAt: Date | null }>(
-        `SELECT id, status::text, claimed_at AS "claimedAt" FROM deliveries WHERE message_id = $1`,
-        [pushId],
-      )
-    ).rows[0];
+  /** The push's only delivery as it stands (no try recorded: pending, 0 attempts). */
+  const delivery = async (pushId: string) => (await readDeliveries(t.db.pool, [pushId]))[0];
 
   /** A pushed message, sent to one device, claimed by this worker as processSendJob claims it. */
   async function claimedDelivery(leaseMs: number) {
     await t.device();
     const [pushId] = await t.accept(1);
     const claim = await claimDeliveries(t.db.pool, [pushId], 'webpush', leaseMs);
-    expect(claim.deliveries).toHaveLength(1);
+    expect(claim.deliveries).toMatchObject([{ alone: true, sole: true }]);
     return { pushId, deliveryId: claim.deliveries[0].id, leaseId: claim.leaseId! };
   }
 
@@ -93,7 +88,7 @@ describe('the push path through a PostgreSQL failover', () => {
     try {
       recorder.hold(leaseId, [deliveryId]);
       let settled: string | undefined;
-      const recorded = recorder.record([{ pushId, alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: 'provider-1' } }]).then(
+      const recorded = recorder.record([{ pushId, alone: true, sole: true, outcome: { deliveryId, status: 'sent', providerMessageId: 'provider-1' } }]).then(
         () => (settled = 'recorded'),
         (error: Error) => (settled = `given up: ${error.message}`),
       );
@@ -101,12 +96,12 @@ describe('the push path through a PostgreSQL failover', () => {
       await sleep(3000);
       expect(settled).toBeUndefined();
       expect(recorder.held).toBe(1);
-      expect(await delivery(pushId)).toBeUndefined(); // no outcome written yet: no row
+      expect(await delivery(pushId)).toMatchObject({ status: 'pending', attempts: 0 }); // no outcome written yet
 
       await readOnly.writable();
       await recorded;
       expect(settled).toBe('recorded');
-      expect(await delivery(pushId)).toMatchObject({ status: 'sent', claimedAt: null });
+      expect(await delivery(pushId)).toMatchObject({ status: 'sent', providerMessageId: 'provider-1', attempts: 1 });
       expect(recorder.held).toBe(0);
     } finally {
       await recorder.close();
@@ -126,14 +121,14 @@ describe('the push path through a PostgreSQL failover', () => {
       expect(await claimDeliveries(t.db.pool, [pushId], 'webpush', 600)).toMatchObject({ deliveries: [], heldElsewhere: 1 });
 
       // A push id that is not a uuid: the write fails the same way every time, and is given up.
-      const recording = recorder.record([{ pushId: 'not-a-push-id', alone: false, outcome: { deliveryId, status: 'sent', providerMessageId: null } }]);
+      const recording = recorder.record([{ pushId: 'not-a-push-id', alone: false, sole: false, outcome: { deliveryId, status: 'sent', providerMessageId: null } }]);
       await expect(recording).rejects.toMatchObject({ code: '22P02' });
       expect(recorder.held).toBe(0);
       await recorder.finish(leaseId);
       expect(await leaseUntil(leaseId)).toBeUndefined();
 
       // The push is free at once: the next job takes its delivery, never recorded.
-      expect(await delivery(pushId)).toBeUndefined();
+      expect(await delivery(pushId)).toMatchObject({ status: 'pending', attempts: 0 });
       expect((await claimDeliveries(t.db.pool, [pushId], 'webpush', 600)).deliveries.map((d) => d.id)).toEqual([deliveryId]);
     } finally {
       await recorder.close();
@@ -156,7 +151,7 @@ describe('the push path through a PostgreSQL failover', () => {
         claim.leaseId,
         claim.deliveries.map((d) => d.id),
       );
-      await recorder.record(claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: `p-${d.id}` } })));
+      await recorder.record(claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, sole: d.sole, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: `p-${d.id}` } })));
       await recorder.finish(claim.leaseId);
       await until(async () => (await Promise.all(pushIds.map(delivery))).every((row) => row.status === 'sent'), 'the outcomes in PostgreSQL');
       expect(await leaseUntil(claim.leaseId!)).toBeUndefined();

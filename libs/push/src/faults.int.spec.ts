@@ -1,4 +1,4 @@
-import { claimDeliveries, closeDb, createDb, lockMessages, recordOutcomes, settleMessages } from '@operator/db';
+import { claimDeliveries, closeDb, createDb, lockMessages, readDeliveries, recordOutcomes, settleMessages } from '@operator/db';
 import type { PushProvider } from '@operator/providers';
 import { TcpProxy, until } from '@operator/testing';
 import { createOutageClock } from './outage';
@@ -22,15 +22,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   const device = async () => (await t.device()).id;
   const accept = (count: number) => t.accept(count);
 
-  const statuses = async (pushIds: string[]) =>
-    (
-      await t.db.pool.query<{ status: string }>(
-        `SELECT COALESCE(d.status::text, 'pending') AS status
-           FROM messages m CROSS JOIN LATERAL unnest(m.delivery_ids) AS u(id) LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on
-          WHERE m.id = ANY($1::uuid[])`,
-        [pushIds],
-      )
-    ).rows.map((r) => r.status);
+  const statuses = async (pushIds: string[]) => (await readDeliveries(t.db.pool, pushIds)).map((d) => d.status);
   /** How many times each push reached the device. */
   const receipts = (subscription: string) => {
     const counts = new Map<string, number>();
@@ -126,7 +118,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
         claim.deliveries.map((d) => d.id),
       );
       const [sent, ...unsent] = claim.deliveries;
-      await recorder.record([{ pushId: sent.messageId, alone: sent.alone, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
+      await recorder.record([{ pushId: sent.messageId, alone: sent.alone, sole: sent.sole, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
       expect(await recorder.release()).toBe(1);
       expect((await statuses(pushIds)).sort()).toEqual(['pending', 'pending', 'sent']);
       expect(recorder.held).toBe(0);
@@ -211,7 +203,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
 
         await Promise.all([workerProxy.stop(), reconcilerProxy.stop()]);
         const recorded = recorder.record(
-          claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: null } })),
+          claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, sole: d.sole, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: null } })),
         );
         await sleep(2.5 * leaseMs);
         await reconcilerProxy.resume();

@@ -1,4 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
+import { readDeliveries } from '@operator/db';
 import { createSandboxProvider } from '@operator/providers';
 import { metricsText } from '@operator/metrics';
 import { createSendWorker, createWorkerRedis, type RedisClient } from '@operator/queue';
@@ -40,9 +41,9 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
   const device = t.device.bind(t);
   const accept = (count = 1, policy = { attempts: 4, backoffMs: 50 }) => t.accept(count, policy, { web: { tag: 'promo', require_interaction: 'true' } });
 
-  /** A push's deliveries, each with its device (null once removed). */
+  /** A push's deliveries as they stand, each with its device (null once removed). */
   const deliveries = async (pushId: string) => {
-    const rows = await t.db.delivery.findMany({ where: { messageId: pushId }, orderBy: { id: 'asc' } });
+    const rows = await readDeliveries(t.db.pool, [pushId]);
     const devices = await t.db.device.findMany({ where: { id: { in: rows.flatMap((row) => (row.deviceId ? [row.deviceId] : [])) } } });
     return rows.map((row) => ({ ...row, device: devices.find((found) => found.id === row.deviceId) ?? null }));
   };

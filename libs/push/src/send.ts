@@ -158,6 +158,7 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
       inactive.push({
         pushId: delivery.messageId,
         alone: delivery.alone,
+        sole: delivery.sole,
         outcome: { deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' },
       });
       continue;
@@ -170,8 +171,8 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
-    const { alone } = delivery;
-    if (result.ok) return { pushId, alone, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
+    const { alone, sole } = delivery;
+    if (result.ok) return { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
     // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
     // The delivery's own claims count too: a job the reconciler enqueues again starts at attempt 1,
@@ -179,7 +180,7 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt || delivery.attempts >= job.maxAttempts;
     if (error.class === 'transient' && !final) transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
-    const outcome: SendOutcome = { pushId, alone, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
+    const outcome: SendOutcome = { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
     if (error.class === 'dead-token') {
       outcome.deadDevice = { id: delivery.deviceId!, reason: error.code };
       deadDevices++;
