@@ -55,7 +55,7 @@ export const DispatcherEnv = Type.Object({
   CRM_WEBHOOK_API_KEY: Type.String({ default: '', description: 'API key towards the CRM, if it wants one' }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'Time to wait for the CRM to answer one event' }),
   WEBHOOK_CONCURRENCY: Type.Integer({ default: 64, minimum: 1, description: 'Events posted at once, each over its own kept-alive connection' }),
-  WEBHOOK_BATCH_SIZE: Type.Integer({ default: 1000, minimum: 1, maximum: 10000, description: 'Events claimed from the outbox at once; more are claimed when half are posted' }),
+  WEBHOOK_BATCH_SIZE: Type.Integer({ default: 4000, minimum: 1, maximum: 10000, description: 'Events claimed from the outbox at once; more are claimed when half are posted' }),
   WEBHOOK_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts' }),
   WEBHOOK_MAX_BACKOFF_MS: Type.Integer({ default: 600000, minimum: 1, description: 'Longest wait between two attempts' }),
   WEBHOOK_POLL_MS: Type.Integer({ default: 200, minimum: 10, description: 'Pause between looks at the outbox when it is empty' }),
