@@ -26,6 +26,8 @@ const BATCHES = Number(env.BENCH_BATCHES || 120);
 const BATCH_SIZE = Number(env.BENCH_BATCH_SIZE || 500);
 const SEND = Number(env.BENCH_SEND || 20000);
 const END_TO_END = Number(env.BENCH_END_TO_END || 50000);
+/** CRM_STATUS_WEBHOOK_BATCH_MAX of the end-to-end stage's batched run. */
+const E2E_WEBHOOK_BATCH = Number(env.BENCH_E2E_WEBHOOK_BATCH || 100);
 const OLD_ROWS = Number(env.BENCH_OLD_ROWS ?? 5_000_000);
 const DATABASE_URL = env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench';
 const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -51,8 +53,9 @@ class Receiver {
     req.on('end', () => {
       this.events += 1;
       try {
-        const event = JSON.parse(body) as { push_id?: string; status?: string };
-        if (event.status === 'sent' && event.push_id) this.sent.add(event.push_id);
+        // One event, or an array of them (CRM_STATUS_WEBHOOK_BATCH_MAX).
+        const parsed = JSON.parse(body) as { push_id?: string; status?: string } | { push_id?: string; status?: string }[];
+        for (const event of Array.isArray(parsed) ? parsed : [parsed]) if (event.status === 'sent' && event.push_id) this.sent.add(event.push_id);
       } catch {
         // Counted; not a push status.
       }
@@ -201,18 +204,34 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   const worker = start('push-worker-fcm', {});
   await sleep(1000);
   const cost = await beginCost(DATABASE_URL, 'end to end');
+  const e2e = await endToEnd(gatewayPort, receiver);
+  await Promise.all([stop(worker), stop(dispatcher)]);
+  figures.e2e = e2e;
+  Object.assign(figures, (await cost.end(e2e.messages)).figures);
+
+  // The same with the opt-in batched status webhook, for a receiver that takes arrays of events.
+  const batchedDispatcher = start('webhook-dispatcher', {
+    CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status`,
+    CRM_STATUS_WEBHOOK_BATCH_MAX: String(E2E_WEBHOOK_BATCH),
+  });
+  const batchedWorker = start('push-worker-fcm', {});
+  await sleep(1000);
+  figures.e2eBatched = await endToEnd(gatewayPort, receiver);
+  await Promise.all([stop(batchedWorker), stop(batchedDispatcher)]);
+  return figures;
+}
+
+/** END_TO_END messages in batches of 500, 4 in flight, from the first request until the receiver had every status. */
+async function endToEnd(gatewayPort: number, receiver: Receiver): Promise<{ text: string; rate: number; messages: number }> {
   const ids: string[] = [];
-  const e2eStarted = performance.now();
+  const started = performance.now();
   await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
     for (const entry of (JSON.parse(body) as { successful: { push_id: string }[] }).successful) ids.push(entry.push_id);
   });
-  const accepted = (performance.now() - e2eStarted) / 1000;
+  const accepted = (performance.now() - started) / 1000;
   await until(async () => ids.every((id) => receiver.sent.has(id)), 'every status of the end-to-end run');
-  const e2eSeconds = (performance.now() - e2eStarted) / 1000;
-  await Promise.all([stop(worker), stop(dispatcher)]);
-  figures.e2e = { text: `${(ids.length / e2eSeconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${e2eSeconds.toFixed(1)} s)`, rate: ids.length / e2eSeconds };
-  Object.assign(figures, (await cost.end(ids.length)).figures);
-  return figures;
+  const seconds = (performance.now() - started) / 1000;
+  return { text: `${(ids.length / seconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${seconds.toFixed(1)} s)`, rate: ids.length / seconds, messages: ids.length };
 }
 
 async function main() {
@@ -284,6 +303,7 @@ async function main() {
       ...FAR_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
+      ['end to end, batched status webhook', `the same, CRM_STATUS_WEBHOOK_BATCH_MAX=${E2E_WEBHOOK_BATCH}`, 'e2eBatched'],
       ...costRows(END_TO_END).filter(([, , key]) => key in fresh),
     ];
     const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
