@@ -80,6 +80,15 @@ describe('deliveries (PostgreSQL)', () => {
     return rows;
   }
 
+  /** Rows read from the messages and deliveries of the day (the default partition here: the pushes' ids are not UUIDv7). */
+  const rowsRead = async () => {
+    await db.pool.query('SELECT pg_stat_clear_snapshot()');
+    const { rows } = await db.pool.query<{ n: string }>(
+      `SELECT sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables WHERE relname IN ('messages_default', 'deliveries_default')`,
+    );
+    return Number(rows[0].n);
+  };
+
   const rowsOf = async (pushId: string) => Number((await db.pool.query(`SELECT count(*) FROM deliveries WHERE message_id = $1`, [pushId])).rows[0].count);
 
   /** Makes a push as one accepted before pushes named their deliveries: a pending row each, no arrays. */
@@ -377,13 +386,6 @@ describe('deliveries (PostgreSQL)', () => {
       const job = pushes.slice(0, 100);
       const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
       expect(claim.deliveries.every((d) => d.sole)).toBe(true);
-      const rowsRead = async () => {
-        await db.pool.query('SELECT pg_stat_clear_snapshot()');
-        const { rows } = await db.pool.query<{ n: string }>(
-          `SELECT sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables WHERE relname IN ('messages_default', 'deliveries_default')`,
-        );
-        return Number(rows[0].n);
-      };
       const client = await db.pool.connect();
       try {
         await client.query('SELECT pg_stat_force_next_flush()');
@@ -473,14 +475,6 @@ describe('deliveries (PostgreSQL)', () => {
     const job = pushes.slice(0, 100);
     const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
     expect(claim.deliveries).toHaveLength(100);
-    /** Rows read from the messages and deliveries of the day (the default partition here: the pushes' ids are not UUIDv7). */
-    const rowsRead = async () => {
-      await db.pool.query('SELECT pg_stat_clear_snapshot()');
-      const { rows } = await db.pool.query<{ n: string }>(
-        `SELECT sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_user_tables WHERE relname IN ('messages_default', 'deliveries_default')`,
-      );
-      return Number(rows[0].n);
-    };
     const client = await db.pool.connect();
     try {
       await client.query('SELECT pg_stat_force_next_flush()');
