@@ -177,6 +177,40 @@ describe('deliveries (PostgreSQL)', () => {
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM send_leases WHERE id = ANY($1::uuid[])`, [[first.leaseId, afterDrop.leaseId]])).rows[0].n).toBe(0);
   });
 
+  it('looks at the send leases through their index, however many dead leases the table holds', async () => {
+    // Dead leases of 100 pushes each, as jobs leave them between two vacuums: the planner, left to
+    // itself, read them all.
+    const dead = (
+      await db.pool.query<{ id: string }>(
+        `INSERT INTO send_leases (id, provider, push_ids, lease_until)
+         SELECT gen_random_uuid(), 'fcm', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 100) WHERE n > 0), now() FROM generate_series(1, 6000) AS n
+         RETURNING id`,
+      )
+    ).rows.map((row) => row.id);
+    await dropLeases(db.pool, dead);
+    await device('fcm');
+    // A job's worth of pushes: the planner weighs one index probe per push against reading the table.
+    const pushIds = await Promise.all(Array.from({ length: 100 }, () => push()));
+    const seqScans = async () => {
+      await db.pool.query('SELECT pg_stat_force_next_flush()');
+      await db.pool.query('SELECT pg_stat_clear_snapshot()');
+      return Number((await db.pool.query(`SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'send_leases'`)).rows[0].seq_scan);
+    };
+    const client = await db.pool.connect();
+    try {
+      const before = await seqScans();
+      const claim = await claimDeliveries(client, pushIds, 'fcm', 60_000);
+      expect(claim.deliveries).toHaveLength(100);
+      expect(await claimDeliveries(client, pushIds, 'fcm', 60_000)).toMatchObject({ leaseId: null, heldElsewhere: 100 });
+      expect((await readPushStatus(client, pushIds)).every((p) => p.deliveries[0].status === 'sending')).toBe(true);
+      await client.query('SELECT pg_stat_force_next_flush()');
+      expect((await seqScans()) - before).toBe(0);
+      await dropLeases(client, [claim.leaseId!]);
+    } finally {
+      client.release();
+    }
+  });
+
   it('never gives one push to two jobs that take their leases at the same moment, and leaves nothing held once they end', async () => {
     await device('fcm');
     const pushIds = await Promise.all(Array.from({ length: 20 }, () => push()));

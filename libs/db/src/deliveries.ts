@@ -64,9 +64,11 @@ interface ClaimRow extends ClaimedDelivery {
 const CLAIMABLE = (alias: string) =>
   `(${alias}.status::text = 'pending' OR (${alias}.status::text = 'sending' AND ${alias}.claimed_at < now() - $3 * interval '1 millisecond'))`;
 
-/** SQL: whether a live send lease of `provider` names push `pushId` (both SQL expressions). */
-export const LIVE_LEASE = (pushId: string, provider: string) =>
-  `EXISTS (SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY[${pushId}] AND l.provider = ${provider} AND l.lease_until > now())`;
+/**
+ * SQL: whether a live send lease of `provider` names push `pushId` (both SQL expressions), looked up
+ * through the leases' index (send_lease_live(), see the send_lease_lookups migration).
+ */
+export const LIVE_LEASE = (pushId: string, provider: string) => `send_lease_live(${pushId}, ${provider})`;
 
 /**
  * Takes a send lease on those of the pushes no other live lease of the provider names, and answers
@@ -83,13 +85,14 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
     [leaseId, provider, wanted, leaseMs],
   );
   try {
-    const { rows } = await pool.query<{ held: string[] }>(
-      `SELECT COALESCE(array_agg(DISTINCT h.id), '{}') AS held
-         FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
-        WHERE l.push_ids && $2::uuid[] AND l.provider = $3::"Provider" AND l.id <> $1
-          AND l.lease_until > clock_timestamp() - $4 * interval '1 millisecond' AND h.id = ANY($2::uuid[])`,
-      [leaseId, wanted, provider, lapsedGraceMs],
-    );
+    // Through the leases' index, however many dead rows the table holds (send_lease_conflicts(),
+    // see the send_lease_lookups migration).
+    const { rows } = await pool.query<{ held: string[] }>(`SELECT send_lease_conflicts($1, $2::uuid[], $3::"Provider", $4) AS held`, [
+      leaseId,
+      wanted,
+      provider,
+      lapsedGraceMs,
+    ]);
     const { held } = rows[0];
     if (held.length === wanted.length) await dropLeases(pool, [leaseId]);
     else if (held.length) {
