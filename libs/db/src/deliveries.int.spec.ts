@@ -82,24 +82,29 @@ describe('deliveries (PostgreSQL)', () => {
   }
 
   /**
-   * Rows that `work` reads from the messages and deliveries of the day (the default partition here:
-   * the pushes' ids are not UUIDv7), run in a transaction of its own on `client`: counted by that
-   * transaction's own statistics, so no other session's late-flushed counts get in.
+   * What `count` (a sum over pg_stat_xact_user_tables) grows by while `work` runs, in a transaction
+   * of its own on `client`: counted by this session's own statistics, so no other session's
+   * late-flushed counts get in. Those statistics also hold this session's earlier transactions until
+   * it flushes them (at most once a second, between transactions), hence the count before.
    */
-  const rowsRead = async (client: pg.PoolClient, work: () => Promise<unknown>) => {
+  const countedIn = async (client: pg.PoolClient, count: string, work: () => Promise<unknown>) => {
+    const counted = async () => Number((await client.query<{ n: string | null }>(`SELECT (${count})::text AS n FROM pg_stat_xact_user_tables`)).rows[0].n ?? 0);
     await client.query('BEGIN');
     try {
+      const before = await counted();
       await work();
-      const { rows } = await client.query<{ n: string }>(
-        `SELECT sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::text AS n FROM pg_stat_xact_user_tables WHERE relname IN ('messages_default', 'deliveries_default')`,
-      );
+      const after = await counted();
       await client.query('COMMIT');
-      return Number(rows[0].n);
+      return after - before;
     } catch (error) {
       await client.query('ROLLBACK');
       throw error;
     }
   };
+
+  /** Rows that `work` reads from the messages and deliveries of the day (the default partition here: the pushes' ids are not UUIDv7). */
+  const rowsRead = (client: pg.PoolClient, work: () => Promise<unknown>) =>
+    countedIn(client, `sum(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)) FILTER (WHERE relname IN ('messages_default', 'deliveries_default'))`, work);
 
   const rowsOf = async (pushId: string) => Number((await db.pool.query(`SELECT count(*) FROM deliveries WHERE message_id = $1`, [pushId])).rows[0].count);
 
@@ -195,7 +200,7 @@ describe('deliveries (PostgreSQL)', () => {
     const dead = (
       await db.pool.query<{ id: string }>(
         `INSERT INTO send_leases (id, provider, push_ids, lease_until)
-         SELECT gen_random_uuid(), 'fcm', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 100) WHERE n > 0), now() FROM generate_series(1, 6000) AS n
+         SELECT gen_random_uuid(), 'fcm', ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 100) WHERE n > 0), now() FROM generate_series(1, 12000) AS n
          RETURNING id`,
       )
     ).rows.map((row) => row.id);
@@ -203,21 +208,18 @@ describe('deliveries (PostgreSQL)', () => {
     await device('fcm');
     // A job's worth of pushes: the planner weighs one index probe per push against reading the table.
     const pushIds = await Promise.all(Array.from({ length: 100 }, () => push()));
-    const seqScans = async () => {
-      await db.pool.query('SELECT pg_stat_force_next_flush()');
-      await db.pool.query('SELECT pg_stat_clear_snapshot()');
-      return Number((await db.pool.query(`SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'send_leases'`)).rows[0].seq_scan);
-    };
     const client = await db.pool.connect();
     try {
-      const before = await seqScans();
-      const claim = await claimDeliveries(client, pushIds, 'fcm', 60_000);
-      expect(claim.deliveries).toHaveLength(100);
-      expect(await claimDeliveries(client, pushIds, 'fcm', 60_000)).toMatchObject({ leaseId: null, heldElsewhere: 100 });
-      expect((await readPushStatus(client, pushIds)).every((p) => p.deliveries[0].status === 'sending')).toBe(true);
-      await client.query('SELECT pg_stat_force_next_flush()');
-      expect((await seqScans()) - before).toBe(0);
-      await dropLeases(client, [claim.leaseId!]);
+      let leaseId: string | null = null;
+      const seqScans = await countedIn(client, `sum(seq_scan) FILTER (WHERE relname = 'send_leases')`, async () => {
+        const claim = await claimDeliveries(client, pushIds, 'fcm', 60_000);
+        expect(claim.deliveries).toHaveLength(100);
+        leaseId = claim.leaseId;
+        expect(await claimDeliveries(client, pushIds, 'fcm', 60_000)).toMatchObject({ leaseId: null, heldElsewhere: 100 });
+        expect((await readPushStatus(client, pushIds)).every((p) => p.deliveries[0].status === 'sending')).toBe(true);
+      });
+      expect(seqScans).toBe(0);
+      await dropLeases(client, [leaseId!]);
     } finally {
       client.release();
     }

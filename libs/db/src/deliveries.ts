@@ -71,6 +71,19 @@ const CLAIMABLE = (alias: string) =>
 export const LIVE_LEASE = (pushId: string, provider: string) => `send_lease_live(${pushId}, ${provider})`;
 
 /**
+ * SQL: the status (text) of a delivery of push `m` as it stands: its row `d` (left joined: all
+ * null when the delivery has none), or, for the only delivery of a push of one device, what the push
+ * records of it once final (see recordSoleOutcomes); pending until then.
+ */
+export const DELIVERY_STATE = (m: string, d: string) =>
+  `COALESCE(${d}.status::text, CASE WHEN cardinality(${m}.delivery_ids) = 1 AND ${m}.open IS NULL AND ${m}.attempts IS NOT NULL
+                                    THEN (CASE WHEN ${m}.sent_at IS NULL THEN 'failed' ELSE 'sent' END) ELSE 'pending' END)`;
+
+/** SQL: a column of a delivery's outcome (see DELIVERY_STATE): `rowColumn` of its row, or `pushColumn` of its push for the only delivery of a push of one device with no row. */
+export const DELIVERY_OUTCOME = (m: string, d: string, rowColumn: string, pushColumn: string) =>
+  `CASE WHEN ${d}.id IS NULL AND cardinality(${m}.delivery_ids) = 1 THEN ${m}.${pushColumn} ELSE ${d}.${rowColumn} END`;
+
+/**
  * Takes a send lease on those of the pushes no other live lease of the provider names, and answers
  * the others (held by another job). The lease is written (and committed) first, then the live
  * leases that name the same pushes are looked for, and those pushes are given up: of two jobs that
@@ -294,7 +307,9 @@ function oneOutcomeEach(outcomes: DeliveryOutcome[], pushIds: string[]): { outco
  * writes its status event (the outbox); a push a device's report moved on already keeps its status.
  * A `pending` one counts the try and keeps its error, and leaves the push open, its updated_at
  * moved on as a pending delivery row's would be. The pushes are found by primary key, so they are
- * locked in id order (the order of an index scan of `= ANY`), like lockMessages'. Answers the
+ * locked in id order (the order of an index scan of `= ANY`), like lockMessages'; the ids are an
+ * array the statement builds (as settleMessages'), since with them as a parameter and no statistics
+ * yet, the planner read the whole day's partition (4,366 rows for a job of 100). Answers the
  * pushes that moved.
  */
 export async function recordSoleOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<SettledMessage[]> {
@@ -315,14 +330,14 @@ export async function recordSoleOutcomes(sql: Sql, outcomes: DeliveryOutcome[], 
                 error = CASE WHEN o.status = 'failed' THEN o.error_code END,
                 ${SOLE_OUTCOME}
            FROM o
-          WHERE m.id = ANY($1::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+          WHERE m.id = ANY(ARRAY(SELECT push_id FROM o)) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
             AND m.open AND cardinality(m.delivery_ids) = 1 AND m.status = 'accepted'
           RETURNING m.id, m.status::text AS status, m.error),
        -- Moved on by a device's report (delivered, say) before its send was recorded.
        recorded AS (
          UPDATE messages m SET ${SOLE_OUTCOME}
            FROM o
-          WHERE m.id = ANY($1::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+          WHERE m.id = ANY(ARRAY(SELECT push_id FROM o)) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
             AND m.open AND cardinality(m.delivery_ids) = 1 AND m.status <> 'accepted'
           RETURNING m.id),
        evented AS (
@@ -495,15 +510,13 @@ export interface DeliveryState {
  */
 export async function readDeliveries(sql: Sql, pushIds: string[]): Promise<DeliveryState[]> {
   const { rows } = await sql.query<DeliveryState>(
-    `SELECT u.id, m.id AS "messageId", u.device_id AS "deviceId", u.provider::text AS provider,
-            COALESCE(d.status::text, CASE WHEN s.sole AND m.open IS NULL THEN (CASE WHEN m.sent_at IS NULL THEN 'failed' ELSE 'sent' END) ELSE 'pending' END) AS status,
-            CASE WHEN d.id IS NULL AND s.sole THEN m.provider_message_id ELSE d.provider_message_id END AS "providerMessageId",
-            CASE WHEN d.id IS NULL AND s.sole THEN m.error_code ELSE d.error_code END AS "errorCode",
-            CASE WHEN d.id IS NULL AND s.sole THEN m.error_detail ELSE d.error END AS error,
-            COALESCE(d.attempts, CASE WHEN s.sole THEN m.attempts END, 0) AS attempts,
-            CASE WHEN d.id IS NULL AND s.sole THEN m.sent_at ELSE d.sent_at END AS "sentAt"
+    `SELECT u.id, m.id AS "messageId", u.device_id AS "deviceId", u.provider::text AS provider, ${DELIVERY_STATE('m', 'd')} AS status,
+            ${DELIVERY_OUTCOME('m', 'd', 'provider_message_id', 'provider_message_id')} AS "providerMessageId",
+            ${DELIVERY_OUTCOME('m', 'd', 'error_code', 'error_code')} AS "errorCode",
+            ${DELIVERY_OUTCOME('m', 'd', 'error', 'error_detail')} AS error,
+            COALESCE(${DELIVERY_OUTCOME('m', 'd', 'attempts', 'attempts')}, 0) AS attempts,
+            ${DELIVERY_OUTCOME('m', 'd', 'sent_at', 'sent_at')} AS "sentAt"
        FROM messages m
-      CROSS JOIN LATERAL (SELECT cardinality(m.delivery_ids) = 1 AND m.attempts IS NOT NULL AS sole) s
       CROSS JOIN LATERAL (
         SELECT x.id, x.device_id, x.provider FROM unnest(m.delivery_ids, m.device_ids, m.providers) AS x(id, device_id, provider)
         UNION ALL

@@ -1,6 +1,6 @@
 import type { PushEventSource } from '@operator/contract';
 import type { Sql } from './client';
-import { LIVE_LEASE } from './deliveries';
+import { DELIVERY_OUTCOME, DELIVERY_STATE, LIVE_LEASE } from './deliveries';
 import { daysOfIds } from './partitions';
 
 // The push status feed (GET /channels/push/events) and the pushes' current state
@@ -56,9 +56,6 @@ export interface PushStatusRow {
   deliveries: { provider: string; status: string; error: string | null }[];
 }
 
-/** The status of the only delivery of push `m` with no row, recorded on the push once final (see recordSoleOutcomes). */
-const SOLE_STATUS = `CASE WHEN cardinality(m.delivery_ids) = 1 AND m.open IS NULL AND m.attempts > 0 THEN (CASE WHEN m.sent_at IS NULL THEN 'failed' ELSE 'sent' END) ELSE 'pending' END`;
-
 /** A delivery's status (`status`, text): a pending one under a live send lease is being sent (see claimDeliveries). */
 const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND ${LIVE_LEASE('m.id', provider)} THEN 'sending' ELSE ${status} END`;
 
@@ -75,8 +72,8 @@ export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushS
               COALESCE((SELECT json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS('d.status::text', 'd.provider')}, 'error', d.error_code) ORDER BY d.id)
                           FROM deliveries d WHERE d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
             ELSE
-              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(`COALESCE(d.status::text, ${SOLE_STATUS})`, 'u.provider')},
-                                                          'error', CASE WHEN d.id IS NULL AND cardinality(m.delivery_ids) = 1 THEN m.error_code ELSE d.error_code END) ORDER BY u.id)
+              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(DELIVERY_STATE('m', 'd'), 'u.provider')},
+                                                          'error', ${DELIVERY_OUTCOME('m', 'd', 'error_code', 'error_code')}) ORDER BY u.id)
                           FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
                           LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
             END AS deliveries
