@@ -78,7 +78,9 @@ describe('web push provider against hostile endpoints', () => {
     const elapsed = Date.now() - started;
 
     expect(result).toEqual({ ok: false, error: { class: 'transient', code: 'network', message: 'timeout: no complete answer within 500 ms' } });
-    expect(elapsed).toBeLessThan(500 + 400);
+    // The trickle never ends: only the deadline ends the send. The margin is for a busy machine (a
+    // fresh-clone CI run under the whole suite took 900 ms).
+    expect(elapsed).toBeLessThan(500 + 2000);
     const [answer] = fake.requests;
     // Every byte came well within any idle timeout: only a deadline on the whole exchange stops it.
     expect(answer.bodyBytesWritten).toBeGreaterThanOrEqual(2);
