@@ -387,7 +387,7 @@ export async function startCluster(options: RedisClusterOptions): Promise<RedisC
           const serving = views.map((each) => servingMaster(clusterNodes(each.nodes), slot)?.port);
           const port = serving[0];
           if (!port || port === master.port || serving.some((other) => other !== port)) return undefined;
-          return (await redisCli(port, 'ROLE')).startsWith('master') ? port : undefined;
+          return (await redisCli(port, 'ROLE').catch(() => '')).startsWith('master') ? port : undefined;
         },
         `a replica to take slot ${slot} over from ${HOST}:${master.port}`,
         30000,
