@@ -4,10 +4,11 @@
 // fake server). Run it alone with BENCH_ONLY=far-send; BENCH_CPU_PROF=<dir> writes each worker's
 // CPU profile there (node --cpu-prof).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FakeApns, FakeFcm } from '@operator/testing';
 import { Providers } from '../chaos/providers';
+import { cpuMs } from './cpu';
 
 const env = process.env;
 /** One-device pushes sent through each far provider. */
@@ -34,17 +35,6 @@ export interface Figure {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** CPU time a process has used so far, in ms (Linux /proc; 0 elsewhere). */
-function cpuMs(pid: number | undefined): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    // utime and stime, in clock ticks of 10 ms.
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
-}
 
 function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {

@@ -15,6 +15,7 @@ import { DELIVERIES_TO_SEND_SQL, SENDING_STATE_SQL } from '../../libs/db/src/to-
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
 import { appStarter, stopApp, waitUntil } from './processes';
+import { cpuBetween, cpuPer, sampleCpu } from './cpu';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
 import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
@@ -75,7 +76,7 @@ class Receiver {
 }
 
 // appEnv is settled further down, before any app starts.
-const start = (name: string, extra: Record<string, string>) => appStarter(appEnv)(name, extra);
+const start = (name: string, extra: Record<string, string>, nodeArgs?: string[]) => appStarter(appEnv)(name, extra, nodeArgs);
 const stop = stopApp;
 const until = (probe: () => Promise<boolean>, what: string, ms?: number) => waitUntil(probe, what, ms, 100);
 
@@ -119,13 +120,16 @@ interface Row {
   rates: number[];
 }
 
-async function baseline(): Promise<number> {
+/** The bare app's req/s, and the CPU it and the load generator took per request. */
+async function baseline(): Promise<{ rate: number; text: string }> {
   const port = await freePort();
   const bare = fork('dist/tools/bench/bare.js', [], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   await new Promise((resolve) => bare.once('message', resolve));
+  const cpu = sampleCpu({ 'bare app': bare.pid });
   const result = await load(port, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+  const used = cpuBetween(cpu, sampleCpu({ 'bare app': bare.pid }));
   await stop(bare);
-  return result.perSecond;
+  return { rate: result.perSecond, text: `${result.perSecond.toFixed(0)} req/s; CPU per request: ${cpuPer(used, result.requests, 'load generator')}` };
 }
 
 /** What the far-provider stage (far-send.ts) needs of this bench. */
@@ -136,6 +140,10 @@ const farDeps = (gatewayPort: number): FarSendDeps => ({
   toSend: () => count(DELIVERIES_TO_SEND_SQL),
   sending,
 });
+const ACCEPT_ROWS: [string, string, 'singles' | 'batches'][] = [
+  ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
+  ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
+];
 const SEND_ROWS: [string, string, 'sandbox' | 'fcm' | 'apns' | 'hms' | 'onesignal'][] = [
   ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
   ['send: fake FCM', `${SEND} messages, FCM HTTP v1 over HTTP/2 and TLS`, 'fcm'],
@@ -181,20 +189,39 @@ async function sendStages(gatewayPort: number, providers: Providers) {
 }
 
 /** One pass over every stage; answers one figure per stage. */
-async function pass(gatewayPort: number, receiver: Receiver, providers: Providers, bare: number) {
+/**
+ * Singles and batches through the gateway, each with the CPU it cost per request or message: the
+ * gateway's, PostgreSQL's (every server process), Redis's and the load generator's (this process).
+ * Nothing else runs during them.
+ */
+async function accept(gatewayPort: number, gatewayPid: number | undefined, bare: number) {
   const figures: Record<string, { text: string; rate: number }> = {};
-
+  const apps = { gateway: gatewayPid };
+  let cpu = sampleCpu(apps);
   const singles = await load(gatewayPort, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', headers: OPERATOR, body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
   const other = Object.entries(singles.statuses).filter(([status]) => status !== '200');
   if (other.length) log(`singles answered other than 200: ${JSON.stringify(singles.statuses)}`);
   figures.singles = {
-    text: `${singles.perSecond.toFixed(0)} req/s (${((100 * singles.perSecond) / bare).toFixed(0)}% of the baseline), p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms`,
+    text:
+      `${singles.perSecond.toFixed(0)} req/s (${((100 * singles.perSecond) / bare).toFixed(0)}% of the baseline), p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms; ` +
+      `CPU per request: ${cpuPer(cpuBetween(cpu, sampleCpu(apps)), singles.requests, 'load generator')}`,
     rate: singles.perSecond,
   };
 
   const batches = batchesOf(BATCHES * BATCH_SIZE, fcmPlayer);
+  cpu = sampleCpu(apps);
   const batch = await each(gatewayPort, 4, batches);
-  figures.batches = { text: `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms`, rate: (BATCHES * BATCH_SIZE) / batch.seconds };
+  figures.batches = {
+    text:
+      `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms; ` +
+      `CPU per message: ${cpuPer(cpuBetween(cpu, sampleCpu(apps)), BATCHES * BATCH_SIZE, 'load generator')}`,
+    rate: (BATCHES * BATCH_SIZE) / batch.seconds,
+  };
+  return figures;
+}
+
+async function pass(gatewayPort: number, gatewayPid: number | undefined, receiver: Receiver, providers: Providers, bare: number) {
+  const figures = await accept(gatewayPort, gatewayPid, bare);
 
   Object.assign(figures, await sendStages(gatewayPort, providers));
 
@@ -205,15 +232,17 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   const postsBefore = receiver.events;
   const dispatchStarted = performance.now();
   const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
+  const dispatching = sampleCpu({ dispatcher: dispatcher.pid });
   await until(async () => (await count(ANY_PENDING_EVENT)) === 0, 'the dispatcher to post');
   const dispatchRate = toPost / ((performance.now() - dispatchStarted) / 1000);
-  figures.dispatcher = { text: `${dispatchRate.toFixed(0)} events/s (${toPost}; ${receiver.events - postsBefore} posts)`, rate: dispatchRate };
+  const dispatchCpu = cpuPer(cpuBetween(dispatching, sampleCpu({ dispatcher: dispatcher.pid })), toPost, 'receiver');
+  figures.dispatcher = { text: `${dispatchRate.toFixed(0)} events/s (${toPost}; ${receiver.events - postsBefore} posts; CPU per event: ${dispatchCpu})`, rate: dispatchRate };
 
   // End to end: from the first request until every status reached the receiver.
   const worker = start('push-worker-fcm', {});
   await sleep(1000);
   const cost = await beginCost(DATABASE_URL, 'end to end');
-  const e2e = await endToEnd(gatewayPort, receiver);
+  const e2e = await endToEnd(gatewayPort, receiver, { gateway: gatewayPid, 'FCM worker': worker.pid, dispatcher: dispatcher.pid });
   await Promise.all([stop(worker), stop(dispatcher)]);
   figures.e2e = e2e;
   Object.assign(figures, (await cost.end(e2e.messages)).figures);
@@ -225,16 +254,20 @@ async function pass(gatewayPort: number, receiver: Receiver, providers: Provider
   });
   const batchedWorker = start('push-worker-fcm', {});
   await sleep(1000);
-  figures.e2eBatched = await endToEnd(gatewayPort, receiver);
+  figures.e2eBatched = await endToEnd(gatewayPort, receiver, { gateway: gatewayPid, 'FCM worker': batchedWorker.pid, dispatcher: batchedDispatcher.pid });
   await Promise.all([stop(batchedWorker), stop(batchedDispatcher)]);
   return figures;
 }
 
-/** END_TO_END messages in batches of 500, 4 in flight, from the first request until the receiver had every status. */
-async function endToEnd(gatewayPort: number, receiver: Receiver): Promise<{ text: string; rate: number; messages: number }> {
+/**
+ * END_TO_END messages in batches of 500, 4 in flight, from the first request until the receiver had
+ * every status; with the CPU each of `apps` (name: pid), the stores and the bench took per message.
+ */
+async function endToEnd(gatewayPort: number, receiver: Receiver, apps: Record<string, number | undefined>): Promise<{ text: string; rate: number; messages: number }> {
   // Only this run's pushes are looked for (the earlier stages' statuses are all in).
   receiver.sent.clear();
   const ids: string[] = [];
+  const cpu = sampleCpu(apps);
   const started = performance.now();
   await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
     for (const entry of (JSON.parse(body) as { successful: { push_id: string }[] }).successful) ids.push(entry.push_id);
@@ -242,14 +275,21 @@ async function endToEnd(gatewayPort: number, receiver: Receiver): Promise<{ text
   const accepted = (performance.now() - started) / 1000;
   await until(async () => ids.every((id) => receiver.sent.has(id)), 'every status of the end-to-end run');
   const seconds = (performance.now() - started) / 1000;
-  return { text: `${(ids.length / seconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${seconds.toFixed(1)} s)`, rate: ids.length / seconds, messages: ids.length };
+  const used = cpuPer(cpuBetween(cpu, sampleCpu(apps)), ids.length, 'load generator and receiver');
+  return {
+    text: `${(ids.length / seconds).toFixed(0)} messages/s (accepted in ${accepted.toFixed(1)} s, reported in ${seconds.toFixed(1)} s; CPU per message: ${used})`,
+    rate: ids.length / seconds,
+    messages: ids.length,
+  };
 }
 
 async function main() {
   const receiver = await new Receiver().start();
   const providers = await Providers.start(dir);
   const gatewayPort = await freePort();
-  const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' });
+  // BENCH_CPU_PROF=<dir>: the gateway writes its CPU profile there when it stops (as the far-send stage's workers do theirs).
+  const profile = env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${env.BENCH_CPU_PROF}`, `--cpu-prof-name=gateway-${Date.now()}.cpuprofile`] : [];
+  const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' }, profile);
   try {
     await until(async () => (await fetch(`http://127.0.0.1:${gatewayPort}/health/ready`).catch(() => undefined))?.ok === true, 'the gateway', 30000);
     const devices: Request[] = [];
@@ -284,9 +324,20 @@ async function main() {
       return;
     }
 
-    const bare = await baseline();
-    log(`bare Fastify baseline: ${bare.toFixed(0)} req/s`);
-    const fresh = await pass(gatewayPort, receiver, providers, bare);
+    const { rate: bare, text: bareText } = await baseline();
+    log(`bare Fastify baseline: ${bareText}`);
+
+    // BENCH_ONLY=accept: singles and batches alone, beside the baseline (with BENCH_CPU_PROF, the gateway's profile of them).
+    if (env.BENCH_ONLY === 'accept') {
+      const accepted = await accept(gatewayPort, gateway.pid, bare);
+      console.log('');
+      console.log('| stage | load | fresh tables |');
+      console.log('|---|---|---|');
+      console.log(`| bare Fastify baseline | single-push body, ${CONNECTIONS} connections, ${SECONDS} s | ${bareText} |`);
+      for (const [stage, what, key] of ACCEPT_ROWS) console.log(`| ${stage} | ${what} | ${accepted[key].text} |`);
+      return;
+    }
+    const fresh = await pass(gatewayPort, gateway.pid, receiver, providers, bare);
     log('fresh tables done');
     // Retention drops the day partitions holding every row of the stages above (and makes them again
     // for the second pass), then the dispatcher alone, on databases of its own.
@@ -303,13 +354,12 @@ async function main() {
       // The seeding's dirty pages are written now, not by a checkpoint in the middle of the second pass.
       await pool.query('CHECKPOINT').catch((error: Error) => log(`no CHECKPOINT (${error.message}): the second pass may pay for the seeding's writes`));
       log(`${OLD_ROWS} old rows added in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
-      old = await pass(gatewayPort, receiver, providers, bare);
+      old = await pass(gatewayPort, gateway.pid, receiver, providers, bare);
     }
 
     const rows: [string, string, keyof typeof fresh | null][] = [
       ['bare Fastify baseline', `single-push body, ${CONNECTIONS} connections, ${SECONDS} s`, null],
-      ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
-      ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
+      ...ACCEPT_ROWS,
       ...SEND_ROWS,
       ...FAR_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
@@ -319,7 +369,7 @@ async function main() {
     ];
     const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
     const table = rows.map(([stage, what, key]) => {
-      if (!key) return [stage, what, `${bare.toFixed(0)} req/s`, '', ''];
+      if (!key) return [stage, what, bareText, '', ''];
       const a = fresh[key];
       const b = old?.[key];
       return [stage, what, a.text, b?.text ?? '', b ? `${(((b.rate - a.rate) / a.rate) * 100).toFixed(0)}%` : ''];

@@ -1,9 +1,10 @@
 // The bench scripts' apps: each built app run as its own process, and the wait for what they do.
 import { spawn, type ChildProcess } from 'node:child_process';
 
-/** Starts built apps (dist/apps/<name>/main.js) with `appEnv` and the given extra settings. */
-export function appStarter(appEnv: NodeJS.ProcessEnv): (name: string, extra: Record<string, string>) => ChildProcess {
-  return (name, extra) => spawn(process.execPath, [`dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
+/** Starts built apps (dist/apps/<name>/main.js) with `appEnv`, the given extra settings and node options (`--cpu-prof`). */
+export function appStarter(appEnv: NodeJS.ProcessEnv): (name: string, extra: Record<string, string>, nodeArgs?: string[]) => ChildProcess {
+  return (name, extra, nodeArgs = []) =>
+    spawn(process.execPath, [...nodeArgs, `dist/apps/${name}/main.js`], { env: { ...appEnv, ...extra }, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 /** Stops an app with SIGTERM; resolves once it exited (at once if it already had). */
