@@ -1,24 +1,13 @@
-import type { PoolClient } from 'pg';
 import { uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { closeDb, createDb, type Db, type Sql } from './client';
 import { PUSH_STATUS_TOPIC, readPushFeed } from './feed';
 import { rangeEvents, takeRange } from './outbox';
 import { dayOf, ensurePartitions, partitionName } from './partitions';
+import { nodes, plans as plansOf, type PlanNode } from './test/plans';
 
 // The outbox's readers against PostgreSQL: the dispatchers' ranges, which must not read the events
 // already handed out however many the table keeps, and the polling feed, which only reads and never
 // lets a poller skip an event that commits late.
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  Plans?: PlanNode[];
-}
-
-const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
 describe('outbox (PostgreSQL)', () => {
   let db: Db;
@@ -49,26 +38,7 @@ describe('outbox (PostgreSQL)', () => {
   }
 
   /** The plans of the statements `work` runs (EXPLAIN ANALYZE, in a transaction rolled back). */
-  async function plans(work: (sql: Sql, explaining: Sql) => Promise<unknown>): Promise<PlanNode[]> {
-    const client: PoolClient = await db.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const found: PlanNode[] = [];
-      const explaining: Sql = {
-        query: (async (text: string, params: unknown[]) => {
-          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
-          found.push(rows[0]['QUERY PLAN'][0].Plan);
-          // As if nothing matched: the function under study then ends rather than trying again.
-          return { rows: [], rowCount: 0 };
-        }) as unknown as Sql['query'],
-      } as Sql;
-      await work(client as unknown as Sql, explaining);
-      return found;
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
-  }
+  const plans = (work: (sql: Sql, explaining: Sql) => Promise<unknown>) => plansOf(db, work);
 
   /** Rows the plan read from events (not counting writes), and the entries its bitmap scans read from the events' indexes. */
   const eventsRead = (plan: PlanNode) =>
