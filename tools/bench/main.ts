@@ -324,6 +324,20 @@ async function main() {
       return;
     }
 
+    // BENCH_ONLY=end-to-end: that stage alone (one status per POST), with the apps' CPU per message.
+    if (env.BENCH_ONLY === 'end-to-end') {
+      const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
+      const worker = start('push-worker-fcm', {});
+      await sleep(1000);
+      const e2e = await endToEnd(gatewayPort, receiver, { gateway: gateway.pid, 'FCM worker': worker.pid, dispatcher: dispatcher.pid });
+      await Promise.all([stop(worker), stop(dispatcher)]);
+      console.log('');
+      console.log('| stage | load | fresh tables |');
+      console.log('|---|---|---|');
+      console.log(`| end to end | ${END_TO_END} messages: first request to last status received | ${e2e.text} |`);
+      return;
+    }
+
     const { rate: bare, text: bareText } = await baseline();
     log(`bare Fastify baseline: ${bareText}`);
 

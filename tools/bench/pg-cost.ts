@@ -198,6 +198,58 @@ export interface Cost {
  * `end(messages)` as soon as the stage is over (the WAL window closes there; the counters are read
  * once they settle) for the stage's cost per message, as rows of the bench's table.
  */
+/**
+ * Where PostgreSQL's time went during a stage, statement by statement, when the server loads
+ * pg_stat_statements (`shared_preload_libraries`; the bench does not need it): the statements are
+ * counted from the stage's start, server-wide, and the costliest printed per message.
+ */
+class StatementTimes {
+  private constructor(
+    private readonly client: pg.Client,
+    private readonly before: Map<string, { ms: number; calls: number }>,
+  ) {}
+
+  static async open(client: pg.Client): Promise<StatementTimes | { report(): Promise<void> }> {
+    const loaded = await client.query(`SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'`).catch(() => ({ rowCount: 0 }));
+    if (!loaded.rowCount) {
+      const created = await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(
+        () => true,
+        () => false,
+      );
+      if (!created) return { report: async () => undefined };
+    }
+    const read = await StatementTimes.read(client);
+    return read ? new StatementTimes(client, read) : { report: async () => undefined };
+  }
+
+  private static async read(client: pg.Client): Promise<Map<string, { ms: number; calls: number; query: string }> | undefined> {
+    try {
+      const { rows } = await client.query<{ id: string; ms: number; calls: string; query: string }>(
+        `SELECT queryid::text || ':' || dbid AS id, total_exec_time + total_plan_time AS ms, calls, query FROM pg_stat_statements`,
+      );
+      return new Map(rows.map((row) => [row.id, { ms: row.ms, calls: Number(row.calls), query: row.query }]));
+    } catch {
+      // Created, but not in shared_preload_libraries: nothing is counted.
+      return undefined;
+    }
+  }
+
+  async report(label: string, messages: number): Promise<void> {
+    const after = await StatementTimes.read(this.client);
+    if (!after) return;
+    const spent = [...after]
+      .map(([id, now]) => ({ ms: now.ms - (this.before.get(id)?.ms ?? 0), calls: now.calls - (this.before.get(id)?.calls ?? 0), query: now.query }))
+      .filter((each) => each.calls > 0)
+      .sort((a, b) => b.ms - a.ms);
+    const total = spent.reduce((sum, each) => sum + each.ms, 0);
+    log(`${label}: statements' time in PostgreSQL (pg_stat_statements), ${fmt((1000 * total) / messages, 0)} µs a message in all; the costliest:`);
+    for (const each of spent.slice(0, 8)) {
+      const text = each.query.replace(/\s+/g, ' ').slice(0, 100);
+      log(`  ${fmt((1000 * each.ms) / messages, 1)} µs a message, ${each.calls} calls, ${fmt(each.ms / each.calls, 2)} ms a call: ${text}`);
+    }
+  }
+}
+
 export async function beginCost(databaseUrl: string, label: string) {
   const client = new pg.Client({ connectionString: databaseUrl, options: NO_TIMEOUT });
   await client.connect();
@@ -207,6 +259,7 @@ export async function beginCost(databaseUrl: string, label: string) {
     const idleFrom = await commits(client);
     await sleep(5000);
     const idlePerSecond = ((await commits(client)) - idleFrom) / 5;
+    const statements = await StatementTimes.open(client);
     const window = await WalWindow.open(client);
     const commitsBefore = await commits(client);
     const started = performance.now();
@@ -215,6 +268,7 @@ export async function beginCost(databaseUrl: string, label: string) {
         try {
           const stageEnded = performance.now();
           const wal = await window.stop();
+          await statements.report(label, messages);
           const changed = delta(before, await settle(client));
           // Counted until the counters settled: less what the pollers left running committed since the stage ended.
           const settledAt = performance.now();
