@@ -233,34 +233,41 @@ export type DeliveryOutcome =
  * whose lease lapsed (a long outage) cannot turn back what another worker recorded since. Only a
  * delivery left pending is in the reconciler's index (open); a final outcome takes it out. Rows and
  * messages are found by primary key (`= ANY` of the ids), never by a join the planner may turn into
- * a scan of the day's partition.
+ * a scan of the day's partition; each row takes its outcome by a lookup of its id (OUTCOME_OF), and
+ * each push is looked up for its outcome, so that no row is compared with every outcome.
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<void> {
   if (!outcomes.length) return;
   // An insert may not meet its own row twice.
   const chosen = oneOutcomeEach(outcomes, pushIds);
   const pick = <T>(get: (outcome: DeliveryOutcome) => T) => chosen.map(({ outcome }) => get(outcome));
-  const STILL_OPEN = (row: string, outcome: string) => `(${row}.status IN ('pending', 'sending') OR (${outcome}.status = 'sent' AND ${row}.status <> 'sent'))`;
+  const STILL_OPEN = (row: string, outcomeStatus: string) => `(${row}.status IN ('pending', 'sending') OR (${outcomeStatus} = 'sent' AND ${row}.status <> 'sent'))`;
   await sql.query(
     `WITH o AS (
        SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $7::uuid[])
                   AS o(id, status, provider_message_id, error_code, error, push_id)),
+     -- Each outcome by its delivery's id, for the update (a lookup, not a join: see OUTCOME).
+     by_id AS MATERIALIZED (
+       SELECT ${OUTCOMES_BY('o.id')} AS outcomes FROM o),
      -- A row an earlier try left (or one written at acceptance, before pushes named their deliveries).
      updated AS (
        UPDATE deliveries d
-          SET status = o.status::"DeliveryStatus",
-              provider_message_id = COALESCE(o.provider_message_id, d.provider_message_id),
-              error_code = o.error_code, error = o.error,
-              sent_at = CASE WHEN o.status = 'sent' THEN now() ELSE d.sent_at END,
-              attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN o.status = 'pending' THEN true END
-         FROM o
-        WHERE d.id = ANY($1::uuid[]) AND d.id = o.id AND ${IN_DAYS('d.accepted_on', '$6')} AND ${STILL_OPEN('d', 'o')}
+          SET status = ${OUTCOME_OF('by_id.outcomes', 'd', 'status')}::"DeliveryStatus",
+              provider_message_id = COALESCE(${OUTCOME_OF('by_id.outcomes', 'd', 'provider_message_id')}, d.provider_message_id),
+              error_code = ${OUTCOME_OF('by_id.outcomes', 'd', 'error_code')}, error = ${OUTCOME_OF('by_id.outcomes', 'd', 'error')},
+              sent_at = CASE WHEN ${OUTCOME_OF('by_id.outcomes', 'd', 'status')} = 'sent' THEN now() ELSE d.sent_at END,
+              attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = CASE WHEN ${OUTCOME_OF('by_id.outcomes', 'd', 'status')} = 'pending' THEN true END
+         FROM by_id
+        WHERE d.id = ANY($1::uuid[]) AND ${IN_DAYS('d.accepted_on', '$6')} AND ${STILL_OPEN('d', OUTCOME_OF('by_id.outcomes', 'd', 'status'))}
        RETURNING d.id),
-     -- The first try of a delivery: its row, as its push names it. A row another writer inserted
-     -- meanwhile (a worker whose lease lapsed) is updated by the same rule.
+     -- The first try of a delivery: its row, as its push names it (the push looked up for each
+     -- outcome). A row another writer inserted meanwhile (a worker whose lease lapsed) is updated by
+     -- the same rule.
      fresh AS (
        SELECT o.*, u.device_id, u.provider, m.accepted_on
-         FROM o JOIN messages m ON m.id = ANY($7::uuid[]) AND m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')}
+         FROM o CROSS JOIN LATERAL (
+           SELECT m.accepted_on, m.delivery_ids, m.device_ids, m.providers FROM messages m
+            WHERE m.id = o.push_id AND ${IN_DAYS('m.accepted_on', '$6')} OFFSET 0) m
         CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
         WHERE u.id = o.id AND o.id NOT IN (SELECT id FROM updated))
      INSERT INTO deliveries AS d (id, accepted_on, message_id, device_id, provider, status, provider_message_id, error_code, error,
@@ -274,7 +281,7 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
             error_code = EXCLUDED.error_code, error = EXCLUDED.error,
             sent_at = CASE WHEN EXCLUDED.status = 'sent' THEN now() ELSE d.sent_at END,
             attempts = d.attempts + 1, claimed_at = NULL, updated_at = now(), open = EXCLUDED.open
-      WHERE ${STILL_OPEN('d', 'EXCLUDED')}`,
+      WHERE ${STILL_OPEN('d', 'EXCLUDED.status')}`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
@@ -323,8 +330,7 @@ export async function recordSoleOutcomes(sql: Sql, outcomes: DeliveryOutcome[], 
     const pushes = chosen.map(({ pushId }) => pushId);
     const { rows } = await sql.query<SettledMessage & { moved: boolean }>(
       `WITH o AS MATERIALIZED (
-         SELECT jsonb_object_agg(o.push_id, jsonb_build_object('status', o.status, 'provider_message_id', o.provider_message_id,
-                                                               'error_code', o.error_code, 'error', o.error)) AS by_push
+         SELECT ${OUTCOMES_BY('o.push_id')} AS by_push
            FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[]) AS o(push_id, status, provider_message_id, error_code, error)),
        moved AS (
          UPDATE messages m
@@ -365,14 +371,25 @@ export async function recordSoleOutcomes(sql: Sql, outcomes: DeliveryOutcome[], 
 }
 
 /**
- * A field of the outcome of push `m` (see recordSoleOutcomes): looked up by its id in one object of
- * the statement's outcomes (a binary search of its keys), so that no push is joined to the
- * outcomes. A join there was a nested loop that compared each push with every outcome whenever
- * the planner took the pushes still open to be a handful, as it does with a day's statistics
- * (most of the day settled) or none yet: 141,000 comparisons for a job of 376 (120 ms a statement
- * in `npm run bench`'s end to end, 250 µs of PostgreSQL's time a message).
+ * The outcomes of a statement's `o` (rows of status, provider_message_id, error_code, error) as one
+ * object keyed by `key` (`o.id`: a delivery's id; `o.push_id`: a push's), for OUTCOME_OF.
  */
-const OUTCOME = (field: 'status' | 'provider_message_id' | 'error_code' | 'error') => `(o.by_push -> m.id::text ->> '${field}')`;
+const OUTCOMES_BY = (key: string) =>
+  `jsonb_object_agg(${key}, jsonb_build_object('status', o.status, 'provider_message_id', o.provider_message_id, 'error_code', o.error_code, 'error', o.error))`;
+
+/**
+ * A field of the outcome of `row` (a delivery, or a push), looked up by its id in `outcomes` (from
+ * OUTCOMES_BY: a binary search of its keys), so that no row is joined to the outcomes. A join
+ * there was a nested loop that compared each row with every outcome whenever the planner took the
+ * rows still open to be a handful, as it does with a day's statistics (most of the day settled) or
+ * none yet: 141,000 comparisons for a job of 376 pushes (120 ms a statement in `npm run bench`'s
+ * end to end, 250 µs of PostgreSQL's time a message).
+ */
+const OUTCOME_OF = (outcomes: string, row: string, field: 'status' | 'provider_message_id' | 'error_code' | 'error') =>
+  `(${outcomes} -> ${row}.id::text ->> '${field}')`;
+
+/** A field of the outcome of push `m`, in recordSoleOutcomes. */
+const OUTCOME = (field: Parameters<typeof OUTCOME_OF>[2]) => OUTCOME_OF('o.by_push', 'm', field);
 
 /** The columns a try of a push's only delivery sets on the push (its OUTCOME), see recordSoleOutcomes. */
 const SOLE_OUTCOME = `attempts = COALESCE(m.attempts, 0) + 1,
@@ -414,6 +431,9 @@ export interface SettledMessage {
   error: string | null;
 }
 
+/** A figure of push `m`'s tally in settleMessages (`errors`: text; the counts: bigint), looked up by its id. */
+const TALLY = (field: 'sent' | 'final' | 'rows' | 'errors') => `(x.by_push -> m.id::text ->> '${field}')${field === 'errors' ? '' : '::bigint'}`;
+
 /**
  * Moves accepted messages forward from their deliveries: `sent` as soon as one device accepted
  * it, `failed` (with the reasons) once every delivery the push names has a final row and none was
@@ -422,7 +442,8 @@ export interface SettledMessage {
  * out of the reconciler's index) once every delivery it names is final, in the same update for a
  * push of one device. Deliveries are counted push by push, through their index, and the messages
  * are found by primary key, whatever the statistics say (see claimDeliveries): planned from them,
- * the update read the whole day's partition to find a hundred messages.
+ * the update read the whole day's partition to find a hundred messages. Each takes its tally by a
+ * lookup of its id (as a delivery its outcome, see OUTCOME_OF).
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
   if (!pushIds.length) return [];
@@ -436,21 +457,24 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
                  count(*) AS rows,
                  string_agg(DISTINCT d.error_code, ', ' ORDER BY d.error_code) AS errors
             FROM deliveries d WHERE d.message_id = p.id AND ${IN_DAYS('d.accepted_on', '$2')} HAVING count(*) > 0) t),
+     -- Each push's tally by its id, for the updates (a lookup, not a join: see OUTCOME_OF).
+     tallies AS MATERIALIZED (
+       SELECT jsonb_object_agg(message_id, jsonb_build_object('sent', sent, 'final', final, 'rows', rows, 'errors', errors)) AS by_push FROM tally),
      moved AS (
        UPDATE messages m
-          SET status = CASE WHEN t.sent > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
-              error = CASE WHEN t.sent > 0 THEN NULL ELSE t.errors END,
-              open = CASE WHEN t.final = COALESCE(cardinality(m.delivery_ids), t.rows) THEN NULL ELSE m.open END,
+          SET status = CASE WHEN ${TALLY('sent')} > 0 THEN 'sent' ELSE 'failed' END::"MessageStatus",
+              error = CASE WHEN ${TALLY('sent')} > 0 THEN NULL ELSE ${TALLY('errors')} END,
+              open = CASE WHEN ${TALLY('final')} = COALESCE(cardinality(m.delivery_ids), ${TALLY('rows')}) THEN NULL ELSE m.open END,
               updated_at = now()
-         FROM tally t
-        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
-          AND m.status = 'accepted' AND (t.sent > 0 OR t.final = COALESCE(cardinality(m.delivery_ids), t.rows))
+         FROM tallies x
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND ${IN_DAYS('m.accepted_on', '$2')}
+          AND m.status = 'accepted' AND (${TALLY('sent')} > 0 OR ${TALLY('final')} = COALESCE(cardinality(m.delivery_ids), ${TALLY('rows')}))
         RETURNING m.id, m.status::text AS status, m.error),
      closed AS (
        UPDATE messages m SET open = NULL, updated_at = now()
-         FROM tally t
-        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND m.id = t.message_id AND ${IN_DAYS('m.accepted_on', '$2')}
-          AND m.open AND t.final = cardinality(m.delivery_ids) AND m.id NOT IN (SELECT id FROM moved)),
+         FROM tallies x
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND ${IN_DAYS('m.accepted_on', '$2')}
+          AND m.open AND ${TALLY('final')} = cardinality(m.delivery_ids) AND m.id NOT IN (SELECT id FROM moved)),
      evented AS (
        INSERT INTO events (id, topic, ordering_key, push_id, status, error)
        SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM moved s ORDER BY s.id)
