@@ -359,6 +359,9 @@ async function main() {
     Object.assign(fresh, await dispatcherFigures(DATABASE_URL));
 
     let old: Awaited<ReturnType<typeof pass>> | undefined;
+    // The bare app again before the second pass: how fast the machine itself is then, since a
+    // shared machine's speed moves between passes (the old rows cannot slow the bare app).
+    let bareAgain: Awaited<ReturnType<typeof baseline>> | undefined;
     if (OLD_ROWS > 0) {
       const { seedOldRows } = await import(pathToFileURL(resolve('tools/seed-old-rows.mjs')).href);
       const seeded = performance.now();
@@ -368,7 +371,9 @@ async function main() {
       // The seeding's dirty pages are written now, not by a checkpoint in the middle of the second pass.
       await pool.query('CHECKPOINT').catch((error: Error) => log(`no CHECKPOINT (${error.message}): the second pass may pay for the seeding's writes`));
       log(`${OLD_ROWS} old rows added in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
-      old = await pass(gatewayPort, gateway.pid, receiver, providers, bare);
+      bareAgain = await baseline();
+      log(`bare Fastify baseline, before the second pass: ${bareAgain.text}`);
+      old = await pass(gatewayPort, gateway.pid, receiver, providers, bareAgain.rate);
     }
 
     const rows: [string, string, keyof typeof fresh | null][] = [
@@ -383,7 +388,7 @@ async function main() {
     ];
     const header = ['stage', 'load', 'fresh tables', old ? `with ${OLD_ROWS.toLocaleString('en')} old rows` : '', old ? 'change' : ''];
     const table = rows.map(([stage, what, key]) => {
-      if (!key) return [stage, what, bareText, '', ''];
+      if (!key) return [stage, what, bareText, bareAgain?.text ?? '', bareAgain ? `${(((bareAgain.rate - bare) / bare) * 100).toFixed(0)}%` : ''];
       const a = fresh[key];
       const b = old?.[key];
       return [stage, what, a.text, b?.text ?? '', b ? `${(((b.rate - a.rate) / a.rate) * 100).toFixed(0)}%` : ''];
