@@ -138,9 +138,12 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     const [busy] = await accept(1);
     await claimDeliveries(t.db.pool, [busy], 'webpush', 60000);
     await outOfTheWay([...pushIds, busy]);
-    await sleep(50);
+    // Nothing has moved for these pushes for 10 s: past afterMs (5 s), which is long enough that the
+    // second look below comes before it passes again, however loaded the machine.
+    await t.db.pool.query(`UPDATE messages SET updated_at = now() - interval '10 seconds' WHERE id = ANY($1::uuid[])`, [[...pushIds, busy]]);
+    await t.db.pool.query(`UPDATE deliveries SET updated_at = now() - interval '10 seconds' WHERE message_id = ANY($1::uuid[])`, [[...pushIds, busy]]);
 
-    const reconcile = { db: t.db, queues: t.queues, provider: 'webpush' as const, log: silent, afterMs: 20, leaseMs: 60000, jobMaxMessages: 2, sendPolicy: { attempts: 4, backoffMs: 50 } };
+    const reconcile = { db: t.db, queues: t.queues, provider: 'webpush' as const, log: silent, afterMs: 5000, leaseMs: 60000, jobMaxMessages: 2, sendPolicy: { attempts: 4, backoffMs: 50 } };
     expect((await reconcileOnce(reconcile)).sort()).toEqual([...pushIds].sort());
     expect(await reconcileOnce(reconcile)).toEqual([]); // marked: not again until afterMs passes without progress
 
