@@ -52,7 +52,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
     return503OnClosing: true,
     // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
-    // below answers it like every other refusal, with {"error"}.
+    // below answers it like every other refusal, with {"error", "code"}.
     http: { requireHostHeader: false, ...httpTimeouts },
     ...timeouts,
     // Path parameters are read percent-encoded: room for the longest user_id with every byte of
@@ -61,7 +61,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     // What the router refuses (a bad percent-encoding, a parameter too long) answers like the rest.
     frameworkErrors: (error, _request, reply: FastifyReply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
-      reply.code(error.statusCode ?? 400).send({ error: tooLong ? `a path parameter is longer than ${MAX_USER_ID_LENGTH * 9} characters` : error.message });
+      const status = error.statusCode ?? 400;
+      // Sent before any route's hooks: `code` is written here, not by the error hook.
+      reply.code(status).send({ error: tooLong ? `a path parameter is longer than ${MAX_USER_ID_LENGTH * 9} characters` : error.message, code: status });
     },
   });
   app.addHook('onRequest', async (request, reply) => {

@@ -38,7 +38,7 @@ describe('failed authentications', () => {
 
   function expectLockedOut(response: LightMyRequestResponse) {
     expect(response.statusCode).toBe(429);
-    expect(response.json()).toEqual({ error: expect.stringMatching(/too many failed authentications/) });
+    expect(response.json()).toEqual({ error: expect.stringMatching(/too many failed authentications/), code: response.statusCode });
     expect(Number(response.headers['retry-after'])).toBeGreaterThan(0);
   }
 

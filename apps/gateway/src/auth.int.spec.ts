@@ -58,7 +58,7 @@ describe('API keys', () => {
       it.each(refused)('answers 401 {error} for %s and stores nothing', async (_name, headers) => {
         const response = await send('POST', url, headers, crmBody(url));
         expect(response.statusCode).toBe(401);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
         expect(await h.messageRows(brand)).toHaveLength(0);
       });
 
@@ -75,7 +75,7 @@ describe('API keys', () => {
         for (const body of ['{"activity": {', '', '"text"', { title: 42 }]) {
           const response = await send('POST', url, { 'x-api-key': 'wrong-secret-123' }, body);
           expect(response.statusCode).toBe(401);
-          expect(response.json()).toEqual({ error: expect.any(String) });
+          expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
         }
         const noKey = await send('POST', url, {}, '{"broken"');
         expect(noKey.statusCode).toBe(401);
@@ -111,7 +111,7 @@ describe('API keys', () => {
       ])('answers 401 {error} for %s', async (_keyName, headers) => {
         const response = await send(method, url(), headers, body());
         expect(response.statusCode).toBe(401);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       });
     });
 

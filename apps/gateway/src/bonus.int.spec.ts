@@ -97,7 +97,7 @@ async function ledger(h: Harness, userId: string) {
 }
 
 const expectError = (response: Response, status: number) => {
-  expect({ status: response.statusCode, body: response.json() }).toEqual({ status, body: { error: expect.any(String) } });
+  expect({ status: response.statusCode, body: response.json() }).toEqual({ status, body: { error: expect.any(String), code: status } });
 };
 
 /** A wallet that refuses every credit for good (an operator platform answering 4xx). */
@@ -322,7 +322,7 @@ describe('bonus endpoints', () => {
       ]) {
         const response = await creditBonus(h, text);
         expect({ text, status: response.statusCode }).toEqual({ text, status: 400 });
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       }
     });
 
@@ -504,7 +504,7 @@ describe('bonus endpoints', () => {
       expect((await h.stores.db.credit.findUnique({ where: { id: response.json().credit_id } }))?.amountMinor).toBe(100000000000000n);
       const over = await creditFunds(h, `{"user_id":${JSON.stringify(userId)},"amount":999999999999999.99,"currency":"EUR"}`);
       expect(over.statusCode).toBe(400);
-      expect(over.json()).toEqual({ error: 'amount must be at most 1000000000000.00 EUR' });
+      expect(over.json()).toEqual({ error: 'amount must be at most 1000000000000.00 EUR', code: over.statusCode });
       // Not carried out: the house ledger of the shared test database is not for this much.
       const row = await getCredit(h.stores.db.pool, response.json().credit_id);
       await processCredit(refusingDeps(h), row!);
@@ -953,7 +953,7 @@ describe('bonus endpoints when PostgreSQL is down', () => {
       await creditFunds(h, { user_id: userId, amount: 5, currency: 'EUR' }, fundsHeaders),
     ]) {
       expect(response.statusCode).toBe(503);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       expect(response.headers['retry-after']).toBeDefined();
     }
     expect((await h.internal('GET', `/v1/players/${userId}/wallet`)).statusCode).toBe(503);

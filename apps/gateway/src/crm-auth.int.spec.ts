@@ -116,7 +116,7 @@ describe('CRM authentication with every method on', () => {
     ])('answers 401 invalid_client for %s', async (_name, body) => {
       for (const response of [await tokenRequest('POST', { json: body }), await tokenRequest('GET', { query: body })]) {
         expect(response.statusCode).toBe(401);
-        expect(response.json()).toEqual({ error: 'invalid_client', error_description: expect.any(String) });
+        expect(response.json()).toEqual({ error: 'invalid_client', code: 401 });
         expect(response.headers['www-authenticate']).toMatch(/^Basic /);
         expect(response.headers['cache-control']).toBe('no-store');
       }
@@ -131,7 +131,7 @@ describe('CRM authentication with every method on', () => {
     it.each(['password', 'authorization_code', 'CLIENT_CREDENTIALS', ''])('answers 400 unsupported_grant_type for grant_type %p', async (grant) => {
       const response = await tokenRequest('POST', { json: { ...credentials, grant_type: grant } });
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: 'unsupported_grant_type', error_description: expect.stringContaining('client_credentials') });
+      expect(response.json()).toEqual({ error: 'unsupported_grant_type', code: 400 });
     });
 
     it.each([
@@ -144,13 +144,13 @@ describe('CRM authentication with every method on', () => {
     ])('answers 400 invalid_request for %s', async (_name, request) => {
       const response = await request();
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
+      expect(response.json()).toEqual({ error: 'invalid_request', code: 400 });
     });
 
     it('answers a body that is not JSON with 400 {error}', async () => {
       const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '{"grant_type": ' });
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/), code: response.statusCode });
     });
 
     it('answers a JSON body with a key given twice with 400 {error} naming it, and issues no token', async () => {
@@ -159,7 +159,7 @@ describe('CRM authentication with every method on', () => {
         [`{"grant_type":"client_credentials","client_id":"${CLIENT}","client_secret":"${SECRET}","scope":{"a":1,"a":2}}`, /^scope\.a is given twice$/],
       ] as const) {
         const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload });
-        expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 400, body: { error: expect.stringMatching(message) } });
+        expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 400, body: { error: expect.stringMatching(message), code: 400 } });
       }
     });
 
@@ -171,7 +171,7 @@ describe('CRM authentication with every method on', () => {
         payload: 'activity=1',
       });
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/), code: response.statusCode });
     });
   });
 
@@ -209,7 +209,7 @@ describe('CRM authentication with every method on', () => {
       const headers = await headersOf();
       for (const [name, call] of crmCalls(h, brand, player)) {
         const response = await call(headers);
-        expect({ name, status: response.statusCode, body: response.json() }).toEqual({ name, status: 401, body: { error: expect.any(String) } });
+        expect({ name, status: response.statusCode, body: response.json() }).toEqual({ name, status: 401, body: { error: expect.any(String), code: 401 } });
         expect(response.headers['www-authenticate']).toMatch(/^Basic realm="crm", charset="UTF-8", Bearer realm="crm"/);
         expect(response.json().error).toContain('X-Api-Key, Authorization: Basic or Authorization: Bearer');
       }
@@ -223,7 +223,7 @@ describe('CRM authentication with every method on', () => {
       for (const token of [`${header}.${longer}.${signature}`, `${header}.${claims}.${flipped}`, `${header}.${claims}`]) {
         const response = await crmCalls(h, brand, player)[0][1]({ authorization: bearer(token) });
         expect(response.statusCode).toBe(401);
-        expect(response.json()).toEqual({ error: expect.stringContaining('invalid bearer token') });
+        expect(response.json()).toEqual({ error: expect.stringContaining('invalid bearer token'), code: response.statusCode });
         expect(response.headers['www-authenticate']).toContain('Bearer realm="crm", error="invalid_token"');
       }
       expect(await h.messageRows(brand)).toHaveLength(0);
@@ -257,7 +257,7 @@ describe('CRM authentication with every method on', () => {
       const url = `/v1/players/${player}/devices`;
       for (const headers of [{ 'x-api-key': OPERATOR_KEY }, { authorization: basic(USER, PASSWORD) }, { authorization: bearer(token) }, { authorization: basic('any', INTERNAL_KEY) }]) {
         const response = await h.app.inject({ method: 'GET', url, headers });
-        expect({ headers, status: response.statusCode, body: response.json() }).toEqual({ headers, status: 401, body: { error: expect.any(String) } });
+        expect({ headers, status: response.statusCode, body: response.json() }).toEqual({ headers, status: 401, body: { error: expect.any(String), code: 401 } });
       }
       expect((await h.internal('GET', url)).statusCode).toBe(200);
     });
@@ -299,7 +299,7 @@ describe('CRM_AUTH=basic only', () => {
   it('refuses the API key, and asks for Basic alone', async () => {
     const response = await h.app.inject({ method: 'GET', url: '/bonus/list', headers: { 'x-api-key': OPERATOR_KEY } });
     expect(response.statusCode).toBe(401);
-    expect(response.json()).toEqual({ error: 'X-Api-Key is not accepted here; send Authorization: Basic' });
+    expect(response.json()).toEqual({ error: 'X-Api-Key is not accepted here; send Authorization: Basic', code: response.statusCode });
     expect(response.headers['www-authenticate']).toBe('Basic realm="crm", charset="UTF-8"');
   });
 
@@ -316,7 +316,7 @@ describe('CRM_AUTH=basic only', () => {
   it('has no token endpoint', async () => {
     const response = await h.app.inject({ method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ grant_type: 'client_credentials' }) });
     expect(response.statusCode).toBe(404);
-    expect(response.json()).toEqual({ error: 'no route for POST /oauth/token' });
+    expect(response.json()).toEqual({ error: 'no route for POST /oauth/token', code: response.statusCode });
   });
 });
 
@@ -331,7 +331,7 @@ describe('GET /oauth/token by default', () => {
     const response = await h.app.inject({ method: 'GET', url: '/oauth/token', query: { grant_type: 'client_credentials', client_id: CLIENT, client_secret: SECRET } });
     expect(response.statusCode).toBe(405);
     expect(response.headers.allow).toBe('POST');
-    expect(response.json()).toEqual({ error: expect.stringMatching(/^GET \/oauth\/token is turned off.*POST/) });
+    expect(response.json()).toEqual({ error: expect.stringMatching(/^GET \/oauth\/token is turned off.*POST/), code: response.statusCode });
   });
 
   it('still answers POST', async () => {
@@ -351,7 +351,7 @@ describe('CRM_AUTH by default (api-key)', () => {
     expect((await h.app.inject({ method: 'GET', url: '/bonus/list', headers: { 'x-api-key': OPERATOR_KEY } })).statusCode).toBe(200);
     const refused = await h.app.inject({ method: 'GET', url: '/bonus/list', headers: { authorization: basic('any', OPERATOR_KEY) } });
     expect(refused.statusCode).toBe(401);
-    expect(refused.json()).toEqual({ error: 'the Authorization scheme "basic" is not accepted here; send X-Api-Key' });
+    expect(refused.json()).toEqual({ error: 'the Authorization scheme "basic" is not accepted here; send X-Api-Key', code: refused.statusCode });
     expect(refused.headers['www-authenticate']).toBeUndefined();
     expect((await h.app.inject({ method: 'GET', url: '/oauth/token', query: { grant_type: 'client_credentials' } })).statusCode).toBe(404);
   });

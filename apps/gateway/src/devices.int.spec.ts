@@ -115,7 +115,7 @@ describe('the device registry (/v1)', () => {
     it('answers 400 naming the token for an APNs token that is not hex', async () => {
       const response = await register({ user_id: player, brand_id: brand, provider: 'apns', token: 'not-a-hex-token-zzzzzzzz' });
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(/token/) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(/token/), code: response.statusCode });
       expect(await list(player)).toEqual([]);
     });
 
@@ -136,7 +136,7 @@ describe('the device registry (/v1)', () => {
     ] as const)('answers 400 naming the token for a %s token that is not one (%s)', async (provider, token, message) => {
       const response = await register({ user_id: player, brand_id: brand, provider, token });
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(message) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(message), code: response.statusCode });
       expect(await list(player)).toEqual([]);
     });
 
@@ -169,20 +169,20 @@ describe('the device registry (/v1)', () => {
       it('answers 400 for webpush without a subscription', async () => {
         const response = await register({ user_id: player, brand_id: brand, provider: 'webpush', token: fcmToken() });
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription/) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription/), code: response.statusCode });
       });
 
       it('answers 400 for fcm with a subscription and no token', async () => {
         const response = await register({ user_id: player, brand_id: brand, provider: 'fcm', subscription: webPushSubscription() });
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(/token/) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(/token/), code: response.statusCode });
       });
 
       it('answers 400 for an endpoint that is not https', async () => {
         const subscription = webPushSubscription('http://push.example.test/send/abc');
         const response = await register({ user_id: player, brand_id: brand, provider: 'webpush', subscription });
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint/) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint/), code: response.statusCode });
         expect(await list(player)).toEqual([]);
       });
 
@@ -206,7 +206,7 @@ describe('the device registry (/v1)', () => {
       ])('answers 400 naming the rule for %s under the default WEBPUSH_ALLOWED_ORIGINS, and stores nothing', async (endpoint, error) => {
         const response = await register({ user_id: player, brand_id: brand, provider: 'webpush', subscription: webPushSubscription(endpoint) });
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error });
+        expect(response.json()).toEqual({ error, code: response.statusCode });
         expect(await list(player)).toEqual([]);
         expect(await h.stores.db.device.count({ where: { token: endpoint } })).toBe(0);
       });
@@ -241,14 +241,14 @@ describe('the device registry (/v1)', () => {
       ])('answers 400 naming the rule for %s, and stores nothing', async (endpoint, error) => {
         const response = await registerAt(endpoint);
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error });
+        expect(response.json()).toEqual({ error, code: response.statusCode });
         expect(await list(player)).toEqual([]);
       });
 
       it('answers 400 for an http endpoint on a listed host', async () => {
         const response = await registerAt('http://127.0.0.1:9443/push/a');
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint .*https/) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(/subscription\.endpoint .*https/), code: response.statusCode });
         expect(await list(player)).toEqual([]);
       });
     });
@@ -267,7 +267,7 @@ describe('the device registry (/v1)', () => {
         const body = mutate(valid());
         const response = await register(body);
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(message) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(message), code: response.statusCode });
         if (typeof body.token === 'string' && body.token) {
           expect(await h.stores.db.device.count({ where: { token: body.token } })).toBe(0);
         }
@@ -281,7 +281,7 @@ describe('the device registry (/v1)', () => {
           payload: '{"user_id": ',
         });
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/) });
+        expect(response.json()).toEqual({ error: expect.stringMatching(/not valid JSON/), code: response.statusCode });
       });
     });
 
@@ -304,7 +304,7 @@ describe('the device registry (/v1)', () => {
       for (const url of ['/v1/players/a%00b/devices', '/v1/players/a%00b/wallet', '/v1/credits?user_id=a%00b']) {
         const response = await h.internal('GET', url);
         expect(response.statusCode).toBe(400);
-        expect(response.json()).toEqual({ error: 'text fields must not contain NUL characters' });
+        expect(response.json()).toEqual({ error: 'text fields must not contain NUL characters', code: response.statusCode });
       }
     });
 
@@ -337,7 +337,7 @@ describe('the device registry (/v1)', () => {
     it('answers 400 for a brand_id that is not a number', async () => {
       const response = await h.internal('GET', `/v1/players/${player}/devices?brand_id=abc`);
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(/brand_id/) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(/brand_id/), code: response.statusCode });
     });
 
     it('answers 200 with an empty list for a player with no device', async () => {
@@ -371,13 +371,13 @@ describe('the device registry (/v1)', () => {
 
       const again = await h.internal('DELETE', `/v1/devices/${gone.id}`);
       expect(again.statusCode).toBe(404);
-      expect(again.json()).toEqual({ error: expect.stringContaining(gone.id) });
+      expect(again.json()).toEqual({ error: expect.stringContaining(gone.id), code: again.statusCode });
     });
 
     it('answers 404 for an id that is not a uuid', async () => {
       const response = await h.internal('DELETE', '/v1/devices/not-a-uuid');
       expect(response.statusCode).toBe(404);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     });
   });
 
@@ -396,7 +396,7 @@ describe('the device registry (/v1)', () => {
 
       const refused = await h.single(pushRequest(brand, player));
       expect(refused.statusCode).toBe(404);
-      expect(refused.json()).toEqual({ error: expect.stringMatching(/no active device/) });
+      expect(refused.json()).toEqual({ error: expect.stringMatching(/no active device/), code: refused.statusCode });
     });
   });
 });

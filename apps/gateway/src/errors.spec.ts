@@ -23,12 +23,12 @@ describe('the error handler', () => {
     const response = await answerTo(error);
     expect(response.statusCode).toBe(503);
     expect(response.headers['retry-after']).toBe('5');
-    expect(response.json()).toEqual({ error: 'store is unavailable, retry later' });
+    expect(response.json()).toEqual({ error: 'store is unavailable, retry later', code: response.statusCode });
   });
 
   it('answers 500 to a failure that is not an outage', async () => {
     const response = await answerTo(Object.assign(new Error('duplicate key value violates unique constraint'), { code: '23505' }));
     expect(response.statusCode).toBe(500);
-    expect(response.json()).toEqual({ error: 'internal error' });
+    expect(response.json()).toEqual({ error: 'internal error', code: response.statusCode });
   });
 });

@@ -1,11 +1,23 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isDbUnavailable, isUnstorableText } from '@operator/db';
 
+const isErrorBody = (payload: unknown): payload is { error: unknown; code?: unknown } =>
+  payload !== null && typeof payload === 'object' && typeof (payload as { error?: unknown }).error === 'string';
+
 /** How long a client is asked to wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 5;
 
-/** Every error becomes `{"error": "..."}`: the message for a client's mistake, a generic text otherwise. */
+/**
+ * Every error becomes `{"error": "...", "code": <status>}`: the message for a client's mistake, a
+ * generic text otherwise. Handlers send `{ error }`; the hook adds the status as `code`, so no
+ * refusal can leave it out, and the routes' response schemas keep anything else out.
+ */
 export function registerErrorHandling(app: FastifyInstance) {
+  app.addHook('preSerialization', async (_request, reply, payload) => {
+    if (reply.statusCode >= 400 && isErrorBody(payload) && payload.code === undefined) return { ...payload, code: reply.statusCode };
+    return payload;
+  });
+
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send({ error: `no route for ${request.method} ${request.url.split('?')[0]}` });
   });

@@ -243,7 +243,7 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
     // The dead tokens were tried once, and are not sent to again.
     expect(hms.deliveriesTo(deadHms)).toEqual([]);
     expect(onesignal.deliveriesTo(deadOneSignal)).toEqual([]);
-    const again = (await h.single(pushRequest(brand, gone))).json();
-    expect(again).toEqual({ error: expect.stringMatching(/no active device/) });
+    const again = await h.single(pushRequest(brand, gone));
+    expect(again.json()).toEqual({ error: expect.stringMatching(/no active device/), code: again.statusCode });
   }, 60000);
 });

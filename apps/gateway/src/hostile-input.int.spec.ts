@@ -22,7 +22,7 @@ const nested = (levels: number) =>
 const withRawField = (request: object, field: string, rawValue: string) => `${JSON.stringify(request).slice(0, -1)},"${field}":${rawValue}}`;
 
 const expectRefused = (response: Response, status: number, message: RegExp) => {
-  expect({ status: response.statusCode, body: response.json() }).toEqual({ status, body: { error: expect.stringMatching(message) } });
+  expect({ status: response.statusCode, body: response.json() }).toEqual({ status, body: { error: expect.stringMatching(message), code: status } });
 };
 
 function crmHeaders(overrides: Record<string, string> = {}): Record<string, string> {
@@ -384,7 +384,7 @@ describe('hostile input at the edge', () => {
       for (const path of ['/health/live', '/channels/push/single', '/nowhere']) {
         const response = await raw(`GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`);
         expect(response.status).toBe(400);
-        expect(JSON.parse(response.body)).toEqual({ error: expect.stringMatching(/Host header is required/) });
+        expect(JSON.parse(response.body)).toEqual({ error: expect.stringMatching(/Host header is required/), code: 400 });
       }
     });
 

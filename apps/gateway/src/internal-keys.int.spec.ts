@@ -58,7 +58,7 @@ describe('internal keys by what they open', () => {
 
   it.each(ADMIN_ROUTES)('refuses a device key on %s %s with 403 {error}, before reading the body', async (method, url, body) => {
     const response = await send(method, url, DEVICE_KEY, body);
-    expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 403, body: { error: expect.stringContaining('admin key') } });
+    expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 403, body: { error: expect.stringContaining('admin key'), code: 403 } });
     const broken = await h.app.inject({ method, url, headers: { 'x-api-key': DEVICE_KEY, 'content-type': 'application/json' }, payload: '{"broken' });
     expect(broken.statusCode).toBe(403);
   });

@@ -40,7 +40,7 @@ describe('a production gateway', () => {
 
   it.each(OPERATIONS)('answers 404 {error} for %s on PORT, even with an admin key', async (url) => {
     const response = await h.app.inject({ method: 'GET', url, headers: { 'x-api-key': KEYS.INTERNAL_ADMIN_KEYS } });
-    expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 404, body: { error: expect.any(String) } });
+    expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 404, body: { error: expect.any(String), code: 404 } });
   });
 
   it('keeps the API and the probes on PORT', async () => {

@@ -26,7 +26,7 @@ describe('when a store is down', () => {
 
   const expect503 = (response: { statusCode: number; headers: Record<string, unknown>; json(): unknown }) => {
     expect(response.statusCode).toBe(503);
-    expect(response.json()).toEqual({ error: expect.any(String) });
+    expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     expect(response.headers['retry-after']).toBeDefined();
   };
 

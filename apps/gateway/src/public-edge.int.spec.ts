@@ -95,7 +95,7 @@ describe('the public edge', () => {
       expect(statusOf(result.received)).toEqual({
         status: 408,
         headers: expect.stringContaining('connection: close'),
-        body: { error: expect.stringMatching(/did not arrive in time/) },
+        body: { error: expect.stringMatching(/did not arrive in time/), code: 408 },
       });
       expect(result.closedAfterMs).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 100);
       expect(result.closedAfterMs).toBeLessThan(REQUEST_TIMEOUT_MS + CHECK_INTERVAL_MS + 1000);
@@ -160,7 +160,7 @@ describe('the public edge', () => {
   });
 
   describe(`bodies of the routes open without a key: ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes`, () => {
-    const tooLarge = { error: `request body is larger than ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes` };
+    const tooLarge = { error: `request body is larger than ${OPEN_ROUTE_BODY_LIMIT_BYTES} bytes`, code: 413 };
     const events = () => `/v1/push/${randomUUID()}/events`;
     const open: [string, () => string, string, (bytes: number) => string][] = [
       ['a device event', events, 'application/json', (bytes) => JSON.stringify({ type: 'delivered', token: 'x'.repeat(bytes) })],

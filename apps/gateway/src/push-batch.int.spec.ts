@@ -56,7 +56,7 @@ describe('POST /channels/push/batch', () => {
     for (const body of [pushRequest(brand, androidPlayer), '"text"', '{"broken"']) {
       const response = await h.batch(body);
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     }
   });
 

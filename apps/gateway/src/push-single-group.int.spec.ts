@@ -91,7 +91,7 @@ describe('singles stored together (group commit)', () => {
     const answers = await Promise.all([reachable[0], unreachable, reachable[1], reachable[2]].map((request) => h.single(request)));
 
     expect(answers.map((a) => a.statusCode)).toEqual([200, 404, 200, 200]);
-    expect(answers[1].json()).toEqual({ error: expect.stringMatching(/no active device/) });
+    expect(answers[1].json()).toEqual({ error: expect.stringMatching(/no active device/), code: answers[1].statusCode });
     const written = await writtenBy(h, brand);
     expect(written.size).toBe(3);
     expect(new Set(written.values()).size).toBe(1);
@@ -109,7 +109,7 @@ describe('singles stored together (group commit)', () => {
       const answers = await Promise.all(requests.map((request) => h.single(request)));
       expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 503, 200, 200]);
       expect(answers[3].headers['retry-after']).toBeDefined();
-      expect(answers[3].json()).toEqual({ error: expect.any(String) });
+      expect(answers[3].json()).toEqual({ error: expect.any(String), code: answers[3].statusCode });
 
       const rows = await h.messageRows(brand);
       expect(rows.map((row) => row.id).sort()).toEqual(answers.filter((a) => a.statusCode === 200).map(pushIdOf).sort());
@@ -195,7 +195,7 @@ describe('singles stored together, when a store is down', () => {
   function expectAll503(answers: Answer[]) {
     for (const answer of answers) {
       expect(answer.statusCode).toBe(503);
-      expect(answer.json()).toEqual({ error: expect.any(String) });
+      expect(answer.json()).toEqual({ error: expect.any(String), code: answer.statusCode });
       expect(answer.headers['retry-after']).toBeDefined();
     }
   }

@@ -137,7 +137,7 @@ describe('POST /channels/push/single', () => {
       await h.stores.db.device.updateMany({ where: { brandId: BigInt(brand), userId: player }, data: { active: false } });
       const response = await h.single(pushRequest(brand, player));
       expect(response.statusCode).toBe(404);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     });
 
     it('sends only to the active devices', async () => {
@@ -172,7 +172,7 @@ describe('POST /channels/push/single', () => {
     it.each(cases)('answers 400 naming the field for %s', async (_name, mutate, message) => {
       const response = await h.single(mutate(pushRequest(brand, player)));
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.stringMatching(message) });
+      expect(response.json()).toEqual({ error: expect.stringMatching(message), code: response.statusCode });
     });
 
     it('answers 400 for a body that is not JSON', async () => {
@@ -184,7 +184,7 @@ describe('POST /channels/push/single', () => {
     it('answers 400 for an empty body', async () => {
       const response = await h.single('');
       expect(response.statusCode).toBe(400);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     });
 
     it('reads the body as JSON whatever Content-Type is declared', async () => {
@@ -193,13 +193,13 @@ describe('POST /channels/push/single', () => {
       expect((await send(JSON.stringify(pushRequest(brand, player)))).statusCode).toBe(200);
       const garbage = await send('hello');
       expect(garbage.statusCode).toBe(400);
-      expect(garbage.json()).toEqual({ error: expect.stringMatching(/not valid JSON/) });
+      expect(garbage.json()).toEqual({ error: expect.stringMatching(/not valid JSON/), code: garbage.statusCode });
     });
 
     it('answers 404 in JSON for an unknown route', async () => {
       const response = await h.post('/channels/push/everything', {});
       expect(response.statusCode).toBe(404);
-      expect(response.json()).toEqual({ error: expect.any(String) });
+      expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
     });
 
     it('stores nothing for an invalid message', async () => {
@@ -219,7 +219,7 @@ describe('request limits and the header word', () => {
   it('answers 413 for a body over the size limit', async () => {
     const response = await h.single({ ...pushRequest(1, 'p'), body: 'x'.repeat(4000) });
     expect(response.statusCode).toBe(413);
-    expect(response.json()).toEqual({ error: 'request body is larger than 2048 bytes' });
+    expect(response.json()).toEqual({ error: 'request body is larger than 2048 bytes', code: response.statusCode });
   });
 
   it('reads the CRM headers with the configured middle word', async () => {

@@ -29,7 +29,7 @@ describe('the queue dashboard', () => {
   ])('refuses %s with 401 {error} and asks the browser for Basic credentials', async (_case, headers) => {
     for (const url of ['/admin/queues', '/admin/queues/api/queues', '/admin/queues/static/css/main.css']) {
       const response = await get(url, headers as Record<string, string>);
-      expect({ url, status: response.statusCode, body: response.json() }).toEqual({ url, status: 401, body: { error: expect.any(String) } });
+      expect({ url, status: response.statusCode, body: response.json() }).toEqual({ url, status: 401, body: { error: expect.any(String), code: 401 } });
       expect(response.headers['www-authenticate']).toMatch(/^Basic realm="[^"]+"/);
     }
   });
@@ -75,7 +75,7 @@ describe.each([
   it('is not there: 404 {error}, even with the internal key', async () => {
     for (const url of ['/admin/queues', '/admin/queues/api/queues']) {
       const response = await h.app.inject({ method: 'GET', url, headers: { 'x-api-key': INTERNAL_KEY } });
-      expect({ url, status: response.statusCode, body: response.json() }).toEqual({ url, status: 404, body: { error: expect.any(String) } });
+      expect({ url, status: response.statusCode, body: response.json() }).toEqual({ url, status: 404, body: { error: expect.any(String), code: 404 } });
     }
   });
 });

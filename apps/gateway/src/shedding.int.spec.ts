@@ -20,7 +20,7 @@ describe('load shedding', () => {
     const response = await h.single({});
     expect(response.statusCode).toBe(503);
     expect(response.headers['retry-after']).toBe('5');
-    expect(response.json()).toEqual({ error: 'server is overloaded, retry later' });
+    expect(response.json()).toEqual({ error: 'server is overloaded, retry later', code: response.statusCode });
   });
 });
 
@@ -39,7 +39,7 @@ describe('load shedding on memory', () => {
       return answer.statusCode === 503 && answer;
     }, 'the first memory sample', 5000);
     expect(response.headers['retry-after']).toBe('5');
-    expect(response.json()).toEqual({ error: 'server is overloaded, retry later' });
+    expect(response.json()).toEqual({ error: 'server is overloaded, retry later', code: response.statusCode });
     // Before anything is read: the body of a shed request is not parsed.
     expect((await h.post('/channels/push/single', '{"not json')).statusCode).toBe(503);
   });

@@ -192,17 +192,17 @@ describe('push status: polling, engagement reports and dead letters', () => {
     it('answers 404 for an unknown push and for a non-uuid', async () => {
       const unknown = await get(`/channels/push/${randomUUID()}`);
       expect(unknown.statusCode).toBe(404);
-      expect(unknown.json()).toEqual({ error: expect.any(String) });
+      expect(unknown.json()).toEqual({ error: expect.any(String), code: unknown.statusCode });
       const garbage = await get('/channels/push/not-a-uuid');
       expect(garbage.statusCode).toBe(404);
-      expect(garbage.json()).toEqual({ error: expect.any(String) });
+      expect(garbage.json()).toEqual({ error: expect.any(String), code: garbage.statusCode });
     });
 
     it('answers 401 without the CRM key, and with the internal key', async () => {
       const [pushId] = await accept();
       const none = await get(`/channels/push/${pushId}`, null);
       expect(none.statusCode).toBe(401);
-      expect(none.json()).toEqual({ error: expect.any(String) });
+      expect(none.json()).toEqual({ error: expect.any(String), code: none.statusCode });
       expect((await get(`/channels/push/${pushId}`, INTERNAL_KEY)).statusCode).toBe(401);
       expect((await get(`/channels/push/${pushId}`, 'wrong-key')).statusCode).toBe(401);
     });
@@ -243,7 +243,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       const ids = Array.from({ length: 101 }, () => randomUUID());
       const tooMany = await get(`/channels/push/status?${ids.map((id) => `push_id=${id}`).join('&')}`);
       expect(tooMany.statusCode).toBe(400);
-      expect(tooMany.json()).toEqual({ error: expect.any(String) });
+      expect(tooMany.json()).toEqual({ error: expect.any(String), code: tooMany.statusCode });
 
       const hundred = await get(`/channels/push/status?${ids.slice(0, 100).map((id) => `push_id=${id}`).join('&')}`);
       expect(hundred.statusCode).toBe(200);
@@ -350,7 +350,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       for (const query of ['limit=0', 'limit=5000', 'limit=1001', 'limit=-1', 'limit=x', 'after=abc', 'after=-1', 'after=1.5']) {
         const response = await get(`/channels/push/events?${query}`);
         expect([query, response.statusCode]).toEqual([query, 400]);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       }
       expect((await get('/channels/push/events?limit=1000&after=999999999999999999')).json()).toEqual({
         events: [],
@@ -482,7 +482,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       const [pushId, other] = await sentPushes(2);
       const bad = await report(pushId, { type: 'delivered', token: 'not-the-token' });
       expect(bad.statusCode).toBe(403);
-      expect(bad.json()).toEqual({ error: expect.any(String) });
+      expect(bad.json()).toEqual({ error: expect.any(String), code: bad.statusCode });
       const almost = trackingToken(SECRET, pushId);
       const flipped = await report(pushId, { type: 'delivered', token: `${almost.slice(0, -1)}${almost.endsWith('A') ? 'B' : 'A'}` });
       expect(flipped.statusCode).toBe(403);
@@ -501,7 +501,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       for (const body of [{ type: 'sent', token }, { type: 'failed', token }, { type: 'bounced', token }, { token }, { type: 'delivered' }, { type: 'delivered', token: '' }]) {
         const response = await report(pushId, body);
         expect([body, response.statusCode]).toEqual([body, 400]);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       }
       expect(await eventCount(pushId)).toBe(1);
     });
@@ -560,7 +560,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
           payload: JSON.stringify({ type: 'opened', token: trackingToken(SECRET, pushId) }),
         });
         expect(expired.statusCode).toBe(403);
-        expect(expired.json()).toEqual({ error: 'tracking token has expired' });
+        expect(expired.json()).toEqual({ error: 'tracking token has expired', code: expired.statusCode });
         expect(await statuses(pushId)).toEqual(['sent']);
       } finally {
         await shortLived.close();
@@ -592,7 +592,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       for (const unknown of [uuidv7(), randomUUID()]) {
         const response = await engage(unknown, 'delivered');
         expect(response.statusCode).toBe(404);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
         expect(await eventCount(unknown)).toBe(0);
       }
     });
@@ -680,7 +680,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
       for (const ids of [['nope'], [id, 'x'.repeat(36)], ['a'.repeat(36)], ['-'.repeat(36)], 'abc']) {
         const response = await internal('POST', '/v1/webhooks/dead-letters/redrive', { event_ids: ids });
         expect([ids, response.statusCode]).toEqual([ids, 400]);
-        expect(response.json()).toEqual({ error: expect.any(String) });
+        expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
       }
       expect((await h.stores.db.dispatchRetry.findUniqueOrThrow({ where: { eventId: id } })).state).toBe('dead');
     });

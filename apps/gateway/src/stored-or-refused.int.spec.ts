@@ -4,7 +4,7 @@ import { fcmToken, INTERNAL_KEY, uniqueBrandId, uniqueId, uniqueName } from '@op
 import { Harness } from './test/harness';
 
 // The property of the gateway's edge: whatever a client sends is either refused with a 4xx
-// {"error"}, or answered 2xx and then in PostgreSQL exactly as sent. Never a 5xx (the CRM retries
+// {"error", "code"}, or answered 2xx and then in PostgreSQL exactly as sent. Never a 5xx (the CRM retries
 // it forever), never a 2xx for something the database altered or could not keep.
 
 /** Mostly a well-formed value, one time in nine a hostile one. */
@@ -114,10 +114,10 @@ describe('every input is stored as sent or refused with a 4xx', () => {
     expect(seen.refused).toBeGreaterThan(RUNS / 10);
   });
 
-  /** A 4xx with {"error"}, or a 2xx: anything else fails the property. Answers whether it is a 2xx. */
+  /** A 4xx with {"error", "code"}, or a 2xx: anything else fails the property. Answers whether it is a 2xx. */
   function expectStoredOrRefused(response: { statusCode: number; body: string }) {
     if (response.statusCode >= 400) {
-      expect({ status: response.statusCode, body: JSON.parse(response.body) }).toEqual({ status: expect.any(Number), body: { error: expect.any(String) } });
+      expect({ status: response.statusCode, body: JSON.parse(response.body) }).toEqual({ status: expect.any(Number), body: { error: expect.any(String), code: response.statusCode } });
       expect(response.statusCode).toBeLessThan(500);
       seen.refused++;
       return false;

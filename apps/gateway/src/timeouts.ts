@@ -33,7 +33,7 @@ export function serverTimeouts(config: TimeoutConfig) {
     connectionTimeout: config.REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     http: { headersTimeout: headersTimeoutMs, connectionsCheckingInterval: DEADLINE_CHECK_INTERVAL_MS },
-    /** Node's refusals of what it could not read answered like every other refusal, with {"error"}; the connection is closed. */
+    /** Node's refusals of what it could not read answered like every other refusal, with {"error", "code"}; the connection is closed. */
     clientErrorHandler(this: FastifyInstance, error: ConnectionError, socket: Socket) {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
       const [status, message] =
@@ -44,7 +44,7 @@ export function serverTimeouts(config: TimeoutConfig) {
             : [400, 'not a valid HTTP request'];
       this.log.debug({ err: error }, 'client error');
       if (socket.writable) {
-        const body = JSON.stringify({ error: message });
+        const body = JSON.stringify({ error: message, code: status });
         socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
       }
       socket.destroy(error);

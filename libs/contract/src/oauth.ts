@@ -28,8 +28,14 @@ export type TokenResponse = Static<typeof TokenResponseSchema>;
 /** The error codes of RFC 6749, section 5.2, that this endpoint answers. */
 export type OAuthErrorCode = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type';
 
+/** RFC 6749's error code in `error`, in the gateway's one error shape (`code`, the HTTP status, added by its error hook). */
 const oauthError = (description: string, extra: object = {}) =>
-  Type.Object({ error: Type.String({ description: 'The OAuth error code' }), error_description: Type.Optional(Type.String()) }, { description, ...extra });
+  Type.Unsafe<{ error: OAuthErrorCode; code?: number }>(
+    Type.Object(
+      { error: Type.String({ description: 'The OAuth error code (RFC 6749, 5.2)' }), code: Type.Integer({ description: 'The HTTP status of the answer' }) },
+      { description, additionalProperties: false, ...extra },
+    ),
+  );
 
 export const OAuthBadRequest = oauthError('invalid_request (a field missing, repeated or not text) or unsupported_grant_type (not client_credentials)');
 export const OAuthUnauthorized = oauthError('invalid_client: no client credentials, or not those of a client of CRM_OAUTH_CLIENTS', {

@@ -122,5 +122,3 @@ export type BatchResult = Static<typeof BatchResultSchema>;
 export type BatchSuccess = Static<typeof BatchSuccessSchema>;
 export type BatchFailure = Static<typeof BatchFailureSchema>;
 
-export const ErrorSchema = Type.Object({ error: Type.String() }, { $id: 'Error' });
-export type ErrorBody = Static<typeof ErrorSchema>;
