@@ -32,6 +32,7 @@ describe('crediting under faults (PostgreSQL)', () => {
       idempotencyKey: uniqueName('idem'),
       tupleKey: null,
       kind: 'funds',
+      fingerprint: 'test',
       userId,
       bonusCode: null,
       amountMinor: 500n,

@@ -25,6 +25,7 @@ describe('bonus persistence (PostgreSQL)', () => {
     idempotencyKey: uniqueName('service'),
     tupleKey: uniqueName('tuple'),
     kind: 'funds',
+    fingerprint: 'request-1',
     userId: player,
     bonusCode: null,
     amountMinor: 1500n,
@@ -69,8 +70,15 @@ describe('bonus persistence (PostgreSQL)', () => {
 
     const sameKey = await recordCredit(db.pool, credit({ idempotencyKey: first.idempotencyKey, amountMinor: 1n }));
     const sameTuple = await recordCredit(db.pool, credit({ tupleKey: first.tupleKey }));
-    expect(sameKey).toEqual({ credit: recorded.credit, replay: true });
-    expect(sameTuple).toEqual({ credit: recorded.credit, replay: true });
+    expect(sameKey).toEqual({ credit: recorded.credit, replay: true, conflict: null });
+    expect(sameTuple).toEqual({ credit: recorded.credit, replay: true, conflict: null });
+
+    // Another request under the same key, or the same tuple, is refused and changes nothing.
+    const otherUnderKey = await recordCredit(db.pool, credit({ idempotencyKey: first.idempotencyKey, fingerprint: 'request-2' }));
+    const otherUnderTuple = await recordCredit(db.pool, credit({ tupleKey: first.tupleKey, fingerprint: 'request-2' }));
+    expect(otherUnderKey).toEqual({ credit: recorded.credit, replay: true, conflict: 'key' });
+    expect(otherUnderTuple).toEqual({ credit: recorded.credit, replay: true, conflict: 'tuple' });
+    expect(await getCredit(db.pool, recorded.credit.id)).toEqual(recorded.credit);
 
     const untupled = await recordCredit(db.pool, credit({ tupleKey: null }));
     expect(untupled.replay).toBe(false);

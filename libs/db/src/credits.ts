@@ -8,6 +8,8 @@ export interface CreditRow {
   idempotencyKey: string;
   tupleKey: string | null;
   kind: 'bonus' | 'funds';
+  /** What the first request asked for (endpoint and canonical body, hashed): a repeat must match it. */
+  fingerprint: string;
   userId: string;
   bonusCode: string | null;
   amountMinor: bigint;
@@ -23,7 +25,7 @@ export interface CreditRow {
   updatedAt: Date;
 }
 
-const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, user_id AS "userId",
+const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, fingerprint, user_id AS "userId",
   bonus_code AS "bonusCode", amount_minor::text AS "amountMinor", currency, type, request, crm_headers AS "crmHeaders",
   status::text AS status, error, reference, attempts, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
@@ -31,30 +33,39 @@ function toCredit(row: Omit<CreditRow, 'amountMinor'> & { amountMinor: string })
   return { ...row, amountMinor: BigInt(row.amountMinor) };
 }
 
-export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
+export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'fingerprint' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
   /** The request body as sent (JSON text), extra fields included. */
   requestText: string;
 };
 
+/** What recording a credit found: a new credit, a repeat of a credit's request, or another request under its key or tuple. */
+export type Recorded = { credit: CreditRow; replay: false } | { credit: CreditRow; replay: true; conflict: null | 'key' | 'tuple' };
+
 /**
  * Records a credit once: a second request with the same X-Service-Id, or the same activity,
  * action, player and trigger hash, gets the first credit back (`replay`), also when they race.
+ * A second request that asks something else under either (another fingerprint) is a `conflict`,
+ * and changes nothing.
  */
-export async function recordCredit(sql: Sql, credit: NewCredit): Promise<{ credit: CreditRow; replay: boolean }> {
+export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorded> {
   const id = uuidv7();
   const inserted = await sql.query(
-    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
-     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10::json, $11::jsonb)
+    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, fingerprint, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
+     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10, $11::json, $12::jsonb)
      ON CONFLICT DO NOTHING
      RETURNING ${CREDIT_COLUMNS}`,
-    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
+    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.fingerprint, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
   );
   if (inserted.rows[0]) return { credit: toCredit(inserted.rows[0]), replay: false };
+  // The key's credit and the tuple's may be two: the request must match each.
   const { rows } = await sql.query(
-    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at LIMIT 1`,
+    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at`,
     [credit.idempotencyKey, credit.tupleKey],
   );
-  return { credit: toCredit(rows[0]), replay: true };
+  const found = rows.map(toCredit);
+  const other = found.find((row) => row.fingerprint !== credit.fingerprint);
+  if (other) return { credit: other, replay: true, conflict: other.idempotencyKey === credit.idempotencyKey ? 'key' : 'tuple' };
+  return { credit: found[0], replay: true, conflict: null };
 }
 
 export async function getCredit(sql: Sql, id: string): Promise<CreditRow | undefined> {
