@@ -103,7 +103,7 @@ const expectError = (response: Response, status: number) => {
 /** A wallet that refuses every credit for good (an operator platform answering 4xx). */
 const refusingDeps = (h: Harness): BonusDeps => ({
   ...deps(h),
-  wallet: { postsToLedger: false, carryOut: async () => ({ ok: false, retry: false, error: 'refused by the test platform' }) },
+  wallet: { postsToLedger: false, timeoutMs: 1000, carryOut: async () => ({ ok: false, retry: false, error: 'refused by the test platform' }) },
 });
 
 describe('bonus endpoints', () => {

@@ -82,43 +82,75 @@ export async function listCredits(sql: Sql, filter: { userId?: string; status?: 
   return rows.map(toCredit);
 }
 
-/** Takes accepted credits that are due, for this worker, until `leaseMs` passes. */
-export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number): Promise<CreditRow[]> {
+/**
+ * Takes accepted credits that are due for `owner` (one id per bonus app process) until `leaseMs`
+ * passes. A claim only says which credits to look at: a credit is posted only once
+ * holdCreditForPost has taken it for the post.
+ */
+export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, owner: string): Promise<CreditRow[]> {
   const { rows } = await sql.query(
     `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()
                     AND (locked_until IS NULL OR locked_until < now()) ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED),
-          claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond' FROM due WHERE c.id = due.id RETURNING c.id)
+          claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond', lease_owner = $3 FROM due WHERE c.id = due.id RETURNING c.id)
      SELECT ${CREDIT_COLUMNS} FROM credits WHERE id IN (SELECT id FROM claimed) ORDER BY created_at`,
-    [limit, leaseMs],
+    [limit, leaseMs, owner],
   );
   return rows.map(toCredit);
 }
 
-/** Gives back this worker's claims on credits it will not process after all (shutdown). */
-export async function releaseCredits(sql: Sql, ids: string[]): Promise<number> {
+/**
+ * Takes or keeps `credit` for `owner` for the next `leaseMs`, to carry it out: answers it as it is
+ * now, or undefined when another owner's lease on it is live, or it was finished or tried again
+ * since it was read (its attempts moved). One statement decides, so of two bonus apps only one
+ * gets it, and no other can take it before the lease passes.
+ */
+export async function holdCreditForPost(sql: Sql, credit: Pick<CreditRow, 'id' | 'attempts'>, owner: string, leaseMs: number): Promise<CreditRow | undefined> {
+  const { rows } = await sql.query(
+    `UPDATE credits SET locked_until = now() + $4 * interval '1 millisecond', lease_owner = $2
+      WHERE id = $1 AND status = 'accepted' AND attempts = $3
+        AND (lease_owner = $2 OR locked_until IS NULL OR locked_until <= now())
+      RETURNING ${CREDIT_COLUMNS}`,
+    [credit.id, owner, credit.attempts, leaseMs],
+  );
+  return rows[0] ? toCredit(rows[0]) : undefined;
+}
+
+/** Gives back `owner`'s claims on credits it will not post after all (shutdown, or a lease too short to post in). */
+export async function releaseCredits(sql: Sql, ids: string[], owner: string): Promise<number> {
   if (!ids.length) return 0;
-  const { rowCount } = await sql.query(`UPDATE credits SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted'`, [ids]);
+  const { rowCount } = await sql.query(
+    `UPDATE credits SET locked_until = NULL, lease_owner = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted' AND lease_owner = $2`,
+    [ids, owner],
+  );
   return rowCount ?? 0;
 }
 
-/** Locks an accepted credit for finishing it; undefined when another worker finished it first. */
+/** Locks an accepted credit for finishing it; false when another worker finished it first. */
 export async function lockAcceptedCredit(sql: Sql, id: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' FOR UPDATE`, [id]);
   return rows.length > 0;
 }
 
+/** Locks an accepted credit `owner` holds; false when another owner has taken it, or it is finished. */
+export async function lockHeldCredit(sql: Sql, id: string, owner: string): Promise<boolean> {
+  const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' AND lease_owner = $2 FOR UPDATE`, [id, owner]);
+  return rows.length > 0;
+}
+
 export async function finishCredit(sql: Sql, id: string, outcome: { status: 'completed'; reference: string | null } | { status: 'failed'; error: string }) {
   await sql.query(
-    `UPDATE credits SET status = $2::"CreditStatus", reference = $3, error = $4, attempts = attempts + 1, locked_until = NULL, updated_at = now()
+    `UPDATE credits SET status = $2::"CreditStatus", reference = $3, error = $4, attempts = attempts + 1, locked_until = NULL, lease_owner = NULL, updated_at = now()
       WHERE id = $1`,
     [id, outcome.status, outcome.status === 'completed' ? outcome.reference : null, outcome.status === 'failed' ? outcome.error.slice(0, 1000) : null],
   );
 }
 
-export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string) {
-  await sql.query(
-    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, updated_at = now()
-      WHERE id = $1 AND status = 'accepted'`,
-    [id, nextAttemptAt, error.slice(0, 1000)],
+/** Puts a credit `owner` holds off until `nextAttemptAt`; false (nothing changed) when it no longer holds it. */
+export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string, owner: string): Promise<boolean> {
+  const { rowCount } = await sql.query(
+    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, lease_owner = NULL, updated_at = now()
+      WHERE id = $1 AND status = 'accepted' AND lease_owner = $4`,
+    [id, nextAttemptAt, error.slice(0, 1000), owner],
   );
+  return (rowCount ?? 0) > 0;
 }
