@@ -20,7 +20,7 @@ async function main() {
   });
   log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', readReplica: reads.separate ? urlOrigin(config.DATABASE_READ_URL) : undefined, metricsPort: metrics.port }, 'bonus app started');
 
-  // The credits claimed and not yet processed.
+  // The credits claimed and not yet started (runBonusRound).
   const held = new Set<string>();
   const poller = createPoller({ what: 'bonus', log, idleMs: config.BONUS_POLL_MS, round: async () => (await runBonusRound(deps, undefined, held)) > 0 });
   poller.start();
@@ -39,7 +39,10 @@ async function main() {
       await metrics.close();
     },
     abandon: async () => {
-      await releaseCredits(db.pool, [...held]);
+      // Emptied first: the round in flight starts none of them after this.
+      const unstarted = [...held];
+      held.clear();
+      await releaseCredits(db.pool, unstarted, deps.owner);
     },
   });
 }

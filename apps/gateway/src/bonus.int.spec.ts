@@ -103,7 +103,7 @@ const expectError = (response: Response, status: number) => {
 /** A wallet that refuses every credit for good (an operator platform answering 4xx). */
 const refusingDeps = (h: Harness): BonusDeps => ({
   ...deps(h),
-  wallet: { postsToLedger: false, carryOut: async () => ({ ok: false, retry: false, error: 'refused by the test platform' }) },
+  wallet: { postsToLedger: false, timeoutMs: 1000, carryOut: async () => ({ ok: false, retry: false, error: 'refused by the test platform' }) },
 });
 
 describe('bonus endpoints', () => {
@@ -643,6 +643,55 @@ describe('bonus endpoints', () => {
         { currency: 'EUR', key: 'real_money', amount: '0.00' },
         { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
       ]);
+    });
+
+    it('answers 409 to the same X-Service-Id for another player and amount, and credits nothing for it', async () => {
+      const [first, second] = [uniqueName('mm'), uniqueName('mm')];
+      const headers = crmHeaders();
+      const answer = await creditFunds(h, { user_id: first, amount: 5.0, currency: 'EUR' }, headers);
+      expect(answer.statusCode).toBe(200);
+      const creditId = answer.json().credit_id;
+
+      const other = await creditFunds(h, { user_id: second, amount: '250.00', currency: 'EUR' }, { ...headers, 'X-Service-Triggerhash': uniqueName('hash') });
+      expect(other.statusCode).toBe(409);
+      expect(other.json()).toMatchObject({ error: expect.stringContaining(headers['X-Service-Id']) });
+      // The same key on the other endpoint is another request too.
+      const bonus = await createBonus(h);
+      expect((await creditBonus(h, { user_id: first, bonus_code: bonus.code }, headers)).statusCode).toBe(409);
+
+      expect(await settle(h, creditId)).toBe('completed');
+      expect(await h.stores.db.credit.count({ where: { userId: second } })).toBe(0);
+      expect(await h.stores.db.credit.findUnique({ where: { id: creditId } })).toMatchObject({ userId: first, amountMinor: 500n, kind: 'funds' });
+      expect(await ledger(h, second)).toEqual([]);
+      expect((await wallet(h, first)).balances).toContainEqual({ currency: 'EUR', key: 'real_money', amount: '5.00' });
+    });
+
+    it('answers a repeat of the same request, however its JSON is written, with the first credit', async () => {
+      const userId = uniqueName('player');
+      const headers = crmHeaders();
+      const first = await creditFunds(h, `{"user_id":"${userId}","amount":5,"currency":"EUR","meta":{"a":1,"b":[1,2]}}`, headers);
+      // Other key order at every depth, other spacing, and the same amount written otherwise.
+      const again = await creditFunds(h, `{ "meta": { "b": [1, 2], "a": 1 },\n  "currency": "EUR", "amount": "5.00", "user_id": "${userId}" }`, headers);
+      expect(first.statusCode).toBe(200);
+      expect(again.statusCode).toBe(200);
+      expect(again.json().credit_id).toBe(first.json().credit_id);
+      // A field of the body that differs is another request.
+      const changed = await creditFunds(h, `{"user_id":"${userId}","amount":5,"currency":"EUR","meta":{"a":2,"b":[1,2]}}`, headers);
+      expect(changed.statusCode).toBe(409);
+      expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
+    });
+
+    it('answers 409 to the same activity, action, trigger hash and user_id asking another amount under another X-Service-Id (contract 5.2)', async () => {
+      const userId = uniqueName('player');
+      const headers = crmHeaders();
+      const first = await creditFunds(h, { user_id: userId, amount: '5.00', currency: 'EUR' }, headers);
+      const other = await creditFunds(h, { user_id: userId, amount: '250.00', currency: 'EUR' }, { ...headers, 'X-Service-Id': uniqueName('svc') });
+      expect(first.statusCode).toBe(200);
+      expect(other.statusCode).toBe(409);
+      expect(other.json()).toMatchObject({ error: expect.stringContaining(first.json().credit_id) });
+      expect(await h.stores.db.credit.findMany({ where: { userId }, select: { id: true, amountMinor: true } })).toEqual([{ id: first.json().credit_id, amountMinor: 500n }]);
+      expect(await settle(h, first.json().credit_id)).toBe('completed');
+      expect((await wallet(h, userId)).balances).toContainEqual({ currency: 'EUR', key: 'real_money', amount: '5.00' });
     });
 
     it('without the tuple headers, only X-Service-Id deduplicates', async () => {

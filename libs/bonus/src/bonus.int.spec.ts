@@ -53,6 +53,9 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
     maxAttempts: 3,
     backoffMs: 20,
     leaseMs: 60000,
+    owner: randomUUID(),
+    concurrency: 8,
+    postMarginMs: 1000,
     ...overrides,
   });
 
@@ -92,6 +95,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       idempotencyKey: uniqueName('idem'),
       tupleKey: null,
       kind: 'bonus',
+      fingerprint: 'test',
       bonusCode: null,
       amountMinor: 1050n,
       currency: 'EUR',
@@ -233,8 +237,8 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(await fresh(row.id)).toMatchObject({ status: 'completed', attempts: 1, reference: null, error: null });
 
       // Again: with the row as first read (still accepted) and with the fresh (completed) row.
-      expect(await processCredit(deps(), row)).toBe('completed');
-      expect(await processCredit(deps(), await fresh(row.id))).toBe('completed');
+      expect(await processCredit(deps(), row)).toBe('skipped');
+      expect(await processCredit(deps(), await fresh(row.id))).toBe('skipped');
       expect(await entriesOf(row.id)).toHaveLength(2);
       expect(await balances(user)).toEqual({ 'EUR:bonus_money': 1050n });
       expect(await listPlayerBonuses(db.pool, user)).toHaveLength(1);
@@ -248,8 +252,13 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       const bonus = await catalogBonus();
       const row = await credit({ userId: user, bonusCode: bonus.code, amountMinor: 777n });
 
+      // Four workers: one takes it. And four calls of one worker, which all hold it: one records it.
       const outcomes = await Promise.all([processCredit(deps(), row), processCredit(deps(), row), processCredit(deps(), row), processCredit(deps(), row)]);
-      expect(outcomes).toEqual(['completed', 'completed', 'completed', 'completed']);
+      expect(outcomes.sort()).toEqual(['completed', 'skipped', 'skipped', 'skipped']);
+      const other = await credit({ userId: uniqueName('player'), bonusCode: bonus.code, amountMinor: 777n });
+      const one = deps();
+      expect(await Promise.all([processCredit(one, other), processCredit(one, other), processCredit(one, other), processCredit(one, other)])).toEqual(['completed', 'completed', 'completed', 'completed']);
+      expect(await entriesOf(other.id)).toHaveLength(2);
 
       expect(await entriesOf(row.id)).toHaveLength(2);
       expect(await balances(user)).toEqual({ 'EUR:bonus_money': 777n });
@@ -282,7 +291,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       ]);
       expect(await fresh(row.id)).toMatchObject({ status: 'completed', attempts: 1 });
 
-      expect(await processCredit(deps(), row)).toBe('completed');
+      expect(await processCredit(deps(), row)).toBe('skipped');
       expect(await entriesOf(row.id)).toHaveLength(2);
       expect(await balances(user)).toEqual({ 'USD:real_money': 2500n });
     });
@@ -486,7 +495,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(await eventsAbout(user)).toEqual([{ topic: 'bonus', status: 'Created' }]);
 
       // Processing it again does not record it again.
-      expect(await processCredit(d, row)).toBe('completed');
+      expect(await processCredit(d, row)).toBe('skipped');
       expect(await listPlayerBonuses(db.pool, user)).toHaveLength(1);
       expect(await eventsAbout(user)).toHaveLength(1);
       expect(await fresh(row.id)).toMatchObject({ status: 'completed', attempts: 4, reference: 'P-1' });
@@ -731,6 +740,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       idempotencyKey: uniqueName('idem'),
       tupleKey: null,
       kind: 'funds',
+      fingerprint: 'test',
       userId,
       bonusCode: null,
       amountMinor: 100n,

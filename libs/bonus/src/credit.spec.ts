@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MAX_AMOUNT_MINOR } from '@operator/contract';
 import type { BonusRow } from '@operator/db';
-import { isText, prepareBonusCredit, tupleKey } from './credit';
+import { canonicalJson, isText, prepareBonusCredit, prepareFundsCredit, tupleKey } from './credit';
 
 const headers = { id: 'svc-1', activity_id: '55', action_id: '3', trigger_hash: 'th-1' };
 
@@ -41,5 +41,54 @@ describe('prepareBonusCredit', () => {
     expect(prepareBonusCredit(input({ user_id: 'p', bonus_code: 'BIG' }), { ...bonus, amountMinor: MAX_AMOUNT_MINOR + 1n })).toMatchObject({ ok: false, status: 422 });
     expect(prepareBonusCredit(input({ user_id: 'p', bonus_code: 'BIG' }), { ...bonus, wageringRequirement: '10000.01' })).toMatchObject({ ok: false, status: 422 });
     expect(prepareBonusCredit(input({ user_id: 'p', bonus_code: 'BIG' }), { ...bonus, amountMinor: MAX_AMOUNT_MINOR, wageringRequirement: '10000.00' })).toMatchObject({ ok: true });
+  });
+});
+
+describe('request fingerprints', () => {
+  const bonus: BonusRow = { code: 'W10', label: 'W10', type: 'WelcomeBonus', product: 'Casino', amountMinor: 1000n, currency: 'EUR', validityDays: 30, wageringRequirement: '35.00', active: true };
+  const input = (text: string) => {
+    const body = JSON.parse(text) as Record<string, unknown>;
+    const raw = /"amount"\s*:\s*(-?[0-9.]+)/.exec(text)?.[1];
+    return { body, text, rawAmount: raw, headers, idempotencyKey: 'svc-1' };
+  };
+  const funds = (text: string) => {
+    const prepared = prepareFundsCredit(input(text));
+    if (!prepared.ok) throw new Error(prepared.error);
+    return prepared.credit.fingerprint;
+  };
+
+  it('sorts keys at every depth, and leaves arrays in their order', () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[3,{"e":2,"f":1}]},"b":1}');
+  });
+
+  it('is the same for a body spaced and ordered otherwise, with the amount written otherwise', () => {
+    const first = funds('{"user_id":"mm-1","amount":5,"currency":"EUR","campaign":{"brand_id":7,"tags":["a","b"]}}');
+    expect(funds(' { "currency" : "EUR", "campaign": {"tags": ["a","b"], "brand_id": 7}, "amount": "5.00", "user_id": "mm-1" } ')).toBe(first);
+    expect(funds('{"user_id":"mm-1","amount":5.0,"currency":"EUR","campaign":{"brand_id":7,"tags":["a","b"]}}')).toBe(first);
+  });
+
+  it('differs for another player, amount, currency, brand, field or endpoint', () => {
+    const base = { user_id: 'mm-1', amount: '5.00', currency: 'EUR', bonus_code: 'W10', brand_id: 7 };
+    const fingerprints = [
+      funds(JSON.stringify(base)),
+      funds(JSON.stringify({ ...base, user_id: 'mm-2' })),
+      funds(JSON.stringify({ ...base, amount: '250.00' })),
+      funds(JSON.stringify({ ...base, amount: '5.01' })),
+      funds(JSON.stringify({ ...base, currency: 'USD' })),
+      funds(JSON.stringify({ ...base, brand_id: 8 })),
+      funds(JSON.stringify({ ...base, bonus_code: 'W11' })),
+      funds(JSON.stringify({ ...base, type: 'wheel' })),
+    ];
+    const asBonus = prepareBonusCredit(input(JSON.stringify(base)), bonus);
+    if (!asBonus.ok) throw new Error(asBonus.error);
+    fingerprints.push(asBonus.credit.fingerprint);
+    expect(new Set(fingerprints).size).toBe(fingerprints.length);
+  });
+
+  it('takes a catalog bonus by what the request names, not by the catalog amount it resolves to', () => {
+    const text = '{"user_id":"mm-1","bonus_code":"W10"}';
+    const now = prepareBonusCredit(input(text), bonus);
+    const later = prepareBonusCredit(input(text), { ...bonus, amountMinor: 2000n });
+    expect(now.ok && later.ok && now.credit.fingerprint === later.credit.fingerprint).toBe(true);
   });
 });

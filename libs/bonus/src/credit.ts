@@ -27,6 +27,30 @@ export function tupleKey(headers: CrmHeaders, userId: string): string | null {
   return createHash('sha256').update(JSON.stringify([activity_id, action_id, userId, trigger_hash]), 'utf8').digest('hex');
 }
 
+/** JSON with every object's keys sorted, at every depth: the same for a body however it is spaced or ordered. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const object = value as Record<string, unknown>;
+    return `{${Object.keys(object)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson(object[key])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * What one request asked for, as the SHA-256 (hex) of its endpoint and canonical body: a repeat
+ * under the same idempotency key (or tuple) must have the same. The player, bonus, currency and
+ * any brand or campaign field are in the body; the amount it names is taken in minor units, exact
+ * (12.5, 12.50 and "12.50" are the same), rather than as JSON read it.
+ */
+export function requestFingerprint(kind: NewCredit['kind'], body: Record<string, unknown>, amountMinor: bigint | undefined): string {
+  const named = amountMinor === undefined ? body : { ...body, amount: amountMinor.toString() };
+  return createHash('sha256').update(canonicalJson([kind, named]), 'utf8').digest('hex');
+}
+
 /** Why the ledger could not carry a catalog bonus (rows stored before the catalog was bounded), or null. */
 function uncreditable(bonus: BonusRow, amountMinor: bigint, currency: string): string | null {
   if (amountMinor > MAX_AMOUNT_MINOR) return `bonus ${bonus.code} is over the largest amount a credit may have (${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency})`;
@@ -63,10 +87,11 @@ export function prepareBonusCredit(input: Common, bonus: BonusRow | undefined): 
   if (!bonus.active) return { ok: false, status: 422, error: `bonus ${bonus.code} is not active` };
   const currency = (typeof body.currency === 'string' ? body.currency : undefined) ?? bonus.currency;
   let amountMinor = bonus.amountMinor;
+  let namedMinor: bigint | undefined;
   if (body.amount !== undefined && body.amount !== null) {
     const amount = amountOf(input, currency);
     if (!amount.ok) return amount;
-    amountMinor = amount.minor;
+    amountMinor = namedMinor = amount.minor;
   } else if (currency !== bonus.currency) {
     return { ok: false, status: 400, error: `bonus ${bonus.code} is in ${bonus.currency}; give amount with another currency` };
   }
@@ -78,6 +103,7 @@ export function prepareBonusCredit(input: Common, bonus: BonusRow | undefined): 
       idempotencyKey: input.idempotencyKey,
       tupleKey: tupleKey(input.headers, body.user_id),
       kind: 'bonus',
+      fingerprint: requestFingerprint('bonus', body, namedMinor),
       userId: body.user_id,
       bonusCode: bonus.code,
       amountMinor,
@@ -106,6 +132,7 @@ export function prepareFundsCredit(input: Common): Prepared {
       idempotencyKey: input.idempotencyKey,
       tupleKey: tupleKey(input.headers, body.user_id),
       kind: 'funds',
+      fingerprint: requestFingerprint('funds', body, amount.minor),
       userId: body.user_id,
       bonusCode: typeof body.bonus_code === 'string' ? body.bonus_code : null,
       amountMinor: amount.minor,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Db } from '@operator/db';
 import type { LogSink } from '@operator/config';
 import type { ProxySettings } from '@operator/egress';
@@ -11,10 +12,14 @@ export interface BonusConfigLike {
   BONUS_PLATFORM_TIMEOUT_MS: number;
   BONUS_MAX_ATTEMPTS: number;
   BONUS_BACKOFF_MS: number;
+  BONUS_CONCURRENCY: number;
   bonus: { platformUrl: string | undefined; exchangeRates: Record<string, number> };
   /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (the bonus app's; the gateway calls no wallet). */
   egress?: ProxySettings;
 }
+
+/** See BonusDeps.postMarginMs: a post's lease outlasts its deadline by this much. */
+export const POST_MARGIN_MS = 5000;
 
 /** The wallet (the built-in ledger, or the operator's platform when BONUS_PLATFORM_URL is set) and the event settings. */
 export function createBonusDeps(db: Db, config: BonusConfigLike, log: LogSink): BonusDeps {
@@ -27,5 +32,8 @@ export function createBonusDeps(db: Db, config: BonusConfigLike, log: LogSink): 
     maxAttempts: config.BONUS_MAX_ATTEMPTS,
     backoffMs: config.BONUS_BACKOFF_MS,
     leaseMs: Math.max(60000, config.BONUS_PLATFORM_TIMEOUT_MS * 3),
+    owner: randomUUID(),
+    concurrency: config.BONUS_CONCURRENCY,
+    postMarginMs: POST_MARGIN_MS,
   };
 }

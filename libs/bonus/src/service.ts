@@ -5,14 +5,17 @@ import {
   finishCredit,
   getBonus,
   getCredit,
+  holdCreditForPost,
   inTransaction,
   insertEvent,
   insertPlayerBonus,
   isDbUnavailable,
   lockAcceptedCredit,
+  lockHeldCredit,
   lockPlayerBonus,
   playerAccounts,
   postTransaction,
+  releaseCredits,
   retryCredit,
   setPlayerBonusStatus,
   untilStored,
@@ -35,8 +38,17 @@ export interface BonusDeps {
   /** Attempts before a credit the wallet keeps refusing transiently is failed. */
   maxAttempts: number;
   backoffMs: number;
-  /** How long a claimed credit stays this worker's. */
+  /** How long a claimed credit stays this worker's before it is taken for its post. */
   leaseMs: number;
+  /** This process's id on the leases it takes (credits.lease_owner): one per bonus app process. */
+  owner: string;
+  /** Credits of a round carried out at once. */
+  concurrency: number;
+  /**
+   * What a post's lease has over its longest post, at each end: room for the statement that takes
+   * it, and for a process that notices its deadline late (a busy event loop).
+   */
+  postMarginMs: number;
 }
 
 const HOUSE = 'house';
@@ -98,30 +110,57 @@ async function complete(deps: BonusDeps, credit: CreditRow, reference: string | 
 async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean, error: string): Promise<'retry' | 'failed'> {
   const attempt = credit.attempts + 1;
   if (retry && attempt < deps.maxAttempts) {
-    await untilStored(() => retryCredit(deps.db.pool, credit.id, new Date(Date.now() + backoffMs(attempt, deps.backoffMs)), error), deps.log, 'a credit retry');
-    deps.log.warn({ creditId: credit.id, attempt, reason: error }, 'credit not carried out yet; retrying later');
+    const putOff = await untilStored(() => retryCredit(deps.db.pool, credit.id, new Date(Date.now() + backoffMs(attempt, deps.backoffMs)), error, deps.owner), deps.log, 'a credit retry');
+    if (putOff) deps.log.warn({ creditId: credit.id, attempt, reason: error }, 'credit not carried out yet; retrying later');
+    else deps.log.warn({ creditId: credit.id, reason: error }, 'credit not carried out, and no longer held: its holder records it');
     return 'retry';
   }
-  await untilStored(
+  // Failed only while held: another holder may be carrying it out.
+  const failed = await untilStored(
     () =>
       inTransaction(deps.db, async (sql) => {
-        if (await lockAcceptedCredit(sql, credit.id)) await finishCredit(sql, credit.id, { status: 'failed', error });
+        if (!(await lockHeldCredit(sql, credit.id, deps.owner))) return false;
+        await finishCredit(sql, credit.id, { status: 'failed', error });
+        return true;
       }),
     deps.log,
     'a failed credit',
   );
-  deps.log.error({ creditId: credit.id, attempt, reason: error }, 'credit failed for good');
+  if (failed) deps.log.error({ creditId: credit.id, attempt, reason: error }, 'credit failed for good');
+  else deps.log.warn({ creditId: credit.id, reason: error }, 'credit refused, and no longer held: its holder records it');
   return 'failed';
 }
 
 /**
- * Carries out one accepted credit through the wallet: completed, retried later, or failed for good.
- * Once the wallet has carried it out, its completion is retried in memory through a PostgreSQL
- * outage, never carried out again. A completion that fails for any other reason (a reason waiting
- * will not change) counts as an attempt, so no credit stays accepted for ever.
+ * The lease a post is taken with: the longest post (the wallet's two deadlines, see Wallet) and a
+ * margin at each end. Another bonus app cannot take the credit before it passes, and the post is
+ * over, on this process's clock, a margin before it does.
  */
-export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise<'completed' | 'retry' | 'failed'> {
-  const result = await deps.wallet.carryOut(credit);
+export const postLeaseMs = (deps: BonusDeps) => 2 * deps.wallet.timeoutMs + 2 * deps.postMarginMs;
+
+/**
+ * Carries out one accepted credit through the wallet: completed, retried later, failed for good,
+ * or skipped (another bonus app holds it, or it changed since it was read). The credit is taken for
+ * the post in one statement (holdCreditForPost), which decides between bonus apps, and the post's
+ * deadline is counted from when that statement was sent, so the post is over before the lease
+ * passes. Once the wallet has carried it out, its completion is retried in memory through a
+ * PostgreSQL outage, never carried out again. A completion that fails for any other reason (a
+ * reason waiting will not change) counts as an attempt, so no credit stays accepted for ever.
+ */
+export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'completed' | 'retry' | 'failed' | 'skipped'> {
+  const leaseMs = postLeaseMs(deps);
+  const sentAt = Date.now();
+  const credit = await holdCreditForPost(deps.db.pool, read, deps.owner, leaseMs);
+  if (!credit) return 'skipped';
+  // Both of the wallet's deadlines end a margin before the lease does; a statement that took most
+  // of the margin and more leaves too little for a fair try: given back, untried.
+  const timeoutMs = Math.min(deps.wallet.timeoutMs, Math.floor((sentAt + leaseMs - deps.postMarginMs - Date.now()) / 2));
+  if (timeoutMs < deps.wallet.timeoutMs / 2) {
+    await releaseCredits(deps.db.pool, [credit.id], deps.owner);
+    deps.log.warn({ creditId: credit.id, timeoutMs }, 'credit not posted: too little of its lease was left');
+    return 'skipped';
+  }
+  const result = await deps.wallet.carryOut(credit, timeoutMs);
   if (!result.ok) return notCarriedOut(deps, credit, result.retry, result.error);
   try {
     await untilStored(() => complete(deps, credit, result.reference), deps.log, 'a carried-out credit');
@@ -133,22 +172,30 @@ export async function processCredit(deps: BonusDeps, credit: CreditRow): Promise
 }
 
 /**
- * One round of the bonus worker: the due credits, then the bonuses past their validity. `held`
- * holds the ids of the credits claimed and not yet processed, for giving them back at shutdown.
+ * One round of the bonus worker: the due credits, `deps.concurrency` at a time, then the bonuses
+ * past their validity. `held` holds the ids of the credits claimed and not yet started, for giving
+ * them back at shutdown: a credit leaves it before its post is taken, so a post in flight is never
+ * given back, and one taken out of it (given back) is not started.
  */
 export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<string>()): Promise<number> {
-  const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs);
+  const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs, deps.owner);
   for (const credit of credits) held.add(credit.id);
-  for (const credit of credits) {
-    try {
-      await processCredit(deps, credit);
-      held.delete(credit.id);
-    } catch (error) {
-      // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
-      const level = isDbUnavailable(error) ? 'warn' : 'error';
-      deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
+  let next = 0;
+  const worker = async () => {
+    while (next < credits.length) {
+      const credit = credits[next++];
+      // Not held any more: given back at shutdown.
+      if (!held.delete(credit.id)) continue;
+      try {
+        await processCredit(deps, credit);
+      } catch (error) {
+        // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
+        const level = isDbUnavailable(error) ? 'warn' : 'error';
+        deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
+      }
     }
-  }
+  };
+  await Promise.all(Array.from({ length: Math.min(Math.max(1, deps.concurrency), credits.length) }, worker));
   await expireDueBonuses(deps, batch);
   return credits.length;
 }

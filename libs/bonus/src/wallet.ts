@@ -11,13 +11,20 @@ export type WalletResult = { ok: true; reference: string | null } | { ok: false;
  */
 export interface Wallet {
   readonly postsToLedger: boolean;
-  carryOut(credit: CreditRow): Promise<WalletResult>;
+  /**
+   * How long a post waits for the platform (0: no post). Like every HTTP/1.1 call out (libs/egress),
+   * that long to get onto a connection and that long for the exchange: twice this in all at most.
+   */
+  readonly timeoutMs: number;
+  /** Carries the credit out; `timeoutMs`, when given, shortens the wallet's own. */
+  carryOut(credit: CreditRow, timeoutMs?: number): Promise<WalletResult>;
   /** Closes its connections. */
   close?(): Promise<void>;
 }
 
 export const ledgerWallet: Wallet = {
   postsToLedger: true,
+  timeoutMs: 0,
   async carryOut() {
     return { ok: true, reference: null };
   },
@@ -69,7 +76,9 @@ export function httpWallet(options: HttpWalletOptions): Wallet {
   const outbound = createOutbound({ proxy: options.proxy, ca: options.ca });
   return {
     postsToLedger: false,
-    async carryOut(credit) {
+    timeoutMs: options.timeoutMs,
+    async carryOut(credit, shorter) {
+      const timeoutMs = Math.min(options.timeoutMs, shorter ?? options.timeoutMs);
       const body = JSON.stringify({ ...creditFields(credit), request: credit.request });
       try {
         const answer = await outbound.request({
@@ -80,13 +89,13 @@ export function httpWallet(options: HttpWalletOptions): Wallet {
             ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
           },
           body,
-          timeoutMs: options.timeoutMs,
+          timeoutMs,
           maxBodyBytes: ANSWER_READ_BYTES,
         });
         if (answer.status >= 200 && answer.status < 300) return { ok: true, reference: referenceOf(answer.body) };
         return { ok: false, retry: isRetriedStatus(answer.status), error: `platform answered ${answerReason(answer.status, answer.body)}` };
       } catch (error) {
-        const reason = error instanceof OutboundError && error.failure === 'timeout' ? `no answer within ${options.timeoutMs} ms` : (error as Error).message;
+        const reason = error instanceof OutboundError && error.failure === 'timeout' ? `no answer within ${timeoutMs} ms` : (error as Error).message;
         return { ok: false, retry: true, error: `platform unreachable: ${reason}` };
       }
     },

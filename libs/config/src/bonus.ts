@@ -10,6 +10,7 @@ export const BonusEnv = Type.Object({
   BONUS_PLATFORM_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'Time to wait for the platform to answer a credit' }),
   BONUS_MAX_ATTEMPTS: Type.Integer({ default: 12, minimum: 1, description: 'Tries of a credit that keeps failing (the platform refusing transiently, or its recording failing) before it is failed' }),
   BONUS_BACKOFF_MS: Type.Integer({ default: 2000, minimum: 1, description: 'Base of the exponential backoff between tries' }),
+  BONUS_CONCURRENCY: Type.Integer({ default: 8, minimum: 1, maximum: 256, description: 'Credits one bonus app carries out at once (posts to the platform in flight)' }),
   BONUS_POLL_MS: Type.Integer({ default: 200, minimum: 10, description: 'Pause of the bonus app between rounds when idle' }),
   EVENTS_ORIGIN: Type.String({ default: 'operator', minLength: 1, description: 'The origin field of bonus and balance events' }),
   EXCHANGE_RATES: Type.String({ default: '{}', description: 'JSON map of currency to the rate the CRM wants in events, e.g. {"USD":0.92}; 1 when absent' }),

@@ -50,6 +50,7 @@ describe('loadGatewayConfig: defaults', () => {
       BONUS_PLATFORM_TIMEOUT_MS: 10000,
       BONUS_MAX_ATTEMPTS: 12,
       BONUS_BACKOFF_MS: 2000,
+      BONUS_CONCURRENCY: 8,
       BONUS_POLL_MS: 200,
       EVENTS_ORIGIN: 'operator',
       EXCHANGE_RATES: '{}',

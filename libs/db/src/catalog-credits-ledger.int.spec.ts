@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { uniqueName } from '@operator/testing';
 import { getBonus, listBonuses, upsertBonus, type BonusRow } from './catalog';
-import { claimDueCredits, finishCredit, getCredit, listCredits, recordCredit, releaseCredits, retryCredit, type NewCredit } from './credits';
+import { claimDueCredits, finishCredit, getCredit, holdCreditForPost, listCredits, recordCredit, releaseCredits, retryCredit, type NewCredit } from './credits';
 import { playerAccounts, playerEntries, postTransaction } from './ledger';
 import { closeDb, createDb, type Db } from './client';
 
@@ -25,6 +25,7 @@ describe('bonus persistence (PostgreSQL)', () => {
     idempotencyKey: uniqueName('service'),
     tupleKey: uniqueName('tuple'),
     kind: 'funds',
+    fingerprint: 'request-1',
     userId: player,
     bonusCode: null,
     amountMinor: 1500n,
@@ -69,8 +70,15 @@ describe('bonus persistence (PostgreSQL)', () => {
 
     const sameKey = await recordCredit(db.pool, credit({ idempotencyKey: first.idempotencyKey, amountMinor: 1n }));
     const sameTuple = await recordCredit(db.pool, credit({ tupleKey: first.tupleKey }));
-    expect(sameKey).toEqual({ credit: recorded.credit, replay: true });
-    expect(sameTuple).toEqual({ credit: recorded.credit, replay: true });
+    expect(sameKey).toEqual({ credit: recorded.credit, replay: true, conflict: null });
+    expect(sameTuple).toEqual({ credit: recorded.credit, replay: true, conflict: null });
+
+    // Another request under the same key, or the same tuple, is refused and changes nothing.
+    const otherUnderKey = await recordCredit(db.pool, credit({ idempotencyKey: first.idempotencyKey, fingerprint: 'request-2' }));
+    const otherUnderTuple = await recordCredit(db.pool, credit({ tupleKey: first.tupleKey, fingerprint: 'request-2' }));
+    expect(otherUnderKey).toEqual({ credit: recorded.credit, replay: true, conflict: 'key' });
+    expect(otherUnderTuple).toEqual({ credit: recorded.credit, replay: true, conflict: 'tuple' });
+    expect(await getCredit(db.pool, recorded.credit.id)).toEqual(recorded.credit);
 
     const untupled = await recordCredit(db.pool, credit({ tupleKey: null }));
     expect(untupled.replay).toBe(false);
@@ -81,23 +89,52 @@ describe('bonus persistence (PostgreSQL)', () => {
     const a = (await recordCredit(db.pool, credit())).credit;
     const b = (await recordCredit(db.pool, credit())).credit;
     const ids = [a.id, b.id].sort();
+    const [me, other] = [randomUUID(), randomUUID()];
 
-    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual(ids);
-    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([]);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000, me), ids)).toEqual(ids);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000, other), ids)).toEqual([]);
 
-    expect(await releaseCredits(db.pool, [b.id])).toBe(1);
+    expect(await releaseCredits(db.pool, [b.id], other)).toBe(0);
+    expect(await releaseCredits(db.pool, [b.id], me)).toBe(1);
     await finishCredit(db.pool, a.id, { status: 'completed', reference: 'wallet-1' });
     expect(await getCredit(db.pool, a.id)).toMatchObject({ status: 'completed', reference: 'wallet-1', error: null, attempts: 1 });
-    expect(await releaseCredits(db.pool, [a.id])).toBe(0);
-    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([b.id]);
+    expect(await releaseCredits(db.pool, [a.id], me)).toBe(0);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000, other), ids)).toEqual([b.id]);
 
-    await retryCredit(db.pool, b.id, new Date(Date.now() + 60_000), 'wallet unavailable');
+    // Only the holder puts it off.
+    expect(await retryCredit(db.pool, b.id, new Date(Date.now() + 60_000), 'wallet unavailable', me)).toBe(false);
+    expect(await getCredit(db.pool, b.id)).toMatchObject({ attempts: 0, error: null });
+    expect(await retryCredit(db.pool, b.id, new Date(Date.now() + 60_000), 'wallet unavailable', other)).toBe(true);
     expect(await getCredit(db.pool, b.id)).toMatchObject({ status: 'accepted', attempts: 1, error: 'wallet unavailable' });
-    expect(ours(await claimDueCredits(db.pool, 1000, 60_000), ids)).toEqual([]);
+    expect(ours(await claimDueCredits(db.pool, 1000, 60_000, me), ids)).toEqual([]);
 
     await finishCredit(db.pool, b.id, { status: 'failed', error: 'refused' });
     expect(await listCredits(db.pool, { userId: player, status: 'failed', limit: 10 })).toEqual([expect.objectContaining({ id: b.id, error: 'refused', reference: null })]);
     expect(await getCredit(db.pool, randomUUID())).toBeUndefined();
+  });
+
+  it('takes a credit for its post in one statement: a live lease of another owner, or a credit changed since read, is not taken', async () => {
+    const c = (await recordCredit(db.pool, credit())).credit;
+    await db.pool.query(`UPDATE credits SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, [c.id]);
+    const [me, other] = [randomUUID(), randomUUID()];
+
+    // Free: either may take it, and only one of two at once does.
+    const raced = await Promise.all([holdCreditForPost(db.pool, c, me, 60_000), holdCreditForPost(db.pool, c, other, 60_000)]);
+    expect(raced.filter(Boolean)).toHaveLength(1);
+    const [holder, loser] = raced[0] ? [me, other] : [other, me];
+    // The holder keeps it (the lease extended), the other does not get it while the lease is live.
+    expect(await holdCreditForPost(db.pool, c, holder, 60_000)).toMatchObject({ id: c.id });
+    expect(await holdCreditForPost(db.pool, c, loser, 60_000)).toBeUndefined();
+
+    // Lapsed: anyone may take it, but not from a read older than its last try.
+    await db.pool.query(`UPDATE credits SET locked_until = now() - interval '1 millisecond' WHERE id = $1`, [c.id]);
+    expect(await holdCreditForPost(db.pool, c, loser, 50)).toMatchObject({ id: c.id });
+    expect(await retryCredit(db.pool, c.id, new Date(), 'platform answered HTTP 503', loser)).toBe(true);
+    expect(await holdCreditForPost(db.pool, c, holder, 60_000)).toBeUndefined();
+    expect(await holdCreditForPost(db.pool, (await getCredit(db.pool, c.id))!, holder, 60_000)).toMatchObject({ attempts: 1 });
+
+    await finishCredit(db.pool, c.id, { status: 'completed', reference: null });
+    expect(await holdCreditForPost(db.pool, (await getCredit(db.pool, c.id))!, holder, 60_000)).toBeUndefined();
   });
 
   it('posts a balanced transaction once, and refuses one that does not balance', async () => {

@@ -8,6 +8,8 @@ export interface CreditRow {
   idempotencyKey: string;
   tupleKey: string | null;
   kind: 'bonus' | 'funds';
+  /** What the first request asked for (endpoint and canonical body, hashed): a repeat must match it. */
+  fingerprint: string;
   userId: string;
   bonusCode: string | null;
   amountMinor: bigint;
@@ -23,7 +25,7 @@ export interface CreditRow {
   updatedAt: Date;
 }
 
-const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, user_id AS "userId",
+const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, fingerprint, user_id AS "userId",
   bonus_code AS "bonusCode", amount_minor::text AS "amountMinor", currency, type, request, crm_headers AS "crmHeaders",
   status::text AS status, error, reference, attempts, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
@@ -31,30 +33,39 @@ function toCredit(row: Omit<CreditRow, 'amountMinor'> & { amountMinor: string })
   return { ...row, amountMinor: BigInt(row.amountMinor) };
 }
 
-export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
+export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'fingerprint' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
   /** The request body as sent (JSON text), extra fields included. */
   requestText: string;
 };
 
+/** What recording a credit found: a new credit, a repeat of a credit's request, or another request under its key or tuple. */
+export type Recorded = { credit: CreditRow; replay: false } | { credit: CreditRow; replay: true; conflict: null | 'key' | 'tuple' };
+
 /**
  * Records a credit once: a second request with the same X-Service-Id, or the same activity,
  * action, player and trigger hash, gets the first credit back (`replay`), also when they race.
+ * A second request that asks something else under either (another fingerprint) is a `conflict`,
+ * and changes nothing.
  */
-export async function recordCredit(sql: Sql, credit: NewCredit): Promise<{ credit: CreditRow; replay: boolean }> {
+export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorded> {
   const id = uuidv7();
   const inserted = await sql.query(
-    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
-     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10::json, $11::jsonb)
+    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, fingerprint, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
+     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10, $11::json, $12::jsonb)
      ON CONFLICT DO NOTHING
      RETURNING ${CREDIT_COLUMNS}`,
-    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
+    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.fingerprint, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
   );
   if (inserted.rows[0]) return { credit: toCredit(inserted.rows[0]), replay: false };
+  // The key's credit and the tuple's may be two: the request must match each.
   const { rows } = await sql.query(
-    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at LIMIT 1`,
+    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at`,
     [credit.idempotencyKey, credit.tupleKey],
   );
-  return { credit: toCredit(rows[0]), replay: true };
+  const found = rows.map(toCredit);
+  const other = found.find((row) => row.fingerprint !== credit.fingerprint);
+  if (other) return { credit: other, replay: true, conflict: other.idempotencyKey === credit.idempotencyKey ? 'key' : 'tuple' };
+  return { credit: found[0], replay: true, conflict: null };
 }
 
 export async function getCredit(sql: Sql, id: string): Promise<CreditRow | undefined> {
@@ -71,43 +82,75 @@ export async function listCredits(sql: Sql, filter: { userId?: string; status?: 
   return rows.map(toCredit);
 }
 
-/** Takes accepted credits that are due, for this worker, until `leaseMs` passes. */
-export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number): Promise<CreditRow[]> {
+/**
+ * Takes accepted credits that are due for `owner` (one id per bonus app process) until `leaseMs`
+ * passes. A claim only says which credits to look at: a credit is posted only once
+ * holdCreditForPost has taken it for the post.
+ */
+export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, owner: string): Promise<CreditRow[]> {
   const { rows } = await sql.query(
     `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()
                     AND (locked_until IS NULL OR locked_until < now()) ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED),
-          claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond' FROM due WHERE c.id = due.id RETURNING c.id)
+          claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond', lease_owner = $3 FROM due WHERE c.id = due.id RETURNING c.id)
      SELECT ${CREDIT_COLUMNS} FROM credits WHERE id IN (SELECT id FROM claimed) ORDER BY created_at`,
-    [limit, leaseMs],
+    [limit, leaseMs, owner],
   );
   return rows.map(toCredit);
 }
 
-/** Gives back this worker's claims on credits it will not process after all (shutdown). */
-export async function releaseCredits(sql: Sql, ids: string[]): Promise<number> {
+/**
+ * Takes or keeps `credit` for `owner` for the next `leaseMs`, to carry it out: answers it as it is
+ * now, or undefined when another owner's lease on it is live, or it was finished or tried again
+ * since it was read (its attempts moved). One statement decides, so of two bonus apps only one
+ * gets it, and no other can take it before the lease passes.
+ */
+export async function holdCreditForPost(sql: Sql, credit: Pick<CreditRow, 'id' | 'attempts'>, owner: string, leaseMs: number): Promise<CreditRow | undefined> {
+  const { rows } = await sql.query(
+    `UPDATE credits SET locked_until = now() + $4 * interval '1 millisecond', lease_owner = $2
+      WHERE id = $1 AND status = 'accepted' AND attempts = $3
+        AND (lease_owner = $2 OR locked_until IS NULL OR locked_until <= now())
+      RETURNING ${CREDIT_COLUMNS}`,
+    [credit.id, owner, credit.attempts, leaseMs],
+  );
+  return rows[0] ? toCredit(rows[0]) : undefined;
+}
+
+/** Gives back `owner`'s claims on credits it will not post after all (shutdown, or a lease too short to post in). */
+export async function releaseCredits(sql: Sql, ids: string[], owner: string): Promise<number> {
   if (!ids.length) return 0;
-  const { rowCount } = await sql.query(`UPDATE credits SET locked_until = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted'`, [ids]);
+  const { rowCount } = await sql.query(
+    `UPDATE credits SET locked_until = NULL, lease_owner = NULL WHERE id = ANY($1::uuid[]) AND status = 'accepted' AND lease_owner = $2`,
+    [ids, owner],
+  );
   return rowCount ?? 0;
 }
 
-/** Locks an accepted credit for finishing it; undefined when another worker finished it first. */
+/** Locks an accepted credit for finishing it; false when another worker finished it first. */
 export async function lockAcceptedCredit(sql: Sql, id: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' FOR UPDATE`, [id]);
   return rows.length > 0;
 }
 
+/** Locks an accepted credit `owner` holds; false when another owner has taken it, or it is finished. */
+export async function lockHeldCredit(sql: Sql, id: string, owner: string): Promise<boolean> {
+  const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' AND lease_owner = $2 FOR UPDATE`, [id, owner]);
+  return rows.length > 0;
+}
+
 export async function finishCredit(sql: Sql, id: string, outcome: { status: 'completed'; reference: string | null } | { status: 'failed'; error: string }) {
   await sql.query(
-    `UPDATE credits SET status = $2::"CreditStatus", reference = $3, error = $4, attempts = attempts + 1, locked_until = NULL, updated_at = now()
+    `UPDATE credits SET status = $2::"CreditStatus", reference = $3, error = $4, attempts = attempts + 1, locked_until = NULL, lease_owner = NULL, updated_at = now()
       WHERE id = $1`,
     [id, outcome.status, outcome.status === 'completed' ? outcome.reference : null, outcome.status === 'failed' ? outcome.error.slice(0, 1000) : null],
   );
 }
 
-export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string) {
-  await sql.query(
-    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, updated_at = now()
-      WHERE id = $1 AND status = 'accepted'`,
-    [id, nextAttemptAt, error.slice(0, 1000)],
+/** Puts a credit `owner` holds off until `nextAttemptAt`; false (nothing changed) when it no longer holds it. */
+export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string, owner: string): Promise<boolean> {
+  const { rowCount } = await sql.query(
+    `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, lease_owner = NULL, updated_at = now()
+      WHERE id = $1 AND status = 'accepted' AND lease_owner = $4`,
+    [id, nextAttemptAt, error.slice(0, 1000), owner],
   );
+  return (rowCount ?? 0) > 0;
 }

@@ -520,8 +520,8 @@ async function oldFinancialRecords() {
   const owner = `${player}-${randomUUID().slice(0, 8)}`;
   const old = ago(90);
   await db.pool.query(
-    `INSERT INTO credits (id, idempotency_key, kind, user_id, bonus_code, amount_minor, currency, type, request, crm_headers, status, created_at, updated_at)
-     VALUES ($1, $4, 'bonus', $2, 'WELCOME100', 1000, 'EUR', 'WelcomeBonus', '{}', '{}', 'completed', $3, $3)`,
+    `INSERT INTO credits (id, idempotency_key, kind, fingerprint, user_id, bonus_code, amount_minor, currency, type, request, crm_headers, status, created_at, updated_at)
+     VALUES ($1, $4, 'bonus', 'test', $2, 'WELCOME100', 1000, 'EUR', 'WelcomeBonus', '{}', '{}', 'completed', $3, $3)`,
     [credit, owner, old, `retention-${credit}`],
   );
   await db.pool.query(`INSERT INTO accounts (id, owner, currency, kind, balance_minor, created_at) VALUES ($1, $2, 'EUR', 'bonus_money', 1000, $3)`, [account, owner, old]);

@@ -30,7 +30,7 @@ export interface BonusRouteOptions {
 }
 
 type CreditInput = Parameters<typeof prepareFundsCredit>[0];
-type Refusal = { status: 400 | 404 | 422; error: string };
+type Refusal = { status: 400 | 404 | 409 | 422; error: string };
 
 const refused = (answer: CreditAccepted | Refusal): answer is Refusal => 'error' in answer;
 
@@ -60,7 +60,11 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
     },
   );
 
-  /** Records the credit `prepare` makes of the request; a repeat gets the first answer, and nothing is credited again. */
+  /**
+   * Records the credit `prepare` makes of the request; a repeat gets the first answer, and nothing
+   * is credited again. Another request under a key or tuple already used is refused (409): the CRM
+   * would otherwise take the first credit's answer for a credit that was never made.
+   */
   async function record(request: FastifyRequest, body: Record<string, unknown>, prepare: (input: CreditInput) => Promise<Prepared>): Promise<CreditAccepted | Refusal> {
     // The body is kept as sent, extra fields included: all of it must be storable.
     const problem = checkStorable(body);
@@ -73,15 +77,30 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
     const rawAmount = rawBody === undefined ? undefined : (rawField(rawBody, 'amount') as string | undefined);
     const prepared = await prepare({ body, text: rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id });
     if (!prepared.ok) return { status: prepared.status, error: prepared.error };
-    const { credit: recorded } = await orUnavailable(recordCredit(db.pool, prepared.credit));
-    return { credit_id: recorded.id, status: 'accepted' };
+    const recorded = await orUnavailable(recordCredit(db.pool, prepared.credit));
+    if (recorded.replay && recorded.conflict === 'key') {
+      return { status: 409, error: `${headerNames.id} ${headers.id} was used for another request (credit ${recorded.credit.id}); a retry must repeat the same request` };
+    }
+    if (recorded.replay && recorded.conflict === 'tuple') {
+      return {
+        status: 409,
+        error: `credit ${recorded.credit.id} has the same ${headerNames.activity_id}, ${headerNames.action_id}, ${headerNames.trigger_hash} and user_id but another request`,
+      };
+    }
+    return { credit_id: recorded.credit.id, status: 'accepted' };
   }
 
   const creditSchema = {
     tags: ['CRM: bonuses'],
     headers: crmHeadersSchema(headerNames, ['id']),
   };
-  const creditErrors = { 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable };
+  const creditErrors = {
+    400: BadRequest,
+    401: Unauthorized,
+    409: errorResponse('The idempotency key, or the activity, action, player and trigger hash, was used for another request; nothing was credited'),
+    413: TooLarge,
+    503: Unavailable,
+  };
 
   app.post(
     '/bonus/credit',
