@@ -73,27 +73,30 @@ describe('checkJsonText', () => {
     });
   });
 
-  it('agrees with JSON.parse about every generated document', () => {
-    // A key given twice makes JSON.parse keep fewer keys than the text has; a document without
-    // one has as many. Counted over the whole tree, with the text's keys counted as written.
-    const keysIn = (value: unknown): number =>
-      value !== null && typeof value === 'object'
-        ? (Array.isArray(value) ? 0 : Object.keys(value).length) + Object.values(value).reduce((sum: number, item) => sum + keysIn(item), 0)
-        : 0;
+  it('finds a key given twice in every generated document that has one, and in no other', () => {
+    // Each document is generated with whether it has a key given twice: two keys of one object
+    // that decode to the same text, each key decoded alone. JSON.parse of the whole document is no
+    // oracle: Node 24's, once warm, can keep a wrong key for an object that gives a key twice, one
+    // of them written with escapes ({"a": 1, "\u0061": "\\"} read as {"a": 1, "\\": "\\"}).
+    type Doc = { text: string; twice: boolean };
     const key = fc.constantFrom('a', 'b', 'ab', 'a\\u0062', '\\u0061', 'é', '\\"', '\\\\');
-    const value: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
+    const value: fc.Arbitrary<Doc> = fc.letrec<{ value: Doc }>((tie) => ({
       value: fc.oneof(
         { depthSize: 'small', withCrossShrink: true },
-        fc.constantFrom('1', '"a"', '"\\"a"', 'null', '"\\\\"'),
-        fc.array(tie('value'), { maxLength: 4 }).map((items) => `[${items.join(', ')}]`),
-        fc.array(fc.tuple(key, tie('value')), { maxLength: 5 }).map((members) => `{${members.map(([k, v]) => `"${k}": ${v}`).join(',')}}`),
+        fc.constantFrom('1', '"a"', '"\\"a"', 'null', '"\\\\"').map((text) => ({ text, twice: false })),
+        fc.array(tie('value'), { maxLength: 4 }).map((items) => ({ text: `[${items.map((item) => item.text).join(', ')}]`, twice: items.some((item) => item.twice) })),
+        fc.array(fc.tuple(key, tie('value')), { maxLength: 5 }).map((members) => {
+          const decoded = members.map(([k]) => JSON.parse(`"${k}"`) as string);
+          return {
+            text: `{${members.map(([k, v]) => `"${k}": ${v.text}`).join(',')}}`,
+            twice: new Set(decoded).size < decoded.length || members.some(([, v]) => v.twice),
+          };
+        }),
       ),
     })).value;
     fc.assert(
-      fc.property(value, (text) => {
-        const parsed = JSON.parse(text);
-        const written = [...text.matchAll(/"((?:[^"\\]|\\.)*)"\s*:/g)].length;
-        expect(checkJsonText(text, 1000).problem === null).toBe(keysIn(parsed) === written);
+      fc.property(value, ({ text, twice }) => {
+        expect(checkJsonText(text, 1000).problem !== null).toBe(twice);
       }),
       { numRuns: 2000 },
     );

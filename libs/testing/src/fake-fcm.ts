@@ -1,5 +1,5 @@
 import { generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import http2, { type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
 import https from 'node:https';
 import type { Socket } from 'node:net';
@@ -361,6 +361,10 @@ function base64urlJson(part: string): Record<string, unknown> {
 type FakeRequest = IncomingMessage | Http2ServerRequest;
 type FakeResponse = ServerResponse | Http2ServerResponse;
 
+/** The status line and headers of either kind of response (their overloads do not unite in @types/node 24). */
+const writeHead = (res: FakeResponse, status: number, headers: OutgoingHttpHeaders) =>
+  (res as { writeHead(status: number, headers: OutgoingHttpHeaders): unknown }).writeHead(status, headers);
+
 
 
 export class FakeFcm {
@@ -713,13 +717,13 @@ export class FakeFcm {
       return (res as { write(chunk: Buffer): boolean }).write(chunk);
     };
     if (scripted.stall) {
-      res.writeHead(scripted.status, { 'content-type': 'application/json; charset=UTF-8', ...named });
+      writeHead(res, scripted.status, { 'content-type': 'application/json; charset=UTF-8', ...named });
       const timer = setInterval(() => write(Buffer.from(' ')), 100);
       res.once('close', () => clearInterval(timer));
       return;
     }
     const total = scripted.bodyBytes ?? text.length;
-    res.writeHead(scripted.status, { 'content-type': 'text/html; charset=UTF-8', 'content-length': total, ...named });
+    writeHead(res, scripted.status, { 'content-type': 'text/html; charset=UTF-8', 'content-length': total, ...named });
     const block = Buffer.alloc(Math.min(total, 64 * 1024), text);
     const pump = () => {
       while (!closed && entry.answeredBytes < total) {
@@ -735,7 +739,7 @@ export class FakeFcm {
     const text = JSON.stringify(payload);
     // Lower-case names: HTTP/2 allows no others.
     const named = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
-    res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...named });
+    writeHead(res, status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...named });
     res.end(text);
   }
 }
