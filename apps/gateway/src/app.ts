@@ -73,7 +73,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   registerJsonBodies(app);
   registerErrorHandling(app);
   observeRequests(app);
-  throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
+  throttleAuthFailures(app, config.edge.authFailures, config.edge.authThrottleExempt);
 
   if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
     // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.

@@ -60,11 +60,13 @@ describe('loadGatewayConfig: defaults', () => {
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
       AUTH_FAILURE_LIMIT: 20,
       AUTH_FAILURE_WINDOW: '5m',
+      AUTH_THROTTLE_EXEMPT: '',
       TRUST_PROXY: '',
       CRM_OAUTH_ALLOW_GET: false,
       TRACKING_TOKEN_TTL: '30d',
       edge: {
         authFailures: { limit: 20, windowMs: 300000 },
+        authThrottleExempt: [],
         trustedProxies: [],
         oauthAllowGet: false,
         trackingTokenTtlMs: 30 * 86400000,
