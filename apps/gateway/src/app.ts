@@ -1,5 +1,4 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
-import underPressure from '@fastify/under-pressure';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, OPEN_ROUTE_BODY_LIMIT_BYTES, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
@@ -9,7 +8,7 @@ import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocument } from './docs';
-import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
+import { registerErrorHandling } from './errors';
 import { registerJsonBodies } from './json-bodies';
 import { loggedRequest } from './log-redaction';
 import { operationsApart, operationsRoutes } from './operations';
@@ -23,6 +22,7 @@ import { observeRequests } from './routes/metrics';
 import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { statusRoutes } from './routes/status';
+import { shedUnderPressure } from './shedding';
 import { serverTimeouts } from './timeouts';
 import { answerUnroutedEarly, closeOnUnreadBodies, INTERNAL_BODY_LIMIT_BYTES } from './unread-bodies';
 
@@ -87,19 +87,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // Nothing is read before it is authorised: no body of an unrouted request, no large body of a refused one.
   answerUnroutedEarly(app, MAX_PARAM_LENGTH);
   closeOnUnreadBodies(app);
-
-  if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
-    // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
-    // Memory is resident memory: request bodies are read into buffers outside the JavaScript heap.
-    app.register(underPressure, {
-      maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
-      maxRssBytes: config.MAX_RSS_BYTES,
-      retryAfter: RETRY_AFTER_SECONDS,
-      pressureHandler: (_request, reply) => {
-        reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'server is overloaded, retry later' });
-      },
-    });
-  }
+  shedUnderPressure(app, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, maxHeapUsedBytes: config.MAX_HEAP_USED_BYTES });
 
   // Before the routes: the OpenAPI document collects each route as it is added.
   registerApiDocument(app);
