@@ -1,9 +1,11 @@
 // `npm run edge [-- --fuzz N]`: the gateway as it faces the internet, started as an operator runs it
 // in production (NODE_ENV=production, built), and tried from outside as an attacker would: weak keys
 // refused at start, operations pages off the public port, scoped internal keys, small bodies on the
-// open routes, no GET token requests, credential guessing throttled, a trickling request cut off,
-// a duplicate key smuggling a deep value refused, and N fuzzed requests (default 100,000) answered
-// without a 5xx.
+// open routes, no GET token requests, credential guessing throttled per address without ever
+// refusing the CRM's right credentials (clients bound to 127.0.0.2, 127.0.0.3, ... stand for other
+// machines), unauthenticated 5 MiB bodies to unrouted paths never read nor slowing the CRM, a
+// trickling request cut off, a duplicate key smuggling a deep value refused, and N fuzzed requests
+// (default 100,000) answered without a 5xx, the gateway ready at the end.
 import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -88,7 +90,7 @@ execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 const [port, metricsPort] = [await freePort(), await freePort()];
 const base = `http://127.0.0.1:${port}`;
 const internalBase = `http://127.0.0.1:${metricsPort}`;
-const keys = { operator: secret(), device: secret(), admin: secret(), oauthSecret: secret() };
+const keys = { operator: secret(), device: secret(), admin: secret(), oauthSecret: secret(), basicPassword: secret() };
 const env = {
   ...process.env,
   NODE_ENV: 'production',
@@ -103,7 +105,8 @@ const env = {
   INTERNAL_API_KEYS: secret(),
   INTERNAL_DEVICE_KEYS: keys.device,
   INTERNAL_ADMIN_KEYS: keys.admin,
-  CRM_AUTH: 'api-key,oauth2',
+  CRM_AUTH: 'api-key,basic,oauth2',
+  CRM_BASIC_USERS: `crm:${keys.basicPassword}`,
   CRM_OAUTH_CLIENTS: `crm-edge:${keys.oauthSecret}`,
   CRM_OAUTH_SIGNING_KEYS: secret(),
   TRACKING_SECRET: secret(),
@@ -197,6 +200,12 @@ const creditHeaders = () => ({
   'x-service-actioncommunicationprofileid': '9',
   'x-service-triggerhash': `th-${randomUUID()}`,
 });
+/** A single push the gateway accepts (the device of step 3 is its player's). */
+const validPush = () => ({
+  activity: { id: Math.floor(Math.random() * 1e12), brand_id: 7, user_id: 'edge-player', activity_id: 1, action_group_id: 1, trigger_hash: 'x', action_id: 1 },
+  title: 'T',
+  body: 'B',
+});
 {
   const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
   const body = `{"user_id":"edge-player","bonus_code":${deep},"bonus_code":"WELCOME"}`;
@@ -204,7 +213,147 @@ const creditHeaders = () => ({
   check('a credit with bonus_code twice, the first nested 100,000 levels deep, is answered 400 {"error"}', answer.status === 400 && typeof answer.json?.error === 'string', `status ${answer.status}: ${answer.text.slice(0, 120)}`);
 }
 
-// 8. Fuzzed requests: no 5xx.
+// 8. Failed authentications are throttled per address, and never refuse the CRM's right credentials.
+const basicOf = (user, password) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+const tokenForm = (secretValue) => `grant_type=client_credentials&client_id=crm-edge&client_secret=${encodeURIComponent(secretValue)}`;
+const tokenRequest = (secretValue, localAddress) =>
+  request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: tokenForm(secretValue), localAddress });
+const throttled = (answer) => answer.status === 503 && Number(answer.headers['retry-after']) > 0;
+/** Never a 4xx to the right credential: a 2xx, or a 503 with Retry-After the CRM retries. */
+const servedOrRetried = (answer) => (answer.status >= 200 && answer.status < 300) || throttled(answer);
+async function sequential(count, call) {
+  const answers = [];
+  for (let i = 0; i < count; i += 1) answers.push(await call(i));
+  return answers;
+}
+const tally = (answers) => {
+  const counts = new Map();
+  for (const { status } of answers) counts.set(status, (counts.get(status) ?? 0) + 1);
+  return [...counts].map(([status, count]) => `${count}x ${status}`).join(', ');
+};
+{
+  const basicHeaders = (password, extra = {}) => ({ authorization: basicOf('crm', password), ...extra });
+  const wrong = await sequential(20, () => request(base, '/bonus/list', { headers: basicHeaders(secret()), localAddress: '127.0.0.2' }));
+  const list = await request(base, '/bonus/list', { headers: basicHeaders(keys.basicPassword), localAddress: '127.0.0.3' });
+  const funds = await request(base, '/bonus/credit/funds', {
+    method: 'POST',
+    headers: basicHeaders(keys.basicPassword, Object.fromEntries(Object.entries(creditHeaders()).filter(([name]) => name !== 'x-api-key'))),
+    body: JSON.stringify({ user_id: 'edge-player', amount: 5, currency: 'EUR', type: 'cashback' }),
+    localAddress: '127.0.0.3',
+  });
+  const guess = await request(base, '/bonus/list', { headers: basicHeaders(secret()), localAddress: '127.0.0.2' });
+  const rightFromAttacker = await request(base, '/bonus/list', { headers: basicHeaders(keys.basicPassword), localAddress: '127.0.0.2' });
+  check(
+    "20 wrong Basic passwords for `crm` from 127.0.0.2: the CRM's right password from 127.0.0.3 is served (/bonus/list, POST /bonus/credit/funds), the 21st guess meets 503 with Retry-After",
+    wrong.every((answer) => answer.status === 401) && list.status === 200 && funds.status >= 200 && funds.status < 300 && throttled(guess) && servedOrRetried(rightFromAttacker),
+    `wrong: ${tally(wrong)}; list ${list.status}, funds ${funds.status}; 21st guess ${guess.status} Retry-After ${guess.headers?.['retry-after']}; the right password from 127.0.0.2 ${rightFromAttacker.status}`,
+  );
+}
+{
+  const wrong = await sequential(20, () => tokenRequest(secret(), '127.0.0.4'));
+  const right = await tokenRequest(keys.oauthSecret, '127.0.0.3');
+  const guess = await tokenRequest(secret(), '127.0.0.4');
+  const rightFromAttacker = await tokenRequest(keys.oauthSecret, '127.0.0.4');
+  check(
+    "20 wrong secrets for the OAuth client from 127.0.0.4: the CRM's token request from 127.0.0.3 is served, the 21st guess meets 503 with Retry-After",
+    wrong.every((answer) => answer.status === 401) && right.status === 200 && typeof right.json?.access_token === 'string' && throttled(guess) && servedOrRetried(rightFromAttacker),
+    `wrong: ${tally(wrong)}; right ${right.status}; 21st guess ${guess.status} Retry-After ${guess.headers?.['retry-after']}; the right secret from 127.0.0.4 ${rightFromAttacker.status}`,
+  );
+}
+{
+  // An address the CRM shares with others (a proxy, an ingress without TRUST_PROXY).
+  const garbage = await sequential(20, () => request(base, '/bonus/list', { headers: { 'x-api-key': secret() }, localAddress: '127.0.0.5' }));
+  const right = await request(base, '/bonus/list', { headers: { 'x-api-key': keys.operator }, localAddress: '127.0.0.5' });
+  const push = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.5' });
+  check(
+    '20 garbage keys through a shared address: the right key through it is still served (2xx or 503 with Retry-After, never 4xx)',
+    garbage.every((answer) => answer.status === 401) && servedOrRetried(right) && servedOrRetried(push),
+    `garbage: ${tally(garbage)}; the right key: /bonus/list ${right.status}, a push ${push.status}`,
+  );
+}
+{
+  // The CRM rotates its key with 25 requests in flight on the retired one.
+  const retired = secret();
+  const inFlight = await Promise.all(Array.from({ length: 25 }, () => request(base, '/bonus/list', { headers: { 'x-api-key': retired }, localAddress: '127.0.0.6' })));
+  const next = await request(base, '/bonus/list', { headers: { 'x-api-key': keys.operator }, localAddress: '127.0.0.6' });
+  const push = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.6' });
+  check(
+    '25 requests in flight on a retired key, then the new key from the same address: served at once',
+    inFlight.every((answer) => answer.status === 401 || throttled(answer)) && servedOrRetried(next) && servedOrRetried(push),
+    `retired key: ${tally(inFlight)}; the new key: /bonus/list ${next.status}, a push ${push.status}`,
+  );
+}
+
+// 9. 12 unauthenticated 5 MiB bodies in flight to unrouted paths and methods for 10 s, while the
+// CRM sends a single push every 250 ms and the orchestrator probes /health/live.
+{
+  const FLOOD_MS = 10_000;
+  const big = Buffer.alloc(5 * 1024 * 1024, 'x');
+  const targets = [
+    ['POST', '/x'],
+    ['PUT', '/channels/push/single'],
+    ['POST', '/channels/push/status'],
+    ['PATCH', '/bonus/credit/funds'],
+    ['POST', '/v1/nothing/here'],
+    ['DELETE', '/oauth/token'],
+  ];
+  /** Sends one 5 MiB body; answers the status, or 0 when the gateway closed before answering. */
+  const flood = (method, path) =>
+    new Promise((resolve) => {
+      const req = http.request(new URL(path, base), { method, agent: false, localAddress: '127.0.0.7', headers: { 'content-type': 'application/json', 'content-length': big.length } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+        res.on('error', () => resolve(res.statusCode));
+      });
+      req.on('error', () => resolve(0));
+      req.end(big);
+    });
+  const floodStatuses = new Map();
+  let floodEnd = 0;
+  const floodStart = Date.now();
+  const flooders = Array.from({ length: 12 }, async (_, i) => {
+    for (let n = 0; Date.now() - floodStart < FLOOD_MS; n += 1) {
+      const [method, path] = targets[(i + n) % targets.length];
+      const status = await flood(method, path);
+      floodStatuses.set(status, (floodStatuses.get(status) ?? 0) + 1);
+    }
+  });
+  const pushes = [];
+  const live = [];
+  let stop = false;
+  const crm = (async () => {
+    while (!stop) {
+      const sent = Date.now();
+      const answer = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.3' });
+      pushes.push({ status: answer.status, sent, ms: Date.now() - sent });
+      await sleep(Math.max(0, 250 - (Date.now() - sent)));
+    }
+  })();
+  const probe = (async () => {
+    while (!stop) {
+      live.push((await request(base, '/health/live')).status);
+      await sleep(250);
+    }
+  })();
+  await Promise.all(flooders);
+  floodEnd = Date.now();
+  await sleep(2500);
+  stop = true;
+  await Promise.all([crm, probe]);
+  const during = pushes.filter((push) => push.sent < floodEnd);
+  const after = pushes.filter((push) => push.sent >= floodEnd);
+  const times = during.map((push) => push.ms).sort((a, b) => a - b);
+  const p95 = times[Math.min(times.length - 1, Math.floor(times.length * 0.95))] ?? Infinity;
+  const firstServedAfter = after.find((push) => push.status === 200);
+  const servedWithinMs = firstServedAfter ? firstServedAfter.sent + firstServedAfter.ms - floodEnd : Infinity;
+  check(
+    '12 unauthenticated 5 MiB bodies in flight to unrouted paths for 10 s: every CRM push 200, p95 under 1 s, /health/live 200 throughout, the CRM served within 2 s of the end',
+    during.length > 0 && pushes.every((push) => push.status === 200) && p95 < 1000 && live.every((status) => status === 200) && servedWithinMs <= 2000,
+    `flood answers: ${[...floodStatuses].map(([status, count]) => `${count}x ${status || 'closed'}`).join(', ')}; pushes during: ${tally(during)}, p95 ${p95} ms, max ${times.at(-1)} ms; /health/live ${tally(live.map((status) => ({ status })))}; first push served ${servedWithinMs} ms after the flood`,
+  );
+}
+
+// 10. Fuzzed requests: no 5xx, no 503 while the stores are up, valid pushes among them served, ready at the end.
 {
   let seed = Number(process.env.EDGE_SEED) || Date.now() % 100000;
   const firstSeed = seed;
@@ -260,7 +409,7 @@ const creditHeaders = () => ({
         res.resume();
         res.on('end', () => {
           statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
-          if (res.statusCode >= 500 && res.statusCode !== 503) bad.push(`${res.statusCode} ${path} ${body.slice(0, 200)}`);
+          if (res.statusCode >= 500) bad.push(`${res.statusCode} ${path} ${body.slice(0, 200)}`);
           resolve();
         });
       });
@@ -270,35 +419,34 @@ const creditHeaders = () => ({
       });
       req.end(body);
     });
+  // A valid push every 1,000 fuzzed requests, from another address: each must be served.
+  const valid = new Map();
+  let nextValid = 1000;
   const started = Date.now();
   await Promise.all(
     Array.from({ length: 32 }, async () => {
       while (sent < fuzzCount) {
         sent += 1;
+        if (sent >= nextValid) {
+          nextValid += 1000;
+          const answer = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.8' });
+          valid.set(answer.status, (valid.get(answer.status) ?? 0) + 1);
+        }
         await one();
       }
     }),
   );
   agent.destroy();
   const summary = [...statuses].map(([status, count]) => `${status}: ${count}`).join(', ');
-  check(`${fuzzCount} fuzzed requests (seed ${firstSeed}) answered without a 5xx`, bad.length === 0 && !statuses.has('network'), `${((Date.now() - started) / 1000).toFixed(0)} s; ${summary}${bad.length ? `; first: ${bad[0]}` : ''}`);
-}
-
-// 9. Credential guessing, from an address of its own (the throttle is per address).
-{
-  const form = (secretValue) => `grant_type=client_credentials&client_id=crm-edge&client_secret=${encodeURIComponent(secretValue)}`;
-  const answers = [];
-  for (let i = 0; i < 25; i += 1) {
-    answers.push(await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(secret()), localAddress: '127.0.0.2' }));
-  }
-  const throttled = answers.find((answer) => answer.status === 429);
-  const right = await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(keys.oauthSecret), localAddress: '127.0.0.2' });
-  const elsewhere = await request(base, '/oauth/token', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form(keys.oauthSecret) });
   check(
-    '25 wrong client secrets from one address meet 429 with Retry-After, and the right secret is refused too while it lasts',
-    !!throttled && Number(throttled.headers['retry-after']) > 0 && right.status === 429,
-    `first 429 after ${answers.indexOf(throttled) + 1} tries; the right secret then ${right.status}; from another address ${elsewhere.status}`,
+    `${fuzzCount} fuzzed requests (seed ${firstSeed}) answered without a 5xx (no 503 either, the stores being up), and a valid push among every 1,000 served`,
+    bad.length === 0 && !statuses.has('network') && [...valid.keys()].every((status) => status === 200),
+    `${((Date.now() - started) / 1000).toFixed(0)} s; ${summary}; valid pushes: ${[...valid].map(([status, count]) => `${count}x ${status}`).join(', ')}${bad.length ? `; first: ${bad[0]}` : ''}`,
   );
+  const ready = await request(base, '/health/ready');
+  const liveAfter = await request(base, '/health/live');
+  const rss = Number(execFileSync('ps', ['-o', 'rss=', '-p', String(gateway.child.pid)]).toString().trim()) * 1024;
+  check('/health/ready and /health/live answer 200 after the fuzz', ready.status === 200 && liveAfter.status === 200, `ready ${ready.status}, live ${liveAfter.status}; the gateway's RSS ${(rss / 2 ** 20).toFixed(0)} MiB`);
 }
 
 {

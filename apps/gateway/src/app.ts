@@ -1,6 +1,5 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
-import underPressure from '@fastify/under-pressure';
-import { crmHeaderNames, MAX_USER_ID_LENGTH, typeboxValidatorCompiler } from '@operator/contract';
+import { crmHeaderNames, MAX_USER_ID_LENGTH, OPEN_ROUTE_BODY_LIMIT_BYTES, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
 import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
 import { primaryReads, type Db, type Reads } from '@operator/db';
@@ -9,7 +8,7 @@ import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
 import { registerApiDocument } from './docs';
-import { registerErrorHandling, RETRY_AFTER_SECONDS } from './errors';
+import { registerErrorHandling } from './errors';
 import { registerJsonBodies } from './json-bodies';
 import { loggedRequest } from './log-redaction';
 import { operationsApart, operationsRoutes } from './operations';
@@ -23,7 +22,9 @@ import { observeRequests } from './routes/metrics';
 import { oauthTokenRoutes } from './routes/oauth-token';
 import { pushRoutes } from './routes/push';
 import { statusRoutes } from './routes/status';
+import { shedUnderPressure } from './shedding';
 import { serverTimeouts } from './timeouts';
+import { answerUnroutedEarly, closeOnUnreadBodies, INTERNAL_BODY_LIMIT_BYTES } from './unread-bodies';
 
 export interface GatewayDeps {
   config: GatewayConfig;
@@ -41,13 +42,24 @@ function loggerOf(config: GatewayDeps['config'], logger: FastifyServerOptions['l
   return logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) };
 }
 
+/** Path parameters are read percent-encoded: room for the longest user_id with every byte of its UTF-8 encoded (3 bytes a character, 3 characters a byte). */
+const MAX_PARAM_LENGTH = MAX_USER_ID_LENGTH * 9;
+
+/** The body limit of every route of `scope` that sets none; read only once the scope's credentials have passed (onRequest). */
+function bodyLimitOf(scope: FastifyInstance, bytes: number) {
+  scope.addHook('onRoute', (route) => {
+    route.bodyLimit ??= bytes;
+  });
+}
+
 export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger'] = false) {
   const { config, db, redis, queues } = deps;
   const reads = deps.reads ?? primaryReads(db);
   const { http: httpTimeouts, ...timeouts } = serverTimeouts(config);
   const app = Fastify({
     logger: loggerOf(config, logger),
-    bodyLimit: config.BODY_LIMIT_BYTES,
+    // A few KiB unless a route takes more: the CRM's routes take BODY_LIMIT_BYTES, once authenticated.
+    bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
     // X-Forwarded-For is believed only from the proxies TRUST_PROXY lists.
     trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
     return503OnClosing: true,
@@ -55,15 +67,13 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     // below answers it like every other refusal, with {"error", "code"}.
     http: { requireHostHeader: false, ...httpTimeouts },
     ...timeouts,
-    // Path parameters are read percent-encoded: room for the longest user_id with every byte of
-    // its UTF-8 encoded (3 bytes a character, 3 characters a byte).
-    routerOptions: { maxParamLength: MAX_USER_ID_LENGTH * 9 },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // What the router refuses (a bad percent-encoding, a parameter too long) answers like the rest.
     frameworkErrors: (error, _request, reply: FastifyReply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       const status = error.statusCode ?? 400;
       // Sent before any route's hooks: `code` is written here, not by the error hook.
-      reply.code(status).send({ error: tooLong ? `a path parameter is longer than ${MAX_USER_ID_LENGTH * 9} characters` : error.message, code: status });
+      reply.code(status).send({ error: tooLong ? `a path parameter is longer than ${MAX_PARAM_LENGTH} characters` : error.message, code: status });
     },
   });
   app.addHook('onRequest', async (request, reply) => {
@@ -75,20 +85,11 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   registerJsonBodies(app);
   registerErrorHandling(app);
   observeRequests(app);
-  throttleAuthFailures(app, config.edge.authFailures, config.crmAuth);
-
-  if (config.MAX_EVENT_LOOP_DELAY_MS > 0 || config.MAX_RSS_BYTES > 0) {
-    // Shedding answers 503 with Retry-After: the CRM drops 4xx answers, so 429 would lose messages.
-    // Memory is resident memory: request bodies are read into buffers outside the JavaScript heap.
-    app.register(underPressure, {
-      maxEventLoopDelay: config.MAX_EVENT_LOOP_DELAY_MS,
-      maxRssBytes: config.MAX_RSS_BYTES,
-      retryAfter: RETRY_AFTER_SECONDS,
-      pressureHandler: (_request, reply) => {
-        reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'server is overloaded, retry later' });
-      },
-    });
-  }
+  throttleAuthFailures(app, config.edge.authFailures, config.edge.authThrottleExempt);
+  // Nothing is read before it is authorised: no body of an unrouted request, no large body of a refused one.
+  answerUnroutedEarly(app, MAX_PARAM_LENGTH);
+  closeOnUnreadBodies(app);
+  shedUnderPressure(app, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, maxHeapUsedBytes: config.MAX_HEAP_USED_BYTES });
 
   // Before the routes: the OpenAPI document collects each route as it is added.
   registerApiDocument(app);
@@ -97,6 +98,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
 
   app.register(async (crm) => {
     requireCrmAuth(crm, config.operatorApiKeys, config.crmAuth);
+    bodyLimitOf(crm, config.BODY_LIMIT_BYTES);
     await crm.register(pushRoutes, {
       accept: {
         db,
@@ -120,10 +122,12 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // The operator's back end: device keys register devices; admin keys open these and the rest.
   app.register(async (devices) => {
     requireInternalKey(devices, config.internalKeys, 'devices');
+    bodyLimitOf(devices, INTERNAL_BODY_LIMIT_BYTES);
     await devices.register(deviceRoutes, { db, reads, webpushAllowedOrigins: config.webpushAllowedOrigins });
   });
   app.register(async (admin) => {
     requireInternalKey(admin, config.internalKeys, 'admin');
+    bodyLimitOf(admin, INTERNAL_BODY_LIMIT_BYTES);
     await admin.register(deadLetterRoutes, { db, reads, maxAgeMs: config.webhookMaxAgeMs });
     await admin.register(bonusAdminRoutes, { db, reads, bonus: createBonusDeps(db, config, app.log) });
   });

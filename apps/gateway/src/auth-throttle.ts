@@ -1,15 +1,12 @@
 import ipaddr from 'ipaddr.js';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { CrmAuthSettings } from '@operator/config';
-import { TooManyFailures } from '@operator/contract';
-import { authorizationOf, basicCredentials } from './crm-auth';
-import { formDecoded, TOKEN_PATH } from './routes/oauth-token';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { UnavailableOrThrottled } from '@operator/contract';
 
-/** Keys kept at most: past it the one that failed longest ago is forgotten, so memory stays bounded. */
+/** Addresses kept at most: past it the one that failed longest ago is forgotten, so memory stays bounded. */
 export const MAX_TRACKED_KEYS = 20_000;
 
 export interface FailureLimits {
-  /** Failures within `windowMs` that lock a key out for `windowMs`; 0: never. */
+  /** Failures within `windowMs` past which a key is throttled; 0: never. */
   limit: number;
   windowMs: number;
   maxKeys?: number;
@@ -22,10 +19,10 @@ interface Entry {
 }
 
 /**
- * Failed authentications per key (a client's address, a Basic user, an OAuth client), in this
- * process's memory: `limit` failures within a window lock the key out for a window. Successes are
- * not counted and do not reset a count, so one credential that works never buys more guesses at
- * another.
+ * Failed authentications per key (a client's address), in this process's memory: the `limit`-th
+ * failure within a window throttles the key for a window, and every failure while it is throttled
+ * starts that window again, so a key that keeps failing stays throttled. Successes are not counted
+ * and do not reset a count, so one credential that works never buys more guesses at another.
  */
 export class FailureLimiter {
   private readonly entries = new Map<string, Entry>();
@@ -38,37 +35,34 @@ export class FailureLimiter {
     this.maxKeys = limits.maxKeys ?? MAX_TRACKED_KEYS;
   }
 
-  /** Milliseconds until none of `keys` is locked out any more: 0 when none is. */
-  lockedFor(keys: Iterable<string>): number {
-    const now = this.now();
-    let wait = 0;
-    for (const key of keys) {
-      const lockedUntil = this.entries.get(key)?.lockedUntil ?? 0;
-      wait = Math.max(wait, lockedUntil - now);
-    }
-    return wait;
+  /** Milliseconds until `key` is no longer throttled: 0 when it is not. */
+  lockedFor(key: string): number {
+    return Math.max(0, (this.entries.get(key)?.lockedUntil ?? 0) - this.now());
   }
 
-  /** Counts a failure against each of `keys`; answers those this failure locks out. */
-  fail(keys: Iterable<string>): string[] {
-    if (this.limits.limit === 0) return [];
+  /** Counts a failure of `key`; answers whether this failure is the one that throttles it. */
+  fail(key: string): boolean {
+    if (this.limits.limit === 0) return false;
     const now = this.now();
-    const locked: string[] = [];
-    for (const key of keys) {
-      const seen = this.entries.get(key);
-      if (seen && seen.lockedUntil > now) continue;
+    const seen = this.entries.get(key);
+    let throttledNow = false;
+    if (seen && seen.lockedUntil > now) {
+      seen.lockedUntil = now + this.limits.windowMs;
+    } else {
       const entry = seen && now - seen.since < this.limits.windowMs ? seen : { failures: 0, since: now, lockedUntil: 0 };
       entry.failures++;
       if (entry.failures >= this.limits.limit) {
         entry.lockedUntil = now + this.limits.windowMs;
-        locked.push(key);
+        throttledNow = true;
       }
-      // Kept in the order of their last failure, so the first is the one to forget.
-      this.entries.delete(key);
       this.entries.set(key, entry);
-      if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
     }
-    return locked;
+    // Kept in the order of their last failure, so the first is the one to forget.
+    const entry = this.entries.get(key)!;
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
+    return throttledNow;
   }
 
   get size(): number {
@@ -77,7 +71,7 @@ export class FailureLimiter {
 }
 
 /** The client's address as counted: an IPv6 client by its /64, the network one subscriber gets. */
-function addressKey(ip: string): string {
+export function addressKey(ip: string): string {
   if (!ipaddr.isValid(ip)) return `address ${ip}`;
   const address = ipaddr.process(ip);
   if (address.kind() === 'ipv4') return `address ${address.toString()}`;
@@ -85,78 +79,70 @@ function addressKey(ip: string): string {
   return `address ${network.join(':')}::/64`;
 }
 
-/** Addresses remembered per user or client as having authenticated as it. */
-const PROVEN_ADDRESSES_PER_NAME = 64;
+/** Whether `ip` is in one of `ranges` (CIDR ranges or bare addresses, as AUTH_THROTTLE_EXEMPT has them). */
+export function inRanges(ranges: string[]): (ip: string) => boolean {
+  const parsed = ranges.map((entry) => {
+    if (entry.includes('/')) return ipaddr.parseCIDR(entry);
+    const address = ipaddr.parse(entry);
+    return [address, address.kind() === 'ipv4' ? 32 : 128] as [ipaddr.IPv4 | ipaddr.IPv6, number];
+  });
+  return (ip) => {
+    if (!parsed.length || !ipaddr.isValid(ip)) return false;
+    const address = ipaddr.process(ip);
+    return parsed.some((range) => {
+      const [network] = range;
+      const candidate = network.kind() === address.kind() ? address : address.kind() === 'ipv4' ? (address as ipaddr.IPv4).toIPv4MappedAddress() : undefined;
+      return candidate !== undefined && candidate.match(range as [typeof candidate, number]);
+    });
+  };
+}
+
+const throttledText = (seconds: number) => `too many failed authentications from this address; retry in ${seconds} s`;
 
 /**
- * Answers 429 with Retry-After to a request that authenticates (X-Api-Key, Authorization, the
- * token endpoint) while its address, or the Basic user or OAuth client it names, is locked out;
- * the right credentials too. Every 401 the gateway answers counts as a failure of those keys. Only
- * the users and clients of `auth` are counted by name: an unknown name opens nothing to guess at.
- * A name's lockout spares the addresses that have authenticated as it: they are not guessing, and
- * whoever guesses at the CRM's password from elsewhere does not stop the CRM.
+ * Failed authentications are counted per address (request.ip: behind TRUST_PROXY, the client the
+ * proxy names), never per Basic user or OAuth client: a name locked for every address would let a
+ * stranger lock the CRM out with its user name. Every 401 the gateway answers counts. Past
+ * AUTH_FAILURE_LIMIT, the address's wrong credentials are answered 503 with Retry-After instead of
+ * 401, and keep it throttled; its right credentials are still checked and served, so a client
+ * behind a shared address, or rotating its key, is never refused for someone else's failures, and
+ * the CRM (which retries a 5xx and drops a 4xx) retries rather than drops what it sent with a
+ * retired key. With secrets of 32 random characters guessing is hopeless anyway: this keeps the
+ * noise of a guesser down, and slows clients that honour Retry-After. AUTH_THROTTLE_EXEMPT ranges
+ * are never counted.
  */
-export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, auth: CrmAuthSettings) {
-  // Every route that answers 401 may answer this too; the OpenAPI document says so.
+export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, exemptRanges: string[] = []) {
+  // Every route that answers 401 may answer 503 for this too; the OpenAPI document says so.
   app.addHook('onRoute', (route) => {
     const response = route.schema?.response as Record<string, unknown> | undefined;
-    if (response?.[401]) route.schema = { ...route.schema, response: { ...response, 429: TooManyFailures } };
+    if (response?.[401]) route.schema = { ...route.schema, response: { ...response, 503: UnavailableOrThrottled } };
   });
   if (limits.limit === 0) return;
 
   const limiter = new FailureLimiter(limits);
-  const users = new Set(auth.basicUsers.map(({ id }) => id));
-  const clients = new Set(auth.oauthClients.map(({ id }) => id));
-  const provenAddresses = new Map<string, Set<string>>();
-  const onTokenEndpoint = (request: FastifyRequest) => request.routeOptions.url === TOKEN_PATH;
+  const exempt = inRanges(exemptRanges);
 
-  /** The request's address, and the configured users or clients it names. */
-  function keysOf(request: FastifyRequest): { address: string; names: Set<string> } {
-    const address = addressKey(request.ip);
-    const names = new Set<string>();
-    const authorization = authorizationOf(request.headers.authorization);
-    const basic = authorization?.scheme === 'basic' ? basicCredentials(authorization.value)?.id : undefined;
-    if (!onTokenEndpoint(request)) {
-      if (basic !== undefined && users.has(basic)) names.add(`user ${basic}`);
-      return { address, names };
+  /** The throttled answer's body, keeping the error body's other fields (its status among them) consistent. */
+  function throttledBody(request: FastifyRequest, payload: unknown, seconds: number): string {
+    let fields: Record<string, unknown> = {};
+    try {
+      const parsed = typeof payload === 'string' ? JSON.parse(payload) : undefined;
+      if (parsed !== null && typeof parsed === 'object' && typeof parsed.code === 'number') fields = { code: 503 };
+    } catch {
+      request.log.debug('a 401 body that is not JSON');
     }
-    const fields = request.method === 'GET' ? request.query : request.body;
-    const named = fields !== null && typeof fields === 'object' ? (fields as { client_id?: unknown }).client_id : undefined;
-    for (const id of [basic, basic && formDecoded(basic), named]) {
-      if (typeof id === 'string' && clients.has(id)) names.add(`client ${id}`);
-    }
-    return { address, names };
+    return JSON.stringify({ error: throttledText(seconds), ...fields });
   }
 
-  const refuseIfLocked = (request: FastifyRequest, reply: FastifyReply) => {
-    const { address, names } = keysOf(request);
-    const waitMs = limiter.lockedFor([address, ...[...names].filter((name) => !provenAddresses.get(name)?.has(address))]);
-    if (waitMs <= 0) return undefined;
-    const seconds = Math.ceil(waitMs / 1000);
-    return reply.code(429).header('retry-after', String(seconds)).send({ error: `too many failed authentications; retry in ${seconds} s` });
-  };
-
-  app.addHook('onRequest', async (request, reply) => {
-    const authenticates = request.headers['x-api-key'] !== undefined || request.headers.authorization !== undefined || onTokenEndpoint(request);
-    if (authenticates) return refuseIfLocked(request, reply);
-  });
-  // A token request's client may be in its body, read by now.
-  app.addHook('preHandler', async (request, reply) => {
-    if (onTokenEndpoint(request)) return refuseIfLocked(request, reply);
-  });
   app.addHook('onSend', async (request, reply, payload) => {
-    if (reply.statusCode === 401) {
-      const { address, names } = keysOf(request);
-      for (const key of limiter.fail([address, ...names])) request.log.warn({ key }, 'too many failed authentications: locked out for AUTH_FAILURE_WINDOW');
-    } else if (reply.statusCode < 400 && (request.headers.authorization !== undefined || onTokenEndpoint(request))) {
-      const { address, names } = keysOf(request);
-      for (const name of names) {
-        const proven = provenAddresses.get(name) ?? provenAddresses.set(name, new Set()).get(name)!;
-        proven.delete(address);
-        proven.add(address);
-        if (proven.size > PROVEN_ADDRESSES_PER_NAME) proven.delete(proven.values().next().value!);
-      }
-    }
-    return payload;
+    if (reply.statusCode !== 401 || exempt(request.ip)) return payload;
+    const key = addressKey(request.ip);
+    const throttled = limiter.lockedFor(key) > 0;
+    if (limiter.fail(key)) request.log.warn({ key }, 'too many failed authentications: wrong credentials from this address are answered 503 for AUTH_FAILURE_WINDOW');
+    if (!throttled) return payload;
+    const seconds = Math.ceil(limiter.lockedFor(key) / 1000);
+    reply.code(503).header('retry-after', String(seconds)).removeHeader('www-authenticate');
+    reply.header('content-type', 'application/json; charset=utf-8');
+    return throttledBody(request, payload, seconds);
   });
 }

@@ -107,8 +107,8 @@ describe('the OpenAPI document', () => {
       // A route behind a key says which one, and that it answers 401 without it; one that takes an
       // admin key, that it answers 403 to a device key.
       if (operation.security?.length) expect({ name, answers401: '401' in operation.responses }).toEqual({ name, answers401: true });
-      // And every route that answers 401 answers 429 once its caller has failed too often.
-      if ('401' in operation.responses) expect({ name, answers429: '429' in operation.responses }).toEqual({ name, answers429: true });
+      // And every route that answers 401 answers 503 with Retry-After once its caller's address has failed too often, never 429.
+      if ('401' in operation.responses) expect({ name, answers503: '503' in operation.responses, answers429: '429' in operation.responses }).toEqual({ name, answers503: true, answers429: false });
       if (JSON.stringify(operation.security) === JSON.stringify([{ internalAdminKey: [] }])) {
         expect({ name, answers403: '403' in operation.responses }).toEqual({ name, answers403: true });
       }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
 import { OPEN_ROUTE_BODY_LIMIT_BYTES } from '@operator/contract';
+import { INTERNAL_KEY } from '@operator/testing';
 import { Harness } from './test/harness';
 import { HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from './timeouts';
 
@@ -156,6 +157,61 @@ describe('the public edge', () => {
       } finally {
         await defaults.close();
       }
+    });
+  });
+
+  describe('nothing is read before it is authorised', () => {
+    const FIVE_MIB = 5 * 1024 * 1024;
+    /** Sends the head of a request announcing a 5 MiB body, and 1 KiB of that body; never the rest. */
+    const announcing = (method: string, url: string, headers = '') => (socket: net.Socket, wrote: (bytes: number) => void) => {
+      socket.write(`${method} ${url} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n${headers}Content-Length: ${FIVE_MIB}\r\n\r\n`);
+      socket.write('['.repeat(1024));
+      wrote(1024);
+    };
+    const answeredUnread = (result: Exchange, status: number) => {
+      expect(statusOf(result.received)).toMatchObject({ status, headers: expect.stringContaining('connection: close') });
+      // Answered and closed at once, not after waiting for the body until the request deadline.
+      expect(result.closedAfterMs).toBeLessThan(REQUEST_TIMEOUT_MS - 500);
+    };
+
+    it('answers a 5 MiB body to a path no route has 404 from its headers, and closes rather than read it', async () => {
+      const result = await exchange(port, announcing('POST', '/x'));
+      answeredUnread(result, 404);
+      expect(statusOf(result.received).body).toEqual({ error: 'no route for POST /x', code: 404 });
+    });
+
+    it('answers a 5 MiB body to a known path with a wrong method 405 with Allow, unread', async () => {
+      const result = await exchange(port, announcing('PUT', '/channels/push/single'));
+      answeredUnread(result, 405);
+      expect(statusOf(result.received).headers).toMatch(/allow: .*post/);
+      const paramPath = await exchange(port, announcing('PATCH', '/v1/players/someone/devices'));
+      answeredUnread(paramPath, 405);
+      expect(statusOf(paramPath.received).headers).toMatch(/allow: .*get/);
+    });
+
+    it('stops a chunked body to an unrouted path at once', async () => {
+      const result = await exchange(port, (socket, wrote) => streamChunked(socket, `POST /nowhere HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n`, wrote));
+      expect(statusOf(result.received)).toMatchObject({ status: 404, headers: expect.stringContaining('connection: close') });
+      expect(result.sentBeforeAnswer).toBeLessThan(32 * 1024);
+    });
+
+    it('answers 401 to a 5 MiB body without credentials, or with wrong ones, unread', async () => {
+      answeredUnread(await exchange(port, announcing('POST', '/channels/push/batch')), 401);
+      answeredUnread(await exchange(port, announcing('POST', '/bonus/credit/funds', 'X-Api-Key: wrong\r\n')), 401);
+      answeredUnread(await exchange(port, announcing('POST', '/v1/devices', 'X-Api-Key: wrong\r\n')), 401);
+    });
+
+    it('does not parse the body of an unrouted request, and keeps the connection of a small one', async () => {
+      const response = await h.app.inject({ method: 'POST', url: '/x', headers: { 'content-type': 'application/json' }, payload: '{"not json' });
+      expect({ status: response.statusCode, connection: response.headers.connection }).toEqual({ status: 404, connection: 'keep-alive' });
+      const wrongMethod = await h.app.inject({ method: 'DELETE', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '{"not json' });
+      expect({ status: wrongMethod.statusCode, allow: wrongMethod.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD, POST' });
+    });
+
+    it('reads a body larger than the open routes take only on the routes whose credentials have passed', async () => {
+      const big = JSON.stringify({ user_id: 'x'.repeat(64 * 1024) });
+      expect((await h.app.inject({ method: 'POST', url: '/v1/devices', headers: { 'content-type': 'application/json', 'x-api-key': INTERNAL_KEY }, payload: big })).statusCode).toBe(400);
+      expect((await h.post('/bonus/credit/funds', big)).statusCode).toBe(400);
     });
   });
 

@@ -196,10 +196,14 @@ describe('POST /channels/push/single', () => {
       expect(garbage.json()).toEqual({ error: expect.stringMatching(/not valid JSON/), code: garbage.statusCode });
     });
 
-    it('answers 404 in JSON for an unknown route', async () => {
-      const response = await h.post('/channels/push/everything', {});
+    it('answers 404 in JSON for an unknown route, and 405 with Allow for a path of other methods', async () => {
+      const response = await h.post('/channels/everything', {});
       expect(response.statusCode).toBe(404);
       expect(response.json()).toEqual({ error: expect.any(String), code: response.statusCode });
+      // GET /channels/push/:push_id takes this path.
+      const wrongMethod = await h.post('/channels/push/everything', {});
+      expect({ status: wrongMethod.statusCode, allow: wrongMethod.headers.allow }).toEqual({ status: 405, allow: 'GET, HEAD' });
+      expect(wrongMethod.json()).toEqual({ error: expect.any(String), code: 405 });
     });
 
     it('stores nothing for an invalid message', async () => {

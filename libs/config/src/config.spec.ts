@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
+import { defaultMaxHeapUsedBytes, DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { configErrorOf } from './test/config-error';
 import { webpushAllowedOriginsOf } from './origins';
@@ -38,7 +38,7 @@ describe('loadGatewayConfig: defaults', () => {
       PUSH_SINGLE_GROUP_WINDOW_MS: 2,
       PUSH_SINGLE_GROUP_MAX: 500,
       MAX_EVENT_LOOP_DELAY_MS: 1000,
-      MAX_RSS_BYTES: 384 * 1024 * 1024,
+      MAX_HEAP_USED_BYTES: defaultMaxHeapUsedBytes(),
       REQUEST_TIMEOUT_MS: 30000,
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
@@ -61,11 +61,13 @@ describe('loadGatewayConfig: defaults', () => {
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
       AUTH_FAILURE_LIMIT: 20,
       AUTH_FAILURE_WINDOW: '5m',
+      AUTH_THROTTLE_EXEMPT: '',
       TRUST_PROXY: '',
       CRM_OAUTH_ALLOW_GET: false,
       TRACKING_TOKEN_TTL: '30d',
       edge: {
         authFailures: { limit: 20, windowMs: 300000 },
+        authThrottleExempt: [],
         trustedProxies: [],
         oauthAllowGet: false,
         trackingTokenTtlMs: 30 * 86400000,
@@ -112,7 +114,7 @@ describe('loadGatewayConfig: values from the environment', () => {
       BODY_LIMIT_BYTES: '2048',
       PUSH_JOB_MAX_MESSAGES: '50',
       MAX_EVENT_LOOP_DELAY_MS: '0',
-      MAX_RSS_BYTES: '0',
+      MAX_HEAP_USED_BYTES: '0',
       REQUEST_TIMEOUT_MS: '10000',
     });
     expect(config.PORT).toBe(8080);
@@ -121,7 +123,7 @@ describe('loadGatewayConfig: values from the environment', () => {
     expect(config.BODY_LIMIT_BYTES).toBe(2048);
     expect(config.PUSH_JOB_MAX_MESSAGES).toBe(50);
     expect(config.MAX_EVENT_LOOP_DELAY_MS).toBe(0);
-    expect(config.MAX_RSS_BYTES).toBe(0);
+    expect(config.MAX_HEAP_USED_BYTES).toBe(0);
     expect(config.REQUEST_TIMEOUT_MS).toBe(10000);
   });
 

@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, RuntimeEnv } from './base';
@@ -46,7 +47,12 @@ export const GatewayEnv = Type.Object({
   }),
   PUSH_SINGLE_GROUP_MAX: Type.Integer({ default: 500, minimum: 1, description: 'Single pushes stored together at most; a full group is stored at once (1: no grouping)' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),
-  MAX_RSS_BYTES: Type.Integer({ default: 384 * 1024 * 1024, minimum: 0, description: 'Above this resident memory requests are shed with 503 and Retry-After (0: off)' }),
+  MAX_HEAP_USED_BYTES: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      description: "Above this live JavaScript heap requests are shed with 503 and Retry-After (0: off); unset: three quarters of the V8 heap limit, which Node derives from the container's memory",
+    }),
+  ),
   REQUEST_TIMEOUT_MS: Type.Integer({ default: 30000, minimum: 1000, description: "A request's headers and body must arrive within this; past it the answer is 408 and the connection is closed" }),
   ADMIN_UI: Type.Boolean({ default: false, description: 'Serve the queue dashboard at /admin/queues (admin key; in production on METRICS_PORT only); false: 404' }),
 });
@@ -67,7 +73,9 @@ export interface InternalKeys {
   admin: string[];
 }
 
-export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS'> & {
+export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS' | 'MAX_HEAP_USED_BYTES'> & {
+  /** MAX_HEAP_USED_BYTES, or three quarters of the V8 heap limit when it is unset; 0: off. */
+  MAX_HEAP_USED_BYTES: number;
   redis: RedisConnection;
   operatorApiKeys: string[];
   internalKeys: InternalKeys;
@@ -79,6 +87,14 @@ export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | Red
   /** Proxies believed, authentication failures, GET /oauth/token, tracking tokens' lifetime. */
   edge: EdgeSettings;
 };
+
+/**
+ * Three quarters of the heap V8 may grow to: Node sizes that limit from the memory it may use (the
+ * container's limit), so shedding starts before the heap runs out, whatever the container.
+ */
+export function defaultMaxHeapUsedBytes(): number {
+  return Math.floor(v8.getHeapStatistics().heap_size_limit * 0.75);
+}
 
 /** Each class of key, by its variable. */
 type KeyLists = Record<KeyVariable, string[]>;
@@ -160,6 +176,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const admin = [...keys.INTERNAL_ADMIN_KEYS, ...keys.INTERNAL_API_KEYS];
   return {
     ...withoutRedisVariables(rest),
+    MAX_HEAP_USED_BYTES: raw.MAX_HEAP_USED_BYTES ?? defaultMaxHeapUsedBytes(),
     DATABASE_READ_URL: readDatabaseUrl(raw),
     redis: redis.connection,
     operatorApiKeys: keys.OPERATOR_API_KEYS,

@@ -21,6 +21,20 @@ describe('loadGatewayConfig: failed authentications', () => {
   });
 });
 
+describe('loadGatewayConfig: AUTH_THROTTLE_EXEMPT', () => {
+  it('exempts no address by default, and reads CIDR ranges and addresses', () => {
+    expect(loadGatewayConfig({}).edge.authThrottleExempt).toEqual([]);
+    expect(loadGatewayConfig({ AUTH_THROTTLE_EXEMPT: ' 203.0.113.0/24, 2001:db8::/32,198.51.100.7 ' }).edge.authThrottleExempt).toEqual(['203.0.113.0/24', '2001:db8::/32', '198.51.100.7']);
+  });
+
+  it('refuses at start every entry that is not a CIDR range or an address, naming it', () => {
+    const error = configErrorOf(() => loadGatewayConfig({ AUTH_THROTTLE_EXEMPT: '10.0.0.0/33,crm.example.com,10.0.0.0/8,::1/129,10.0.0.0/x' }));
+    expect(error.problems).toEqual(
+      ['10.0.0.0/33', 'crm.example.com', '::1/129', '10.0.0.0/x'].map((entry) => `AUTH_THROTTLE_EXEMPT: "${entry}" is not a CIDR range (203.0.113.0/24, 2001:db8::/32) or an IP address`),
+    );
+  });
+});
+
 describe('loadGatewayConfig: TRUST_PROXY', () => {
   it('believes no proxy by default', () => {
     expect(loadGatewayConfig({}).edge.trustedProxies).toEqual([]);

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { Type, type Static } from '@sinclair/typebox';
 import { splitList } from './env';
 import { durationMs } from './events';
@@ -11,9 +12,18 @@ export const EdgeEnv = Type.Object({
   AUTH_FAILURE_LIMIT: Type.Integer({
     default: 20,
     minimum: 0,
-    description: 'Failed authentications from one address (or for one Basic user or OAuth client) within AUTH_FAILURE_WINDOW that lock it out for as long (0: no limit)',
+    description:
+      'Failed authentications (401) from one address within AUTH_FAILURE_WINDOW past which its wrong credentials are answered 503 with Retry-After; right credentials are always served (0: no limit)',
   }),
-  AUTH_FAILURE_WINDOW: Type.String({ default: '5m', pattern: DURATION, description: 'The window of AUTH_FAILURE_LIMIT, and how long a lockout lasts ("5m", "1h", "300")' }),
+  AUTH_FAILURE_WINDOW: Type.String({
+    default: '5m',
+    pattern: DURATION,
+    description: 'The window of AUTH_FAILURE_LIMIT, and how long an address stays throttled after its last failure ("5m", "1h", "300")',
+  }),
+  AUTH_THROTTLE_EXEMPT: Type.String({
+    default: '',
+    description: "Comma-separated CIDR ranges (or addresses) whose failed authentications are never counted nor throttled: the CRM's known egress addresses; empty: none",
+  }),
   TRUST_PROXY: Type.String({
     default: '',
     description: 'Comma-separated addresses or CIDR ranges of the proxies whose X-Forwarded-For names the client (loopback, linklocal, uniquelocal for those ranges); empty: none',
@@ -24,8 +34,10 @@ export const EdgeEnv = Type.Object({
 type EdgeRaw = Static<typeof EdgeEnv>;
 
 export interface EdgeSettings {
-  /** `limit` failed authentications within `windowMs` lock a key out for `windowMs`; limit 0: never. */
+  /** Past `limit` failed authentications within `windowMs` an address is throttled (see auth-throttle.ts); limit 0: never. */
   authFailures: { limit: number; windowMs: number };
+  /** AUTH_THROTTLE_EXEMPT: CIDR ranges never throttled, as `address/prefix`. */
+  authThrottleExempt: string[];
   /** The proxies whose X-Forwarded-For is believed; none: the client is whoever opened the connection. */
   trustedProxies: string[];
   oauthAllowGet: boolean;
@@ -44,6 +56,17 @@ function isProxyEntry(entry: string): boolean {
   return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 
+/** A CIDR range as ipaddr.js reads it; a bare address is its own range (/32, /128). */
+function isCidr(entry: string): boolean {
+  try {
+    if (entry.includes('/')) ipaddr.parseCIDR(entry);
+    else if (!ipaddr.isValid(entry)) return false;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Checks EdgeEnv values that the schema cannot: durations above zero, proxy entries. */
 export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: string[] } {
   const problems: string[] = [];
@@ -53,11 +76,16 @@ export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: 
   for (const entry of trustedProxies.filter((entry) => !isProxyEntry(entry))) {
     problems.push(`TRUST_PROXY: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of ${RANGE_NAMES.join(', ')}`);
   }
+  const authThrottleExempt = splitList(raw.AUTH_THROTTLE_EXEMPT);
+  for (const entry of authThrottleExempt.filter((entry) => !isCidr(entry))) {
+    problems.push(`AUTH_THROTTLE_EXEMPT: "${entry}" is not a CIDR range (203.0.113.0/24, 2001:db8::/32) or an IP address`);
+  }
   const trackingTokenTtlMs = durationMs(raw.TRACKING_TOKEN_TTL);
   if (trackingTokenTtlMs === 0) problems.push('TRACKING_TOKEN_TTL must be longer than 0');
   return {
     settings: {
       authFailures: { limit: raw.AUTH_FAILURE_LIMIT, windowMs },
+      authThrottleExempt,
       trustedProxies,
       oauthAllowGet: raw.CRM_OAUTH_ALLOW_GET,
       trackingTokenTtlMs,

@@ -18,7 +18,7 @@ describe('docs/operating.md configuration tables', () => {
   );
 
   it.each(variables)('lists %s with its default', (name, schema) => {
-    const shown = schema.default === '' ? '' : `\`${schema.default}\``;
+    const shown = schema.default === '' || schema.default === undefined ? '' : `\`${schema.default}\``;
     expect(readme).toContain(`| \`${name}\` | ${shown} |`);
   });
 

@@ -32,9 +32,9 @@ export async function openTestStores(env: Record<string, string> = {}, redisOpti
     INTERNAL_ADMIN_KEYS: ADMIN_KEY,
     QUEUE_PREFIX: uniqueName('test'),
     MAX_EVENT_LOOP_DELAY_MS: '0',
-    // Specs answer many 401s from one address; those of the lockout set their own limit.
+    // Specs answer many 401s from one address; those of the throttle set their own limit.
     AUTH_FAILURE_LIMIT: '0',
-    MAX_RSS_BYTES: '0',
+    MAX_HEAP_USED_BYTES: '0',
     ...env,
   });
   const db = createDb({ url: config.DATABASE_URL, poolSize: 5 });
