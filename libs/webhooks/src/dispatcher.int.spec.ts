@@ -630,21 +630,23 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(most).toBeLessThanOrEqual(64);
   });
 
-  it('writes no event for duplicate or late reports, and `sent` first for a report that beats the worker', async () => {
+  it('writes no event for duplicate or late reports, nor for a report that beats the worker', async () => {
     await device();
     const [push, early] = await accept(2);
     await send([push]);
     const twice = await Promise.all([engage(push, 'delivered'), engage(push, 'delivered')]);
     expect(twice.filter((result) => result.found && result.changed)).toHaveLength(1);
-    expect(await engage(push, 'delivered')).toEqual({ found: true, changed: false, status: 'delivered' });
-    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: true, status: 'clicked' });
-    expect(await engage(push, 'opened')).toEqual({ found: true, changed: false, status: 'clicked' });
-    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: false, status: 'clicked' });
+    expect(await engage(push, 'delivered')).toEqual({ found: true, sent: true, changed: false, status: 'delivered' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, sent: true, changed: true, status: 'clicked' });
+    expect(await engage(push, 'opened')).toEqual({ found: true, sent: true, changed: false, status: 'clicked' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, sent: true, changed: false, status: 'clicked' });
 
-    // The device reports before the worker recorded the send.
-    expect(await engage(early, 'opened')).toEqual({ found: true, changed: true, status: 'opened' });
+    // The device reports before the worker recorded the send: refused, nothing written; the same
+    // report once the send is recorded moves the push.
+    expect(await engage(early, 'opened')).toEqual({ found: true, sent: false, changed: false, status: 'accepted' });
+    expect(await db.message.findFirstOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'accepted' });
     expect(await send([early])).toMatchObject({ kind: 'done', sent: 1 });
-    expect(await db.message.findFirstOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'opened' });
+    expect(await engage(early, 'opened')).toEqual({ found: true, sent: true, changed: true, status: 'opened' });
 
     start();
     const rows = await settled([push, early]);
