@@ -154,7 +154,8 @@ async function main(): Promise<number> {
       ['wallet.example.test:80', local(wallet.port)],
       ...[...hostile].map(([name, { port }]) => [`${name}.push.example.test:443`, local(port)] as [string, string]),
     ]);
-    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'chaos' }, resolve: (target) => map.get(target) });
+    // As Squid runs by default: CONNECT to 443 only; the CRM and the wallet (http://) in absolute form.
+    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'chaos' }, connectPorts: [443], resolve: (target) => map.get(target) });
     closers.push(() => proxy!.close());
   }
 

@@ -684,8 +684,9 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(sent).toMatchObject({ state: 'dead', lastError: 'HTTP 400' });
   });
 
-  it('posts through the operator’s proxy (HTTP_PROXY), and nothing goes around it', async () => {
-    const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 's3cret' } });
+  it('posts through the operator’s proxy (HTTP_PROXY) in absolute form, and nothing goes around it', async () => {
+    // As Squid runs by default: CONNECT to 443 only, so a plain http:// receiver is no tunnel's.
+    const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 's3cret' }, connectPorts: [443] });
     try {
       await device();
       const pushes = await accept(3);
@@ -694,8 +695,10 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
       const rows = await settled(pushes);
       expect(rows.every((row) => row.state === 'delivered')).toBe(true);
       expect(acceptedFor(pushes)).toHaveLength(3);
-      // Every post came through the proxy's tunnels to the receiver: the receiver saw only the proxy's connections.
+      // Every post came through the proxy to the receiver, as a request in absolute form (POST http://host/path).
       expect(proxy.targets()).toEqual([new URL(crm.url('/')).host]);
+      expect(proxy.connections.length).toBeGreaterThanOrEqual(3);
+      for (const connection of proxy.connections) expect(connection).toMatchObject({ method: 'FORWARD', requestLine: expect.stringMatching(/^POST http:\/\/127\.0\.0\.1:\d+\//) });
       expect(proxy.refused).toEqual([]);
     } finally {
       await proxy.close();
