@@ -6,18 +6,26 @@ import { ensureDatabaseOrExit, migrate, migrationTarget } from './db-migrate.mjs
 import { ensureRedisOrExit } from './redis-check.mjs';
 import { seed } from './seed.mjs';
 
+// What the apps refuse at boot (libs/config's NODE_ENVS), refused before anything is done: unset is
+// development; a `prod` must not get the development seed.
+const nodeEnv = process.env.NODE_ENV || 'development';
+if (!['development', 'test', 'production'].includes(nodeEnv)) {
+  console.error(`NODE_ENV must be one of development, test, production, got "${nodeEnv}"`);
+  process.exit(1);
+}
+const production = nodeEnv === 'production';
+
 const { url, variable } = migrationTarget();
 await ensureDatabaseOrExit(url, variable);
 await ensureRedisOrExit(process.env);
 migrate(url);
-if (process.env.NODE_ENV !== 'production') await seed(url);
+if (!production) await seed(url);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 
 // Outside production the gateway serves /metrics, /health, /docs and the queue dashboard on PORT
 // (in production on its METRICS_PORT, 9464 unless set); every other app serves /metrics and
 // /health on a METRICS_PORT of its own, unless the environment sets one for all (METRICS_PORT=0:
 // each takes a free port).
-const production = process.env.NODE_ENV === 'production';
 const METRICS_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469, 'push-worker-hms': 9470, 'push-worker-onesignal': 9471 };
 const metricsPort = (name) => (name in METRICS_PORTS ? (process.env.METRICS_PORT || String(METRICS_PORTS[name])) : undefined);
 // The queue dashboard is off by default; on here, for the developer at hand, unless the environment says.

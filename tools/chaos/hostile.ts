@@ -4,7 +4,8 @@
 // service that turns bad): 429 and 503 with Retry-After: 3600, an answer trickling a byte every
 // 2 s, a 200 with a 200 MiB body, 401, 403, and a 301 to an internal address. The wallet platform
 // answers a funds credit with a 301 to that internal address. The CRM sends two batches to every
-// player 20 s apart. With --proxy, every app reaches the outside through a CONNECT proxy only:
+// player 20 s apart. With --proxy, every app reaches the outside through a proxy only (CONNECT to
+// port 443 only, as Squid's defaults; plain http:// in absolute form):
 // the providers, the CRM and the wallet platform are named by host names that only the proxy
 // resolves (fcm.googleapis.com, api.sandbox.push.apple.com, push.example.test, crm.example.test),
 // so a connection that went around the proxy could not reach them at all.
@@ -120,7 +121,7 @@ function rssMb(pid: number | undefined): number {
 
 async function main(): Promise<number> {
   const started = Date.now();
-  log(`hostile endpoints run${viaProxy ? ' through a CONNECT proxy' : ''}: ${PLAYERS} players + ${Object.keys(HOSTILE).length} hostile subscriptions; files in ${dir}`);
+  log(`hostile endpoints run${viaProxy ? ' through a proxy that tunnels to 443 only' : ''}: ${PLAYERS} players + ${Object.keys(HOSTILE).length} hostile subscriptions; files in ${dir}`);
   const databaseUrl = (process.env.CHAOS_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/operator_api_hostile').replace(/\/[^/]*$/, `/operator_api_hostile${viaProxy ? '_proxy' : ''}`);
   freshDatabase(databaseUrl);
 
@@ -154,7 +155,8 @@ async function main(): Promise<number> {
       ['wallet.example.test:80', local(wallet.port)],
       ...[...hostile].map(([name, { port }]) => [`${name}.push.example.test:443`, local(port)] as [string, string]),
     ]);
-    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'chaos' }, resolve: (target) => map.get(target) });
+    // As Squid runs by default: CONNECT to 443 only; the CRM and the wallet (http://) in absolute form.
+    proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'chaos' }, connectPorts: [443], resolve: (target) => map.get(target) });
     closers.push(() => proxy!.close());
   }
 
@@ -358,16 +360,22 @@ async function main(): Promise<number> {
       'crm.example.test:80',
     ];
     const native = receipts.filter((r) => Object.values(nativeTokens).includes(r.device));
+    // The CRM and the wallet are http://: forwarded in absolute form, since the proxy tunnels to 443 only.
+    const forwarded = [...new Set(proxy.connections.filter((c) => c.method === 'FORWARD').map((c) => c.target))].sort();
     checks.push({
-      name: 'every provider’s sends and the CRM’s webhook pass through the proxy, and nothing goes around it',
-      ok: wanted.every((target) => targets.includes(target)) && native.length >= 8 && crm.accepted.length > 0,
-      lines: [`proxy targets: ${targets.join(', ')}`, `FCM, APNs, HMS and OneSignal sends received: ${native.length}; webhook posts accepted: ${crm.accepted.length}`],
+      name: 'every provider’s sends and the CRM’s webhook pass through the proxy (http:// in absolute form), and nothing goes around it',
+      ok: wanted.every((target) => targets.includes(target)) && forwarded.includes('crm.example.test:80') && proxy.refused.length === 0 && native.length >= 8 && crm.accepted.length > 0,
+      lines: [
+        `proxy targets: ${targets.join(', ')}`,
+        `forwarded in absolute form: ${forwarded.join(', ')}; refused by the proxy: ${proxy.refused.length}`,
+        `FCM, APNs, HMS and OneSignal sends received: ${native.length}; webhook posts accepted: ${crm.accepted.length}`,
+      ],
     });
   }
   const stops = await Promise.all(apps.map(async (app) => [app.name, await app.stop(30000)] as const));
   checks.push({ name: 'every app stops on SIGTERM afterwards', ok: stops.every(([, how]) => how === 'exit 0'), lines: [stops.map(([name, how]) => `${name} ${how}`).join(', ')] });
 
-  console.log(`\n=== hostile endpoints report${viaProxy ? ' (through a CONNECT proxy)' : ''} ===`);
+  console.log(`\n=== hostile endpoints report${viaProxy ? ' (through a proxy)' : ''} ===`);
   console.log(`hostile origins: ${[...hostile.entries()].map(([name, s]) => `${name} ${s.requests()} requests`).join(', ')}`);
   console.log(`peak RSS: ${[...peakRss].map(([name, mb]) => `${name} ${mb.toFixed(0)} MiB`).join(', ')}`);
   console.log(`timing: ${((Date.now() - started) / 1000).toFixed(0)} s`);

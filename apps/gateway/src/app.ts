@@ -94,7 +94,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // Before the routes: the OpenAPI document collects each route as it is added.
   registerApiDocument(app);
 
-  app.register(healthRoutes, { db, reads, redis });
+  app.register(healthRoutes, { db, reads, redis, servers: false });
 
   app.register(async (crm) => {
     requireCrmAuth(crm, config.operatorApiKeys, config.crmAuth);
@@ -155,7 +155,7 @@ export function buildOperationsApp(deps: GatewayDeps & { api: FastifyInstance },
   });
   registerErrorHandling(app);
   const reads = deps.reads ?? primaryReads(deps.db);
-  app.register(healthRoutes, { db: deps.db, reads, redis: deps.redis });
+  app.register(healthRoutes, { db: deps.db, reads, redis: deps.redis, servers: true });
   app.register(operationsRoutes, { ...deps, reads });
   return app;
 }

@@ -153,7 +153,8 @@ describe('API keys', () => {
     it('answers /health/ready with 200 and postgres and redis up', async () => {
       const response = await send('GET', '/health/ready', {});
       expect(response.statusCode).toBe(200);
-      expect(response.json()).toEqual({ status: 'ready', postgres: 'up', redis: 'up', redis_server: { mode: 'standalone', role: 'master', address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) } });
+      // The Redis server's address is the operations port's to say (operations.int.spec.ts).
+      expect(response.json()).toEqual({ status: 'ready', postgres: 'up', redis: 'up' });
     });
 
     it('still answers them when a wrong key is sent', async () => {

@@ -10,7 +10,7 @@ describe('/health/ready while PostgreSQL is cut', () => {
   const ready = async () => {
     const started = Date.now();
     const response = await h.app.inject({ method: 'GET', url: '/health/ready' });
-    return { status: response.statusCode, body: response.json(), ms: Date.now() - started };
+    return { status: response.statusCode, body: response.json(), retryAfter: response.headers['retry-after'], ms: Date.now() - started };
   };
 
   beforeAll(async () => {
@@ -26,13 +26,16 @@ describe('/health/ready while PostgreSQL is cut', () => {
 
   it('answers 200 with both stores up', async () => {
     expect(await ready()).toMatchObject({ status: 200, body: { status: 'ready', postgres: 'up', redis: 'up' } });
+    expect(Object.keys((await ready()).body).sort()).toEqual(['postgres', 'redis', 'status']);
   });
 
   it('answers 503 at once while connections are refused, and 200 once PostgreSQL is back', async () => {
     await ready();
     await proxy.stop();
     const down = await ready();
-    expect(down).toMatchObject({ status: 503, body: { error: 'not ready', postgres: 'down', redis: 'up' } });
+    // On PORT: each store up or down, no address of either, and when to ask again.
+    expect(down).toMatchObject({ status: 503, body: { error: 'not ready', postgres: 'down', redis: 'up' }, retryAfter: '5' });
+    expect(Object.keys(down.body).sort()).toEqual(['error', 'postgres', 'redis']);
     expect(down.ms).toBeLessThan(1000);
     // Asked again, it still answers (the pool keeps no broken connection).
     expect((await ready()).status).toBe(503);

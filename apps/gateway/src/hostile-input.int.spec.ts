@@ -145,12 +145,38 @@ describe('hostile input at the edge', () => {
       expect(await h.messageRows(brand)).toEqual([]);
     });
 
-    it('answers 400 naming a "__proto__" key given twice, and 400 naming "__proto__" given once, in a single push', async () => {
+    it('answers 400 naming a "__proto__" key, given once or twice, or a "constructor" object with "prototype", in a single push', async () => {
       const request = JSON.stringify(pushRequest(brand, player));
-      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"__proto__":{"a":1},"__proto__":{"a":2},')), 400, /^meta\.__proto__ is given twice$/);
-      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"x":{"__proto__":{"isAdmin":true}},')), 400, /^request body has a key named "__proto__"/);
-      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"constructor":{"prototype":{"isAdmin":true}},')), 400, /"constructor" object with a "prototype" key/);
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"__proto__":{"a":1},"__proto__":{"a":2},')), 400, /^meta\.__proto__ is not accepted: no key may be named "__proto__"$/);
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"x":{"__proto__":{"isAdmin":true}},')), 400, /^meta\.x\.__proto__ is not accepted/);
+      expectRefused(await h.single(request.replace('"meta":{', '"meta":{"constructor":{"prototype":{"isAdmin":true}},')), 400, /"constructor" object may have a "prototype" key/);
       expect(await h.messageRows(brand)).toEqual([]);
+    });
+
+    it('puts a batch message with a "__proto__" key or a "constructor" object with "prototype" in failed, with the reason, and stores the others', async () => {
+      const [first, proto, ctor, last] = [pushRequest(brand, player), pushRequest(brand, player), pushRequest(brand, player), pushRequest(brand, player)];
+      const protoText = JSON.stringify(proto).replace('"meta":{', '"meta":{"x":[{"__proto__":{"isAdmin":true}}],');
+      const ctorText = JSON.stringify(ctor).replace('"meta":{', '"meta":{"constructor":{"prototype":{"isAdmin":true}},');
+      const response = await h.batch(`[${JSON.stringify(first)},${protoText},${ctorText},${JSON.stringify(last)}]`);
+      expect(response.statusCode).toBe(200);
+      expect(response.json()).toEqual({
+        successful: [
+          { id: first.activity.id, push_id: expect.any(String) },
+          { id: last.activity.id, push_id: expect.any(String) },
+        ],
+        failed: [
+          { id: proto.activity.id, error: 'message 1: meta.x[0].__proto__ is not accepted: no key may be named "__proto__"' },
+          { id: ctor.activity.id, error: 'message 2: meta.constructor.prototype is not accepted: no "constructor" object may have a "prototype" key' },
+        ],
+        fatal: [],
+      });
+      expect((await h.messageRows(brand)).map((m) => Number(m.crmMessageId)).sort()).toEqual([first.activity.id, last.activity.id].sort());
+      // Nothing reached a prototype.
+      expect(({} as Record<string, unknown>).isAdmin).toBeUndefined();
+      // A batch of one such message alone is answered the same way; a body that is not an array is refused whole.
+      const alone = await h.batch(`[${protoText}]`);
+      expect(alone.json()).toMatchObject({ successful: [], failed: [{ id: proto.activity.id }] });
+      expect((await h.batch(protoText)).statusCode).toBe(400);
     });
 
     it('puts a batch message with a key given twice in failed, with the reason, and stores the others', async () => {

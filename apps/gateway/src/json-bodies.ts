@@ -21,11 +21,14 @@ declare module 'fastify' {
  * Every body of this API is JSON, whatever Content-Type a client declares, and is read once. The
  * text is kept (the CRM's `meta` is stored and returned exactly as it was written), so a text that
  * would not read the same everywhere is refused with 400: a key given twice (JSON.parse keeps the
- * last, the kept text both), or nesting too deep for PostgreSQL to parse what is stored.
+ * last, the kept text both), nesting too deep for PostgreSQL to parse what is stored, or a key that
+ * could reach an object's prototype ("__proto__", a "constructor" object with "prototype", which
+ * Fastify's parser refuses without saying why). On a route that answers each item of an array body
+ * (the push batch), such an item is refused alone.
  */
 const FORBIDDEN_PROTOTYPE = 'request body has a key named "__proto__", or a "constructor" object with a "prototype" key; neither is accepted';
 
-/** Whether the text is JSON, read as JSON.parse reads it (Fastify's parser, which refuses those keys, does not say why). */
+/** Whether the text is JSON, read as JSON.parse reads it. */
 function isValidJson(text: string): boolean {
   try {
     JSON.parse(text);
@@ -33,6 +36,19 @@ function isValidJson(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * The text's value with every key secure-json-parse refuses left out: a "__proto__" key, and a
+ * "constructor" object that holds "prototype". JSON.parse only ever makes own properties, and the
+ * items holding these keys are refused; this keeps even those out of the value the route gets.
+ */
+function parseWithoutPrototypeKeys(text: string): unknown {
+  return JSON.parse(text, (key, value) => {
+    if (key === '__proto__') return undefined;
+    if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype')) return undefined;
+    return value;
+  });
 }
 
 export function registerJsonBodies(app: FastifyInstance) {
@@ -43,11 +59,15 @@ export function registerJsonBodies(app: FastifyInstance) {
     request.rawBody = text;
     parseJson(request, body as string, (error, value) => {
       if (error) {
-        // Valid JSON refused for a "__proto__" key (or a "constructor" holding "prototype"): a key
-        // given twice or nesting too deep is still named first, as for any other body.
+        // Valid JSON refused for a "__proto__" key (or a "constructor" holding "prototype"), which
+        // checkJsonText names with its path. In an array every key is in an item: on a route that
+        // answers each item, those items are refused alone.
         if (!isValidJson(text)) return done(error, undefined);
-        const { problem } = checkJsonText(text);
-        return done(new ValidationError(problem ?? FORBIDDEN_PROTOTYPE), undefined);
+        const { problem, items } = checkJsonText(text);
+        if (problem === null) return done(new ValidationError(FORBIDDEN_PROTOTYPE), undefined);
+        if (!items.size || !request.routeOptions.config.answersEachItem) return done(new ValidationError(problem), undefined);
+        request.itemProblems = items;
+        return done(null, parseWithoutPrototypeKeys(text));
       }
       const { problem, items } = checkJsonText(text);
       if (items.size && request.routeOptions.config.answersEachItem) request.itemProblems = items;

@@ -62,6 +62,8 @@ describe('the OpenAPI document', () => {
       CRM_AUTH: 'api-key,basic,oauth2',
       CRM_BASIC_USERS: 'crm:password',
       CRM_OAUTH_CLIENTS: 'crm:secret',
+      // The development key is refused with oauth2 outside development.
+      CRM_OAUTH_SIGNING_KEYS: 'openapi-spec-signing-key-0123456789abcdef',
       ADMIN_UI: 'true',
     });
     app = buildApp(stores);

@@ -55,6 +55,16 @@ describe('a production gateway', () => {
     expect((await h.app.inject({ method: 'GET', url: '/health/ready' })).json()).toMatchObject({ status: 'ready', postgres: 'up', redis: 'up' });
   });
 
+  it('says on PORT whether it is ready and each store up or down, and names no server; METRICS_PORT names the Redis server', async () => {
+    const address = /127\.0\.0\.1|localhost|:\d{2,5}\b|redis:\/\/|postgres(ql)?:\/\//;
+    const onPort = await h.app.inject({ method: 'GET', url: '/health/ready' });
+    expect({ status: onPort.statusCode, body: onPort.json() }).toEqual({ status: 200, body: { status: 'ready', postgres: 'up', redis: 'up' } });
+    expect(onPort.body).not.toMatch(address);
+    const full = await fetch(`${base}/health/ready`);
+    expect(full.status).toBe(200);
+    expect(await full.json()).toEqual({ status: 'ready', postgres: 'up', redis: 'up', redis_server: { mode: 'standalone', role: 'master', address: expect.stringMatching(/^127\.0\.0\.1:\d+$/) } });
+  });
+
   it('serves /metrics on METRICS_PORT, counting the requests of PORT', async () => {
     await h.app.inject({ method: 'GET', url: '/health/live' });
     const response = await fetch(`${base}/metrics`);

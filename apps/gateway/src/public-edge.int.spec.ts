@@ -85,7 +85,7 @@ describe('the public edge', () => {
   let port: number;
 
   beforeAll(async () => {
-    h = await Harness.open({ REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), CRM_AUTH: 'api-key,oauth2', CRM_OAUTH_CLIENTS: 'crm:crm-secret' });
+    h = await Harness.open({ REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), CRM_AUTH: 'api-key,oauth2', CRM_OAUTH_CLIENTS: 'crm:crm-secret', CRM_OAUTH_SIGNING_KEYS: 'edge-spec-signing-key-0123456789abcdef' });
     await h.app.listen({ port: 0, host: '127.0.0.1' });
     port = (h.app.server.address() as AddressInfo).port;
   });

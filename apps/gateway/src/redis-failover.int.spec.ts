@@ -1,12 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import type { FastifyInstance } from 'fastify';
 import { join } from 'node:path';
 import { fcmToken, freePort, pushRequest, startSentinelTopology, uniqueBrandId, uniqueName, until, type SentinelTopology } from '@operator/testing';
+import { buildOperationsApp } from './app';
 import { Harness } from './test/harness';
 
 // The gateway on a Redis reached through three Sentinels (REDIS_URL on a port where nothing
 // listens). While the master is killed and the Sentinels fail over, every push is answered 503
-// (the CRM sends it again) or 200, never 500; readiness names the server and its role; and pushes
+// (the CRM sends it again) or 200, never 500; readiness on the operations port names the server and its role; and pushes
 // are accepted again on the new master within seconds.
 
 jest.setTimeout(90000);
@@ -18,8 +20,11 @@ describe('the gateway while Redis fails over (Sentinel)', () => {
   let brand: number;
   let player: string;
 
+  let operations: FastifyInstance;
+
+  /** Readiness as the operations port (METRICS_PORT) answers it, with the Redis server that answered. */
   const ready = async () => {
-    const response = await h.app.inject({ method: 'GET', url: '/health/ready' });
+    const response = await operations.inject({ method: 'GET', url: '/health/ready' });
     return { status: response.statusCode, body: response.json() };
   };
 
@@ -30,12 +35,14 @@ describe('the gateway while Redis fails over (Sentinel)', () => {
       REDIS_SENTINELS: topology.sentinelList,
       REDIS_SENTINEL_NAME: topology.masterName,
     });
+    operations = buildOperationsApp({ ...h.stores, api: h.app });
     brand = uniqueBrandId();
     player = uniqueName('player');
     await h.registerDevice({ user_id: player, brand_id: brand, provider: 'fcm', token: fcmToken() });
   });
 
   afterAll(async () => {
+    await operations?.close();
     await h?.close();
     await topology?.stop();
     rmSync(dir, { recursive: true, force: true });

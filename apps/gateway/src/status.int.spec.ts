@@ -380,7 +380,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
         // The feed is in transaction-id order: had it taken its id before waiting, `opened` would come first.
         expect((await activity()).xid).toBeNull();
         await first.query('COMMIT');
-        expect(await opened).toEqual({ found: true, changed: true, status: 'opened' });
+        expect(await opened).toEqual({ found: true, sent: true, changed: true, status: 'opened' });
         await second.query('COMMIT');
       } finally {
         first.release();
@@ -466,16 +466,30 @@ describe('push status: polling, engagement reports and dead letters', () => {
       expect(await statuses(pushId)).toEqual(['sent', 'clicked']);
     });
 
-    it('writes sent before the report when the worker has not recorded the send yet', async () => {
-      const [pushId] = await accept();
-      expect(await eventCount(pushId)).toBe(0);
-      expect((await engage(pushId, 'delivered')).json()).toEqual({ push_id: pushId, status: 'delivered', changed: true });
-      expect(await statuses(pushId)).toEqual(['sent', 'delivered']);
+    it('refuses with 409 a report of a push not sent to any device (not yet, or failed), and records nothing', async () => {
+      const [accepted, failed] = await accept(2);
+      for (const type of ['delivered', 'opened', 'clicked']) {
+        const early = await engage(accepted, type);
+        expect([type, early.statusCode]).toEqual([type, 409]);
+        expect(early.json()).toMatchObject({ error: expect.stringMatching(/not sent to any device/) });
+      }
+      expect(await eventCount(accepted)).toBe(0);
+      expect((await get(`/channels/push/${accepted}`)).json().status).toBe('accepted');
 
-      // The worker's send afterwards does not move the push back nor write another event.
-      await send([pushId]);
-      expect(await statuses(pushId)).toEqual(['sent', 'delivered']);
-      expect((await get(`/channels/push/${pushId}`)).json().status).toBe('delivered');
+      // Once the worker recorded the send, the same report moves it; the send wrote `sent` first.
+      await send([accepted]);
+      expect((await engage(accepted, 'clicked')).json()).toEqual({ push_id: accepted, status: 'clicked', changed: true });
+      expect(await statuses(accepted)).toEqual(['sent', 'clicked']);
+
+      // A push that failed on every device stays failed, with its one event.
+      await h.stores.db.device.updateMany({ where: { brandId: BigInt(brand), userId: player }, data: { active: false } });
+      await send([failed]);
+      expect(await statuses(failed)).toEqual(['failed']);
+      const late = await engage(failed, 'clicked');
+      expect(late.statusCode).toBe(409);
+      expect(late.json()).toMatchObject({ error: expect.any(String) });
+      expect(await statuses(failed)).toEqual(['failed']);
+      expect((await get(`/channels/push/${failed}`)).json().status).toBe('failed');
     });
 
     it('refuses a bad token or another push token with 403 and records nothing', async () => {

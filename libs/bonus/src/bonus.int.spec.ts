@@ -562,13 +562,15 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect((await fresh(row.id)).error).toBe('platform answered HTTP 400');
     });
 
-    it('goes through the operator’s proxy (HTTP_PROXY), with its credentials', async () => {
-      const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'pw' } });
+    it('goes through the operator’s proxy (HTTP_PROXY) in absolute form, with its credentials', async () => {
+      // As Squid runs by default: CONNECT to 443 only.
+      const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'pw' }, connectPorts: [443] });
       try {
         const d = deps({ wallet: httpWallet({ url: platform.url(PLATFORM_PATH), timeoutMs: 2000, proxy: { httpProxy: proxy.url } }) });
         const row = await credit({ userId: uniqueName('player'), kind: 'funds', bonusCode: null, type: 'cashback', amountMinor: 100n, currency: 'EUR' });
         expect(await processCredit(d, row)).toBe('completed');
         expect(proxy.targets()).toEqual([new URL(platform.url('/')).host]);
+        expect(proxy.connections).toEqual([expect.objectContaining({ method: 'FORWARD', requestLine: `POST ${platform.url(PLATFORM_PATH)}` })]);
         expect(platform.received).toHaveLength(1);
       } finally {
         await proxy.close();

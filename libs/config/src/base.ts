@@ -3,8 +3,24 @@ import { sharedTuningField } from './push-tuning';
 
 // Settings every process shares, one schema per concern.
 
+/**
+ * The environments a process runs in. Unset is development (`npm start` needs no settings); any
+ * other value is refused at boot, so that a `prod` never passes for a development set-up.
+ */
+export const NODE_ENVS = ['development', 'test', 'production'] as const;
+export type NodeEnv = (typeof NODE_ENVS)[number];
+
+/** NODE_ENV as the checks read it: unset (or empty) is development; undefined for a value not in NODE_ENVS. */
+export function nodeEnvOf(env: Record<string, string | undefined>): NodeEnv | undefined {
+  const value = env.NODE_ENV || 'development';
+  return (NODE_ENVS as readonly string[]).includes(value) ? (value as NodeEnv) : undefined;
+}
+
 export const RuntimeEnv = Type.Object({
-  NODE_ENV: Type.String({ default: 'development', description: 'production turns on the production checks' }),
+  NODE_ENV: Type.Union(
+    NODE_ENVS.map((name) => Type.Literal(name)),
+    { default: 'development', description: 'development (the default), test or production; production turns on the production checks' },
+  ),
   LOG_LEVEL: Type.String({ default: 'info', description: 'fatal, error, warn, info, debug, trace or silent' }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({
     default: 25000,
@@ -120,7 +136,7 @@ export function egressSettings(raw: { HTTPS_PROXY: string; HTTP_PROXY: string; N
  * https in production, where what goes there (credits, API keys, players' events) must not cross
  * a network in clear.
  */
-export function outboundUrlProblems(name: string, value: string, nodeEnv: string): string[] {
+export function outboundUrlProblems(name: string, value: string, nodeEnv: NodeEnv): string[] {
   if (!value) return [];
   if (!URL.canParse(value)) return [`${name} must be a URL`];
   const { protocol } = new URL(value);

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, type EgressSettings, type NodeEnv } from './base';
 import { weakSecretProblems } from './secrets';
 
 /** Crediting and bonus events: read by the gateway (status changes) and the bonus app. */
@@ -22,7 +22,7 @@ export interface BonusSettings {
 }
 
 /** Checks BonusEnv values that the schema cannot: a URL, the rates' JSON, and in production the platform's key. */
-export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: string): { settings: BonusSettings; problems: string[] } {
+export function bonusSettings(raw: Static<typeof BonusEnv>, nodeEnv: NodeEnv): { settings: BonusSettings; problems: string[] } {
   const problems: string[] = [];
   let exchangeRates: Record<string, number> = {};
   try {

@@ -1,6 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import { defaultMaxHeapUsedBytes, DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
+import { loadBonusAppConfig } from './bonus';
+import { loadDispatcherConfig } from './events';
+import { loadPushWorkerConfig } from './push';
 import { configErrorOf } from './test/config-error';
 import { webpushAllowedOriginsOf } from './origins';
 
@@ -386,5 +389,32 @@ describe('parseEnv', () => {
 
   it('ignores variables the schema does not name', () => {
     expect(parseEnv(schema, { OTHER: 'value' })).toEqual({ FLAG: true, COUNT: 1, RATIO: 0.5, NAME: 'x' });
+  });
+});
+
+describe('NODE_ENV', () => {
+  const loaders: [string, (env: Env) => unknown][] = [
+    ['gateway', loadGatewayConfig],
+    ['dispatcher', loadDispatcherConfig],
+    ['bonus app', loadBonusAppConfig],
+    ['fcm worker', (env) => loadPushWorkerConfig('fcm', env)],
+  ];
+
+  it.each(loaders)('is refused by the %s when it is not development, test or production, listed with the other problems', (_app, load) => {
+    for (const NODE_ENV of ['prod', 'Production', 'staging', 'dev']) {
+      const { problems } = configErrorOf(() => load({ NODE_ENV, METRICS_PORT: 'abc' }));
+      expect(problems).toEqual(expect.arrayContaining([`NODE_ENV must be one of development, test, production, got "${NODE_ENV}"`, 'METRICS_PORT must be a number, got "abc"']));
+    }
+  });
+
+  it.each(loaders)('is development when unset or empty, and takes development, test and production in the %s', (_app, load) => {
+    expect(load({})).toMatchObject({ NODE_ENV: 'development' });
+    expect(load({ NODE_ENV: '' })).toMatchObject({ NODE_ENV: 'development' });
+    expect(load({ NODE_ENV: 'test' })).toMatchObject({ NODE_ENV: 'test' });
+  });
+
+  it('does not let a NODE_ENV of "prod" pass with the development keys', () => {
+    const { problems } = configError({ NODE_ENV: 'prod', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET });
+    expect(problems).toEqual(['NODE_ENV must be one of development, test, production, got "prod"']);
   });
 });

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
-import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, RuntimeEnv } from './base';
+import { DatabaseEnv, databaseProblems, MetricsEnv, PushSendEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, RuntimeEnv, nodeEnvOf, type NodeEnv } from './base';
 import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, withoutRedisVariables } from './redis';
 import { durationMs, TrackingEnv, trackingProblems, WebhookAgeEnv } from './events';
 import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
@@ -117,9 +117,10 @@ function keyListsOf(env: Env): KeyLists {
 
 /**
  * Checks that span variables: the keys must exist, each class apart from the others, and in
- * production be neither the development ones nor weak.
+ * production be neither the development ones nor weak. Made before the schema is read, so they are
+ * listed with its problems: `nodeEnv` is undefined for a NODE_ENV the schema refuses.
  */
-function keyProblems(env: Env, keys: KeyLists): string[] {
+function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   const problems: string[] = [];
   const internal = [...keys.INTERNAL_API_KEYS, ...keys.INTERNAL_DEVICE_KEYS, ...keys.INTERNAL_ADMIN_KEYS];
   if (!keys.OPERATOR_API_KEYS.length) problems.push('OPERATOR_API_KEYS must name at least one key');
@@ -130,7 +131,7 @@ function keyProblems(env: Env, keys: KeyLists): string[] {
       if (list.some((key) => otherList.includes(key))) problems.push(`${name} and ${other} must not share a key`);
     }
   });
-  if (env.NODE_ENV === 'production') {
+  if (nodeEnv === 'production') {
     if (keys.OPERATOR_API_KEYS.includes(DEV_OPERATOR_KEY)) problems.push('OPERATOR_API_KEYS holds the development key; set real keys in production');
     if (keys.INTERNAL_API_KEYS.includes(DEV_INTERNAL_KEY)) problems.push('INTERNAL_API_KEYS holds the development key; set real keys in production');
     problems.push(
@@ -147,7 +148,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const keys = keyListsOf(env);
   const redis = redisConnectionOf(env);
   const webpushOrigins = webpushAllowedOriginsOf(env);
-  const problems = [...redis.problems, ...keyProblems(env, keys), ...webpushOrigins.problems];
+  const problems = [...redis.problems, ...keyProblems(nodeEnvOf(env), keys), ...webpushOrigins.problems];
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);

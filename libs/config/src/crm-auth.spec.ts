@@ -81,12 +81,23 @@ describe('CRM_AUTH and its credentials', () => {
 
   it('refuses the development signing key in production when oauth2 is on, also listed among real ones', () => {
     const oauth = { ...PRODUCTION, CRM_AUTH: 'oauth2', CRM_OAUTH_CLIENTS: CLIENT };
-    const refused = 'CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production';
+    const refused = 'CRM_OAUTH_SIGNING_KEYS holds the development key, which anyone can sign with; set keys of your own when CRM_AUTH has oauth2 and NODE_ENV is production';
     expect(problems(oauth)).toEqual([refused]);
     expect(problems({ ...oauth, CRM_OAUTH_SIGNING_KEYS: `${PRODUCTION_SIGNING_KEY},${DEV_OAUTH_SIGNING_KEY}` })).toEqual([refused]);
     expect(loadGatewayConfig({ ...oauth, CRM_OAUTH_SIGNING_KEYS: PRODUCTION_SIGNING_KEY }).crmAuth.signingKeys).toEqual([PRODUCTION_SIGNING_KEY]);
     // Without oauth2 no token is signed, so the key is not asked for.
     expect(loadGatewayConfig(PRODUCTION).crmAuth.methods).toEqual(['api-key']);
+  });
+
+  it('refuses the development signing key whenever oauth2 is on outside development: in test too, and when NODE_ENV is unset it is development', () => {
+    const oauth = { CRM_AUTH: 'api-key,oauth2', CRM_OAUTH_CLIENTS: CLIENT };
+    expect(problems({ ...oauth, NODE_ENV: 'test' })).toEqual([
+      'CRM_OAUTH_SIGNING_KEYS holds the development key, which anyone can sign with; set keys of your own when CRM_AUTH has oauth2 and NODE_ENV is test',
+    ]);
+    expect(loadGatewayConfig({ ...oauth, NODE_ENV: 'test', CRM_OAUTH_SIGNING_KEYS: SIGNING_KEY }).crmAuth.signingKeys).toEqual([SIGNING_KEY]);
+    expect(loadGatewayConfig({ ...oauth, NODE_ENV: 'development' }).crmAuth.signingKeys).toEqual([DEV_OAUTH_SIGNING_KEY]);
+    expect(loadGatewayConfig(oauth).crmAuth.signingKeys).toEqual([DEV_OAUTH_SIGNING_KEY]);
+    expect(loadGatewayConfig({ NODE_ENV: 'test' }).crmAuth.signingKeys).toEqual([DEV_OAUTH_SIGNING_KEY]);
   });
 
   it('refuses in production a signing key of one character repeated, however long, naming its place and never the key', () => {

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import type { NodeEnv } from './base';
 import { splitList } from './env';
 import { MIN_SECRET_LENGTH, ordinal, weakSecretProblems } from './secrets';
 
@@ -20,7 +21,7 @@ export const CrmAuthEnv = Type.Object({
     description: `Comma-separated keys (${MIN_SIGNING_KEY_LENGTH}+ characters) of the access tokens' HMAC: the first signs, all verify`,
   }),
 });
-type CrmAuthRaw = Static<typeof CrmAuthEnv> & { NODE_ENV: string };
+type CrmAuthRaw = Static<typeof CrmAuthEnv> & { NODE_ENV: NodeEnv };
 
 /** A user name and password, or a client id and secret. */
 export interface Credential {
@@ -78,9 +79,10 @@ export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; p
       if (key.length < MIN_SIGNING_KEY_LENGTH) problems.push(`CRM_OAUTH_SIGNING_KEYS: the ${ordinal(index)} key is shorter than ${MIN_SIGNING_KEY_LENGTH} characters`);
     });
   }
-  // Unused without oauth2, so only then required in production.
-  if (production && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
-    problems.push('CRM_OAUTH_SIGNING_KEYS holds the development key; set real keys in production');
+  // Unused without oauth2, so only then refused; outside development (production, and tests that
+  // run with oauth2), since the key is published and a token it signs is one anyone can make.
+  if (raw.NODE_ENV !== 'development' && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
+    problems.push(`CRM_OAUTH_SIGNING_KEYS holds the development key, which anyone can sign with; set keys of your own when CRM_AUTH has oauth2 and NODE_ENV is ${raw.NODE_ENV}`);
   }
   if (production) {
     problems.push(

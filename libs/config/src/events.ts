@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError, parseEnv, type Env } from './env';
-import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings } from './base';
+import { DatabaseEnv, databaseProblems, EgressEnv, ReadDatabaseEnv, readDatabaseProblems, readDatabaseUrl, egressSettings, MetricsEnv, outboundUrlProblems, RuntimeEnv, RetentionEnv, type EgressSettings, type NodeEnv } from './base';
 import { MIN_SECRET_LENGTH, weakSecretProblems } from './secrets';
 
 export const DEV_TRACKING_SECRET = 'dev-tracking-secret';
@@ -74,7 +74,7 @@ export const DispatcherConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, R
 export type DispatcherConfig = Static<typeof DispatcherConfigSchema> & { maxAgeMs: number; egress: EgressSettings };
 
 /** CRM_EVENTS_AMQP_URL's problems, which never quote it: it holds a password. */
-function amqpUrlProblems(nodeEnv: string, value: string, problems: string[]) {
+function amqpUrlProblems(nodeEnv: NodeEnv, value: string, problems: string[]) {
   const protocol = URL.canParse(value) ? new URL(value).protocol : undefined;
   if (protocol !== 'amqp:' && protocol !== 'amqps:') problems.push('CRM_EVENTS_AMQP_URL must be an amqp:// or amqps:// URL');
   else if (nodeEnv === 'production' && value === DEV_AMQP_URL) problems.push("CRM_EVENTS_AMQP_URL is the local development broker; set the CRM's RabbitMQ in production");
@@ -116,7 +116,7 @@ export function loadDispatcherConfig(env: Env = process.env): DispatcherConfig {
 }
 
 /** TRACKING_SECRET, refused in production while it is the development one, or a weak one. */
-export function trackingProblems(env: { NODE_ENV: string; TRACKING_SECRET: string }): string[] {
+export function trackingProblems(env: { NODE_ENV: NodeEnv; TRACKING_SECRET: string }): string[] {
   if (env.NODE_ENV !== 'production') return [];
   if (env.TRACKING_SECRET === DEV_TRACKING_SECRET) return ['TRACKING_SECRET holds the development secret; set a real one in production'];
   return weakSecretProblems('TRACKING_SECRET', env.TRACKING_SECRET);

@@ -73,6 +73,29 @@ describe('checkJsonText', () => {
     });
   });
 
+  it('names a "__proto__" key and a "constructor" object with a "prototype" key, as secure-json-parse refuses them, escaped or not', () => {
+    expect(problem('{"__proto__": {"isAdmin": true}}')).toBe('__proto__ is not accepted: no key may be named "__proto__"');
+    expect(problem('{"meta": {"x": [{"\\u005f_proto__": 1}]}}')).toBe('meta.x[0].__proto__ is not accepted: no key may be named "__proto__"');
+    expect(problem('{"meta": {"constructor": {"a": 1, "prototype": {"isAdmin": true}}}}')).toBe(
+      'meta.constructor.prototype is not accepted: no "constructor" object may have a "prototype" key',
+    );
+    expect(problem('{"c\\u006fnstructor": {"prototype": 1}}')).toBe('constructor.prototype is not accepted: no "constructor" object may have a "prototype" key');
+    // What secure-json-parse lets through: "prototype" elsewhere, a "constructor" that is not an object.
+    for (const text of ['{"prototype": {"constructor": 1}}', '{"constructor": 1, "prototype": 2}', '{"constructor": [{"prototype": 1}]}', '{"constructor": {"x": {"prototype": 1}}}', '{"a": "__proto__"}', '{"__proto": 1, "_proto__": 2}']) {
+      expect([text, problem(text)]).toEqual([text, null]);
+    }
+  });
+
+  it('refuses only the items of an array that hold a prototype key', () => {
+    expect(checkJsonText('[{"a": 1}, {"meta": {"__proto__": {"x": 1}}}, {"constructor": {"prototype": {}}}, {"b": 2}]')).toEqual({
+      problem: 'item 1: meta.__proto__ is not accepted: no key may be named "__proto__"',
+      items: new Map([
+        [1, 'meta.__proto__ is not accepted: no key may be named "__proto__"'],
+        [2, 'constructor.prototype is not accepted: no "constructor" object may have a "prototype" key'],
+      ]),
+    });
+  });
+
   it('finds a key given twice in every generated document that has one, and in no other', () => {
     // Each document is generated with whether it has a key given twice: two keys of one object
     // that decode to the same text, each key decoded alone. JSON.parse of the whole document is no

@@ -2,7 +2,9 @@ import { MAX_JSON_DEPTH } from './limits';
 
 // What JSON.parse lets through without a word, found in the text it parsed: a key written twice in
 // one object, of which JSON.parse keeps the last while the text kept for storage holds both (the
-// checks would read one value, PostgreSQL the other), and nesting deeper than MAX_JSON_DEPTH. The
+// checks would read one value, PostgreSQL the other), nesting deeper than MAX_JSON_DEPTH, and the
+// keys secure-json-parse refuses (a "__proto__" key, a "constructor" object with a "prototype"
+// key), named here so that one item of an array can be refused alone. The
 // text must already be valid JSON (it was parsed first); this only reads it, once, without
 // recursion, and decodes a key only when it has escapes.
 
@@ -67,6 +69,10 @@ class Reader {
   // compared where they lie, nothing is copied out of the text.
   private readonly keyStart: number[] = [];
   private readonly keyEnd: number[] = [];
+  // Per open object: whether the key being read is "constructor"; whether the object is the value
+  // of a "constructor" key (where a "prototype" key is refused).
+  private readonly atConstructor: boolean[] = [];
+  private readonly ofConstructor: boolean[] = [];
 
   constructor(
     readonly text: string,
@@ -90,6 +96,22 @@ class Reader {
       else if (code === QUOTE) return i;
     }
     throw new SyntaxError('unterminated string');
+  }
+
+  /** Whether the key between the quotes at `start` and `end` is `name` (`escaped`: decoded first). */
+  private keyIs(start: number, end: number, name: string): boolean {
+    if (this.escaped) return stringAt(this.text, start) === name;
+    return end - start - 1 === name.length && this.text.startsWith(name, start + 1);
+  }
+
+  /** A key secure-json-parse refuses, the key at `start` of an object at `level`: its problem, or null. */
+  private prototypeProblem(start: number, end: number, level: number): string | null {
+    this.atConstructor[level] = this.keyIs(start, end, 'constructor');
+    if (this.keyIs(start, end, '__proto__')) return `${this.pathTo(level)} is not accepted: no key may be named "__proto__"`;
+    if (this.ofConstructor[level] && this.keyIs(start, end, 'prototype')) {
+      return `${this.pathTo(level)} is not accepted: no "constructor" object may have a "prototype" key`;
+    }
+    return null;
   }
 
   /** `meta.a[2].b`, as the validation messages name a field: the path to `level`'s key. */
@@ -154,10 +176,8 @@ class Reader {
           }
           keyCount[level] = count + 1;
           position[level] = i;
-          if (seen) {
-            problem = `${this.pathTo(level)} is given twice`;
-            if (untilProblem) return { end: -1, problem };
-          }
+          problem = seen ? `${this.pathTo(level)} is given twice` : this.prototypeProblem(i, end, level);
+          if (problem !== null && untilProblem) return { end: -1, problem };
         }
         i = end;
       } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
@@ -171,6 +191,8 @@ class Reader {
           uncounted++;
           continue;
         }
+        // An object opened in an object is the value of its key being read.
+        this.ofConstructor[level + 1] = code === OPEN_BRACE && level >= 0 && isObject[level] && this.atConstructor[level];
         level++;
         isObject[level] = code === OPEN_BRACE;
         position[level] = 0;
@@ -200,8 +222,9 @@ class Reader {
 
 /**
  * The problems of a valid JSON text that JSON.parse does not report: a key given twice in one
- * object, at any depth, and a value nested more than `maxDepth` levels of objects and arrays (the
- * document is level 0, as in checkStorable). Each item of an array is read as a document of its
+ * object, at any depth, a value nested more than `maxDepth` levels of objects and arrays (the
+ * document is level 0, as in checkStorable), and a key named "__proto__" or a "constructor" object
+ * with a "prototype" key (those secure-json-parse refuses). Each item of an array is read as a document of its
  * own, so one bad message of a batch can be refused alone.
  */
 export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {

@@ -22,12 +22,20 @@ const ReadProbe = Type.Optional(
   Type.Union([Type.Literal('up'), Type.Literal('down')], { description: 'The replica of DATABASE_READ_URL, when set apart: reported only; while it is down its reads go to the primary' }),
 );
 
-export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, postgres_read: ReadProbe, redis: Probe, redis_server: Type.Optional(RedisServerSchema) });
+/** Readiness on the public port (PORT): each store up or down, and nothing that names a server. */
+export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, postgres_read: ReadProbe, redis: Probe });
 
 export const NotReadySchema = Type.Object(
-  { error: Type.String(), postgres: Type.Optional(Probe), postgres_read: ReadProbe, redis: Type.Optional(Probe), redis_server: Type.Optional(RedisServerSchema) },
+  { error: Type.String(), postgres: Type.Optional(Probe), postgres_read: ReadProbe, redis: Type.Optional(Probe) },
   { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
 );
+
+/** Readiness on the operations port (METRICS_PORT): also which Redis server answered. */
+export const ReadyDetailSchema = Type.Composite([ReadySchema, Type.Object({ redis_server: Type.Optional(RedisServerSchema) })]);
+
+export const NotReadyDetailSchema = Type.Composite([NotReadySchema, Type.Object({ redis_server: Type.Optional(RedisServerSchema) })], {
+  description: NotReadySchema.description,
+});
 
 export const DeadLetterListSchema = Type.Object({
   events: Type.Array(

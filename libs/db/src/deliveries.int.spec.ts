@@ -3,7 +3,6 @@ import type pg from 'pg';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
 import { claimDeliveries, dropLapsedLeases, dropLeases, readDeliveries, recordOutcomes, recordSoleOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
-import { advanceMessage } from './engagement';
 import { readPushStatus } from './feed';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
@@ -387,8 +386,12 @@ describe('deliveries (PostgreSQL)', () => {
       const reportedPush = await push();
       const claim = await claimDeliveries(db.pool, [failedPush, reportedPush], 'fcm', 60_000);
       const idOf = (pushId: string) => claim.deliveries.find((d) => d.messageId === pushId)!.id;
-      // The device reports its push delivered before the worker records the send (engagement).
-      await advanceMessage(db.pool, reportedPush, ['sent', 'delivered']);
+      // A device reported its push delivered before the worker recorded the send, as a gateway
+      // could before reports needed a recorded send: the push moved on, with its events.
+      await db.pool.query(`UPDATE messages SET status = 'delivered' WHERE id = $1`, [reportedPush]);
+      for (const status of ['sent', 'delivered']) {
+        await db.pool.query(`INSERT INTO events (id, topic, ordering_key, push_id, status) VALUES (uuid_v7(), 'push.status', $1::text, $1::uuid, $2)`, [reportedPush, status]);
+      }
 
       const settled = await recordSoleOutcomes(
         db.pool,

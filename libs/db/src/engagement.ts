@@ -6,29 +6,43 @@ import { PUSH_STATUS_TOPIC } from './feed';
 // What players' devices report about a push (delivered, opened, clicked), stored. Which reports
 // move a push, and through which statuses, is the push domain's rule (@operator/push).
 
-/** Locks the push for a status change; undefined when there is no such push. */
-export async function lockMessageStatus(sql: Sql, pushId: string): Promise<string | undefined> {
-  const { rows } = await sql.query<{ status: string }>(`SELECT status::text AS status FROM messages WHERE id = $1 AND accepted_on = $2 FOR UPDATE`, [
-    pushId,
-    uuidV7Day(pushId),
-  ]);
-  return rows[0]?.status;
-}
+/** What became of a device's report: `sent` says whether the push was sent to any device. */
+export type ReportRecord = { found: false } | { found: true; sent: boolean; changed: boolean; status: string };
 
 /**
- * Moves a locked push through `steps`, in order: its status becomes the last one, and each step
- * writes its status event to the outbox in the same transaction.
+ * SQL: push `m` was sent to at least one device. Its status says so: the worker moves it from
+ * `accepted` to `sent` in the transaction that records its first sent delivery. A `failed` push was
+ * sent only if a delivery was recorded sent after it failed (by a worker whose lease lapsed): a
+ * delivery row, or the outcome of its only delivery kept on the push (see recordSoleOutcomes).
  */
-export async function advanceMessage(sql: Sql, pushId: string, steps: string[]): Promise<void> {
-  if (!steps.length) return;
-  await sql.query(`UPDATE messages SET status = $2::"MessageStatus", updated_at = now() WHERE id = $1 AND accepted_on = $3`, [
-    pushId,
-    steps[steps.length - 1],
-    uuidV7Day(pushId),
-  ]);
-  await sql.query(
-    `INSERT INTO events (id, topic, ordering_key, push_id, status)
-     SELECT e.id, $1, $2::text, $2::text::uuid, e.status FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS e(id, status, n) ORDER BY e.n`,
-    [PUSH_STATUS_TOPIC, pushId, steps.map(() => uuidv7()), steps],
+const SENT_TO_A_DEVICE = (m: string) => `(${m}.status::text IN ('sent', 'delivered', 'opened', 'clicked')
+   OR (${m}.status::text = 'failed' AND ((cardinality(${m}.delivery_ids) = 1 AND ${m}.sent_at IS NOT NULL)
+     OR EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = ${m}.id AND d.accepted_on = ${m}.accepted_on AND d.status::text = 'sent'))))`;
+
+/**
+ * Records a device's report that push `pushId` reached `reported`, in one statement: the push is
+ * locked, and moves to `reported` (with its status event in the outbox) only when it was sent to a
+ * device and its status is one of `movesFrom`. A push not sent (still accepted, or failed on every
+ * device) takes nothing, whatever the report; nor does one already further on. The check and the
+ * change are one statement on the locked push, so a send recorded meanwhile is seen or waited for.
+ */
+export async function recordReport(sql: Sql, pushId: string, reported: string, movesFrom: string[]): Promise<ReportRecord> {
+  const { rows } = await sql.query<{ status: string; sent: boolean; changed: boolean }>(
+    `WITH target AS (
+       SELECT m.id, m.accepted_on, m.status::text AS status, ${SENT_TO_A_DEVICE('m')} AS sent
+         FROM messages m WHERE m.id = $1::uuid AND m.accepted_on = $2::date FOR UPDATE),
+     moved AS (
+       UPDATE messages m SET status = $3::text::"MessageStatus", updated_at = now()
+         FROM target t
+        WHERE m.id = t.id AND m.accepted_on = t.accepted_on AND t.sent AND t.status = ANY($4::text[])
+       RETURNING m.id),
+     evented AS (
+       INSERT INTO events (id, topic, ordering_key, push_id, status)
+       SELECT $5::uuid, $6::text, $1::uuid::text, m.id, $3::text FROM moved m)
+     SELECT CASE WHEN EXISTS (SELECT 1 FROM moved) THEN $3::text ELSE t.status END AS status, t.sent, EXISTS (SELECT 1 FROM moved) AS changed
+       FROM target t`,
+    [pushId, uuidV7Day(pushId), reported, movesFrom, uuidv7(), PUSH_STATUS_TOPIC],
   );
+  const row = rows[0];
+  return row ? { found: true, ...row } : { found: false };
 }

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
@@ -188,6 +189,44 @@ describe('outbound through a proxy', () => {
     expect((await bypass.request({ url: `${target.origin}/b`, timeoutMs: 2000, maxBodyBytes: 64 })).status).toBe(200);
     expect(proxy.connections).toHaveLength(1);
     await bypass.close();
+  });
+
+  it('sends plain http:// to the proxy in absolute form with its credentials, and https:// through CONNECT, past a proxy that tunnels to 443 only', async () => {
+    const plain = http.createServer((req, res) => res.writeHead(200).end(`plain ${req.method} ${req.url} ${req.headers.host} ${req.headers['proxy-authorization'] ?? 'no-credentials'}`));
+    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+    try {
+      const plainPort = (plain.address() as AddressInfo).port;
+      // As Squid runs by default; the names are the proxy's to resolve.
+      const routes = new Map([
+        ['wallet.example.test:80', `127.0.0.1:${plainPort}`],
+        ['localhost:443', `127.0.0.1:${target.port}`],
+      ]);
+      proxy = await startConnectProxy({ credentials: { username: 'egress', password: 'p@ss' }, connectPorts: [443], resolve: (to) => routes.get(to) });
+      const outbound = createOutbound({ ca, proxy: { httpsProxy: proxy.url, httpProxy: proxy.url } });
+      for (let i = 0; i < 2; i++) {
+        const answer = await outbound.request({ url: 'http://wallet.example.test/credits?x=1', body: '{}', timeoutMs: 2000, maxBodyBytes: 256 });
+        // The proxy takes its credentials off before it forwards.
+        expect({ status: answer.status, body: answer.body.toString() }).toEqual({ status: 200, body: 'plain POST /credits?x=1 wallet.example.test no-credentials' });
+      }
+      expect((await outbound.request({ url: 'https://localhost/a', timeoutMs: 2000, maxBodyBytes: 64 })).body.toString()).toBe('ok');
+      expect(proxy.connections.map(({ method, target, requestLine }) => ({ method, target, requestLine }))).toEqual([
+        { method: 'FORWARD', target: 'wallet.example.test:80', requestLine: 'POST http://wallet.example.test/credits?x=1' },
+        { method: 'FORWARD', target: 'wallet.example.test:80', requestLine: 'POST http://wallet.example.test/credits?x=1' },
+        { method: 'CONNECT', target: 'localhost:443', requestLine: undefined },
+      ]);
+      expect(proxy.refused).toEqual([]);
+      await outbound.close();
+
+      // Without the credentials the proxy answers the forwarded request 407: a proxy failure.
+      const anonymous = createOutbound({ proxy: { httpProxy: proxy.url.replace('egress:p%40ss@', '') } });
+      const refused = await anonymous.request({ url: 'http://wallet.example.test/credits', timeoutMs: 2000, maxBodyBytes: 64 }).catch((error) => error);
+      expect(refused).toBeInstanceOf(OutboundError);
+      expect(refused).toMatchObject({ failure: 'proxy', message: expect.stringMatching(/407/) });
+      expect(proxy.refused).toEqual(['wallet.example.test:80']);
+      await anonymous.close();
+    } finally {
+      await new Promise<void>((resolve) => plain.close(() => resolve()));
+    }
   });
 
   it('fails as a proxy failure when the proxy refuses', async () => {

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
+import { Agent, Pool, ProxyAgent, request, type Dispatcher } from 'undici';
 import { setDeadline } from './deadline';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
@@ -12,7 +12,8 @@ import { proxyFor, type ProxySettings } from './proxy';
 // - at most `maxBodyBytes` of an answer are read, the rest is not (the connection is dropped);
 // - a 3xx is an answer like any other: nothing is sent to where it points.
 // Connections go through the operator's proxy (HTTPS_PROXY / HTTP_PROXY, minus NO_PROXY) and are
-// kept alive per origin.
+// kept alive per origin: https in a CONNECT tunnel, plain http as requests in absolute form (`POST
+// http://host/path`), since most proxies (Squid's defaults) refuse CONNECT to any port but 443.
 
 export interface OutboundOptions {
   proxy?: ProxySettings;
@@ -99,7 +100,12 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     let dispatcher = dispatchers.get(key);
     if (!dispatcher) {
       const connect = { ...tls, ...(publicOnly ? { lookup: publicOnlyLookup } : {}) };
-      dispatcher = proxy ? new ProxyAgent({ uri: proxy.href, requestTls: tls, ...common }) : new Agent({ connect, ...common });
+      // proxyTunnel false: an http:// target goes to an http:// proxy in absolute form, with the
+      // proxy's credentials; https:// (or any target through an https:// proxy) is tunnelled. Both
+      // keep their connections (to the proxy, for the former) like a direct origin's.
+      dispatcher = proxy
+        ? new ProxyAgent({ uri: proxy.href, requestTls: tls, proxyTunnel: false, factory: (origin, opts) => new Pool(origin, { ...common, ...opts }), ...common })
+        : new Agent({ connect, ...common });
       dispatchers.set(key, dispatcher);
     }
     return dispatcher;

@@ -72,6 +72,11 @@ export async function readiness(checks: Record<string, () => Promise<unknown>>):
   return { ready: results.every((result) => result.state === 'up'), report };
 }
 
+/** A readiness report without the servers of its stores (their addresses): each store's state only. */
+export function withoutServers(report: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(report).filter(([name]) => !name.endsWith('_server')));
+}
+
 function json(response: http.ServerResponse, status: number, body: object) {
   response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }

@@ -1,4 +1,4 @@
-import { advanceMessage, lockMessageStatus, type Sql } from '@operator/db';
+import { recordReport, type ReportRecord, type Sql } from '@operator/db';
 
 // What a device's report (contract 6: delivered, opened, clicked) does to its push.
 
@@ -6,26 +6,28 @@ import { advanceMessage, lockMessageStatus, type Sql } from '@operator/db';
 export const STATUS_RANK: Record<string, number> = { accepted: 0, sent: 1, failed: 1, delivered: 2, opened: 3, clicked: 4 };
 export type EngagementType = 'delivered' | 'opened' | 'clicked';
 
-export type EngagementResult = { found: false } | { found: true; changed: boolean; status: string };
-
 /**
- * The statuses a report moves a push through from `current`, in order: none for a duplicate or
- * late report; `sent` first for one that arrives before the worker recorded the send, so the CRM
- * sees the steps in order.
+ * `sent: false`: the push was not sent to any device (still accepted, or failed on every device),
+ * so a device cannot have seen it and the report is refused.
  */
-export function engagementSteps(current: string, reported: EngagementType): string[] {
-  if (STATUS_RANK[reported] <= STATUS_RANK[current]) return [];
-  return current === 'accepted' ? ['sent', reported] : [reported];
+export type EngagementResult = ReportRecord;
+
+/** Whether a report of `reported` moves a push at `current`: only forward, never for a duplicate or late report. */
+export function reportMoves(current: string, reported: EngagementType): boolean {
+  return STATUS_RANK[reported] > STATUS_RANK[current];
 }
 
-/** Records what the player's device reported, with its status events, in the caller's transaction. */
+/** The statuses a report of `reported` moves a push on from (once it was sent to a device). */
+const MOVES_FROM = Object.fromEntries(
+  (['delivered', 'opened', 'clicked'] as const).map((reported) => [reported, Object.keys(STATUS_RANK).filter((status) => status !== 'accepted' && reportMoves(status, reported))]),
+) as Record<EngagementType, string[]>;
+
+/**
+ * Records what the player's device reported, with its status event, in the caller's transaction:
+ * nothing for a push that was not sent to any device.
+ */
 export async function recordEngagement(sql: Sql, pushId: string, type: EngagementType): Promise<EngagementResult> {
-  const current = await lockMessageStatus(sql, pushId);
-  if (current === undefined) return { found: false };
-  const steps = engagementSteps(current, type);
-  if (!steps.length) return { found: true, changed: false, status: current };
-  await advanceMessage(sql, pushId, steps);
-  return { found: true, changed: true, status: type };
+  return recordReport(sql, pushId, type, MOVES_FROM[type]);
 }
 
 /**
@@ -41,10 +43,10 @@ export class KnownStatuses {
   /** The status known for `pushId` when a report of `type` would not move it; undefined otherwise. */
   settled(pushId: string, type: EngagementType): string | undefined {
     const status = this.statuses.get(pushId);
-    return status !== undefined && !engagementSteps(status, type).length ? status : undefined;
+    return status !== undefined && !reportMoves(status, type) ? status : undefined;
   }
 
-  /** Remembers that `pushId` reached `status` (a status further than the one known). */
+  /** Remembers that `pushId`, sent to a device, reached `status` (a status further than the one known). */
   remember(pushId: string, status: string): void {
     const known = this.statuses.get(pushId);
     if (known !== undefined && STATUS_RANK[known] >= STATUS_RANK[status]) return;

@@ -5,12 +5,16 @@ import type { AddressInfo } from 'node:net';
 // A forward proxy as an operator's egress would run one: CONNECT tunnels (RFC 9110, 9.3.6) for
 // https and HTTP/2, and absolute-form requests for plain http. It counts what passes through it,
 // so a test can show that every outbound connection went this way; it can require credentials,
-// and refuse targets.
+// refuse targets, and refuse CONNECT but to some ports, as Squid's default configuration does
+// (`http_access deny CONNECT !SSL_ports`: 443 only).
 
 export interface ProxiedConnection {
   /** `host:port` asked for. */
   target: string;
+  /** A CONNECT tunnel, or a request in absolute form (`GET http://host/path`) forwarded. */
   method: 'CONNECT' | 'FORWARD';
+  /** For a forwarded request: its method and absolute-form target, as the request line had them. */
+  requestLine?: string;
   at: number;
 }
 
@@ -36,6 +40,8 @@ export interface ConnectProxyOptions {
   credentials?: { username: string; password: string };
   /** Targets (`host:port`) answered 403. */
   refuse?: (target: string) => boolean;
+  /** The only ports a CONNECT may ask for (Squid's default: [443]); any other is answered 403. Default: all. */
+  connectPorts?: number[];
   /**
    * Where the proxy connects for a target (`host:port` → `host:port`), like the DNS of the network
    * it stands in: names the apps cannot resolve themselves (fcm.googleapis.com) reach local
@@ -74,7 +80,7 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
       res.writeHead(status).end();
       return;
     }
-    connections.push({ target, method: 'FORWARD', at: Date.now() });
+    connections.push({ target, method: 'FORWARD', requestLine: `${req.method} ${req.url}`, at: Date.now() });
     const headers = { ...req.headers };
     delete headers['proxy-authorization'];
     delete headers['proxy-connection'];
@@ -92,7 +98,8 @@ export async function startConnectProxy(options: ConnectProxyOptions = {}): Prom
       held.push(target);
       return;
     }
-    const status = allowed(target, req.headers['proxy-authorization']);
+    const port = Number(/:(\d+)$/.exec(target)?.[1]);
+    const status = options.connectPorts && !options.connectPorts.includes(port) ? 403 : allowed(target, req.headers['proxy-authorization']);
     if (status) {
       refused.push(target);
       client.end(`HTTP/1.1 ${status} ${status === 407 ? 'Proxy Authentication Required' : 'Forbidden'}\r\n\r\n`);

@@ -630,21 +630,23 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(most).toBeLessThanOrEqual(64);
   });
 
-  it('writes no event for duplicate or late reports, and `sent` first for a report that beats the worker', async () => {
+  it('writes no event for duplicate or late reports, nor for a report that beats the worker', async () => {
     await device();
     const [push, early] = await accept(2);
     await send([push]);
     const twice = await Promise.all([engage(push, 'delivered'), engage(push, 'delivered')]);
     expect(twice.filter((result) => result.found && result.changed)).toHaveLength(1);
-    expect(await engage(push, 'delivered')).toEqual({ found: true, changed: false, status: 'delivered' });
-    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: true, status: 'clicked' });
-    expect(await engage(push, 'opened')).toEqual({ found: true, changed: false, status: 'clicked' });
-    expect(await engage(push, 'clicked')).toEqual({ found: true, changed: false, status: 'clicked' });
+    expect(await engage(push, 'delivered')).toEqual({ found: true, sent: true, changed: false, status: 'delivered' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, sent: true, changed: true, status: 'clicked' });
+    expect(await engage(push, 'opened')).toEqual({ found: true, sent: true, changed: false, status: 'clicked' });
+    expect(await engage(push, 'clicked')).toEqual({ found: true, sent: true, changed: false, status: 'clicked' });
 
-    // The device reports before the worker recorded the send.
-    expect(await engage(early, 'opened')).toEqual({ found: true, changed: true, status: 'opened' });
+    // The device reports before the worker recorded the send: refused, nothing written; the same
+    // report once the send is recorded moves the push.
+    expect(await engage(early, 'opened')).toEqual({ found: true, sent: false, changed: false, status: 'accepted' });
+    expect(await db.message.findFirstOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'accepted' });
     expect(await send([early])).toMatchObject({ kind: 'done', sent: 1 });
-    expect(await db.message.findFirstOrThrow({ where: { id: early.pushId } })).toMatchObject({ status: 'opened' });
+    expect(await engage(early, 'opened')).toEqual({ found: true, sent: true, changed: true, status: 'opened' });
 
     start();
     const rows = await settled([push, early]);
@@ -682,8 +684,9 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
     expect(sent).toMatchObject({ state: 'dead', lastError: 'HTTP 400' });
   });
 
-  it('posts through the operator’s proxy (HTTP_PROXY), and nothing goes around it', async () => {
-    const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 's3cret' } });
+  it('posts through the operator’s proxy (HTTP_PROXY) in absolute form, and nothing goes around it', async () => {
+    // As Squid runs by default: CONNECT to 443 only, so a plain http:// receiver is no tunnel's.
+    const proxy = await startConnectProxy({ credentials: { username: 'egress', password: 's3cret' }, connectPorts: [443] });
     try {
       await device();
       const pushes = await accept(3);
@@ -692,8 +695,10 @@ describe('webhook dispatcher (PostgreSQL, a CRM receiver over HTTP)', () => {
       const rows = await settled(pushes);
       expect(rows.every((row) => row.state === 'delivered')).toBe(true);
       expect(acceptedFor(pushes)).toHaveLength(3);
-      // Every post came through the proxy's tunnels to the receiver: the receiver saw only the proxy's connections.
+      // Every post came through the proxy to the receiver, as a request in absolute form (POST http://host/path).
       expect(proxy.targets()).toEqual([new URL(crm.url('/')).host]);
+      expect(proxy.connections.length).toBeGreaterThanOrEqual(3);
+      for (const connection of proxy.connections) expect(connection).toMatchObject({ method: 'FORWARD', requestLine: expect.stringMatching(/^POST http:\/\/127\.0\.0\.1:\d+\//) });
       expect(proxy.refused).toEqual([]);
     } finally {
       await proxy.close();

@@ -55,6 +55,7 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
           400: BadRequest,
           403: errorResponse('The tracking token is not the one of this push, or it has expired (TRACKING_TOKEN_TTL after the push was accepted)'),
           404: errorResponse('No push has this id'),
+          409: errorResponse('The push was not sent to any device (not yet, or it failed on every device): nothing is recorded'),
           413: OpenRouteTooLarge,
           503: Unavailable,
         },
@@ -79,6 +80,7 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
       if (status !== undefined) return { push_id: pushId, status, changed: false };
       const result = await orUnavailable(inTransaction(db, (sql) => recordEngagement(sql, pushId, type)));
       if (!result.found) return reply.code(404).send({ error: `no push ${pushId}` });
+      if (!result.sent) return reply.code(409).send({ error: `push ${pushId} was not sent to any device (its status is ${result.status}); nothing is recorded` });
       known.remember(pushId, result.status);
       return { push_id: pushId, status: result.status, changed: result.changed };
     },

@@ -1,13 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Static } from '@sinclair/typebox';
-import { LiveSchema, NotReadySchema, ReadySchema, Unavailable } from '@operator/contract';
+import { LiveSchema, NotReadyDetailSchema, NotReadySchema, ReadyDetailSchema, ReadySchema, Unavailable } from '@operator/contract';
 import { pingDb, pingReads, type Db, type Reads } from '@operator/db';
-import { probeStore, readiness } from '@operator/metrics';
+import { probeStore, readiness, withoutServers } from '@operator/metrics';
 import { redisReadiness, type RedisClient } from '@operator/queue';
+import { RETRY_AFTER_SECONDS } from '../errors';
 
 const TAGS = ['Health'];
 
-export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; redis: RedisClient }> = async (app, { db, reads, redis }) => {
+/**
+ * /health/live and /health/ready. `servers`: the answer names the Redis server that answered (its
+ * address), as on the operations port; on the public port it says only each store's up or down.
+ */
+export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; redis: RedisClient; servers: boolean }> = async (app, { db, reads, redis, servers }) => {
   app.get(
     '/health/live',
     // Answered while the gateway sheds load: a busy process is alive, and restarting it would not help.
@@ -17,17 +21,24 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; red
 
   app.get(
     '/health/ready',
-    { schema: { tags: TAGS, summary: 'PostgreSQL and the Redis master answer', response: { 200: ReadySchema, 503: NotReadySchema } } },
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'PostgreSQL and the Redis master answer',
+        response: servers ? { 200: ReadyDetailSchema, 503: NotReadyDetailSchema } : { 200: ReadySchema, 503: NotReadySchema },
+      },
+    },
     async (_request, reply) => {
       // A replica down does not make the gateway unready: that would stop the writes too, while the
       // replica's reads go to the primary meanwhile (reads.ts). It is reported, beside the stores that count.
-      const [{ ready, report }, replica] = await Promise.all([
+      const [{ ready, report: full }, replica] = await Promise.all([
         readiness({ postgres: () => pingDb(db), redis: () => redisReadiness(redis) }),
         reads.separate ? probeStore(() => pingReads(reads)) : undefined,
       ]);
+      const report = servers ? full : withoutServers(full);
       if (replica) report.postgres_read = replica.state;
-      if (ready) return { status: 'ready' as const, ...(report as Omit<Static<typeof ReadySchema>, 'status'>) };
-      return reply.code(503).send({ error: 'not ready', ...report });
+      if (ready) return reply.code(200).send({ status: 'ready' as const, ...(report as { postgres: 'up'; redis: 'up' }) });
+      return reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'not ready', ...report });
     },
   );
 };
