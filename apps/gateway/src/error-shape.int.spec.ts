@@ -16,8 +16,8 @@ function expectCrmError(status: number, text: string) {
   expect(body.error.length).toBeGreaterThan(0);
 }
 
-/** Writes `head` (and trickles nothing more) on a raw connection; answers the status and body. */
-function raw(port: number, head: string): Promise<{ status: number; body: string }> {
+/** Writes `head` on a raw connection, then with `trickle` a space every 200 ms; answers the status and body. */
+function raw(port: number, head: string, trickle = false): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     let received = '';
@@ -28,6 +28,9 @@ function raw(port: number, head: string): Promise<{ status: number; body: string
       resolve({ status: Number(status.split(' ')[1]), body: rest.join('\r\n\r\n') });
     });
     socket.write(head);
+    if (!trickle) return;
+    const timer = setInterval(() => socket.writable && socket.write(' '), 200);
+    socket.on('close', () => clearInterval(timer));
   });
 }
 
@@ -76,7 +79,7 @@ describe('error answers', () => {
     const noHost = await raw(port, 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n');
     const hugeHeaders = await raw(port, `GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(20_000)}\r\n\r\n`);
     const garbage = await raw(port, 'NOT HTTP AT ALL\r\n\r\n');
-    const late = await raw(port, `POST /channels/push/single HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${OPERATOR_KEY}\r\nContent-Length: 100\r\n\r\n{"a"`);
+    const late = await raw(port, `POST /channels/push/single HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${OPERATOR_KEY}\r\nContent-Length: 100\r\n\r\n{"a"`, true);
     expect([noHost.status, hugeHeaders.status, garbage.status, late.status]).toEqual([400, 431, 400, 408]);
     for (const answer of [noHost, hugeHeaders, garbage, late]) expectCrmError(answer.status, answer.body);
   });

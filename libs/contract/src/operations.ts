@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { UUID_PATTERN } from './ids';
+import { errorResponse } from './responses';
 
 // Health probes and the webhook dead letters: for the orchestrator and the operator's back end.
 
@@ -25,17 +26,26 @@ const ReadProbe = Type.Optional(
 /** Readiness on the public port (PORT): each store up or down, and nothing that names a server. */
 export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, postgres_read: ReadProbe, redis: Probe });
 
-export const NotReadySchema = Type.Object(
-  { error: Type.String(), postgres: Type.Optional(Probe), postgres_read: ReadProbe, redis: Type.Optional(Probe) },
-  { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
-);
+/** Not ready on the public port: the one error shape, naming the stores down and no server. */
+export const NotReadySchema = errorResponse('Not ready: names the stores that do not answer (or the process is shedding load or closing)', {
+  headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before asking again' } },
+});
 
 /** Readiness on the operations port (METRICS_PORT): also which Redis server answered. */
 export const ReadyDetailSchema = Type.Composite([ReadySchema, Type.Object({ redis_server: Type.Optional(RedisServerSchema) })]);
 
-export const NotReadyDetailSchema = Type.Composite([NotReadySchema, Type.Object({ redis_server: Type.Optional(RedisServerSchema) })], {
-  description: NotReadySchema.description,
-});
+/** Not ready on the operations port (METRICS_PORT): each store up or down, and which Redis server answered. */
+export const NotReadyDetailSchema = Type.Object(
+  {
+    error: Type.String(),
+    code: Type.Optional(Type.Integer({ description: 'The HTTP status of the answer' })),
+    postgres: Type.Optional(Probe),
+    postgres_read: ReadProbe,
+    redis: Type.Optional(Probe),
+    redis_server: Type.Optional(RedisServerSchema),
+  },
+  { description: 'Not ready: names the store that does not answer (or the process is shedding load or closing)' },
+);
 
 export const DeadLetterListSchema = Type.Object({
   events: Type.Array(

@@ -38,7 +38,10 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; red
       const report = servers ? full : withoutServers(full);
       if (replica) report.postgres_read = replica.state;
       if (ready) return reply.code(200).send({ status: 'ready' as const, ...(report as { postgres: 'up'; redis: 'up' }) });
-      return reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS)).send({ error: 'not ready', ...report });
+      reply.code(503).header('retry-after', String(RETRY_AFTER_SECONDS));
+      if (servers) return reply.send({ error: 'not ready', ...report });
+      const down = ['postgres', 'redis'].filter((store) => report[store] !== 'up');
+      return reply.send({ error: `not ready: ${down.join(' and ')} down` });
     },
   );
 };
