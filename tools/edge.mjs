@@ -20,6 +20,23 @@ const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const results = [];
 const children = new Set();
 
+/** Every 4xx and 5xx answer seen, and those whose body is not the CRM's error shape, {"error": string, "code": status}. */
+const refusals = { seen: 0, bad: 0, first: [] };
+function noteRefusal(status, text) {
+  if (status < 400) return;
+  refusals.seen += 1;
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  const shaped = body !== null && typeof body === 'object' && Object.keys(body).sort().join() === 'code,error' && typeof body.error === 'string' && body.code === status;
+  if (shaped) return;
+  refusals.bad += 1;
+  if (refusals.first.length < 5) refusals.first.push(`${status} ${text.slice(0, 120)}`);
+}
+
 function check(name, ok, detail = '') {
   results.push({ name, ok });
   console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` (${detail})` : ''}`);
@@ -50,6 +67,7 @@ function request(base, path, { method = 'GET', headers = {}, body, localAddress 
         } catch {
           json = undefined;
         }
+        noteRefusal(res.statusCode, text);
         resolve({ status: res.statusCode, headers: res.headers, text, json });
       });
     });
@@ -301,8 +319,13 @@ const tally = (answers) => {
   const flood = (method, path) =>
     new Promise((resolve) => {
       const req = http.request(new URL(path, base), { method, agent: false, localAddress: '127.0.0.7', headers: { 'content-type': 'application/json', 'content-length': big.length } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode));
+        let answer = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (answer += chunk));
+        res.on('end', () => {
+          noteRefusal(res.statusCode, answer);
+          resolve(res.statusCode);
+        });
         res.on('error', () => resolve(res.statusCode));
       });
       req.on('error', () => resolve(0));
@@ -406,8 +429,11 @@ const tally = (answers) => {
       const headers = creditHeaders();
       if (random() < 0.05) delete headers['x-service-id'];
       const req = http.request(new URL(path, base), { method: 'POST', headers, agent }, (res) => {
-        res.resume();
+        let answer = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (answer += chunk));
         res.on('end', () => {
+          noteRefusal(res.statusCode, answer);
           statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
           if (res.statusCode >= 500) bad.push(`${res.statusCode} ${path} ${body.slice(0, 200)}`);
           resolve();
@@ -453,6 +479,12 @@ const tally = (answers) => {
   const { ms, how } = await trickle;
   check('a request whose body trickles in at a byte every 3 s is cut off within 45 s', how !== 'still open' && ms <= 45_000, `${how} after ${(ms / 1000).toFixed(1)} s`);
 }
+
+check(
+  'every 4xx and 5xx answer of the run is exactly {"error": string, "code": its status}',
+  refusals.seen > 0 && refusals.bad === 0,
+  `${refusals.seen} refusals read${refusals.bad ? `; ${refusals.bad} misshapen, first: ${refusals.first.join(' | ')}` : ''}`,
+);
 
 gateway.child.kill('SIGTERM');
 const how = await Promise.race([gateway.exited, sleep(30000).then(() => 'still running')]);
