@@ -70,10 +70,12 @@ export interface SendRecorder {
 /**
  * Writes of outcomes in flight at once: answers that come while a slow write runs (PostgreSQL
  * loaded) go out at their own time on another connection rather than wait for it, so that what a
- * killed worker leaves unrecorded stays about one interval's worth. A few, so the job's claims and
- * the lease renewals keep connections of the pool.
+ * killed worker leaves unrecorded stays about one interval's worth. At most 3 and half the pool,
+ * so the jobs' claims and the lease renewals keep connections.
  */
-const RECORD_WRITES = 3;
+function recordWrites(db: Db): number {
+  return Math.min(3, Math.max(1, Math.floor((db.pool.options.max ?? 10) / 2)));
+}
 
 export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: SendRecorderOptions): SendRecorder {
   /** Claimed deliveries whose outcome is not in PostgreSQL yet. */
@@ -87,7 +89,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     what: 'send outcomes',
     log,
     flushMs,
-    maxWriting: RECORD_WRITES,
+    maxWriting: recordWrites(db),
     // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
     retryMaxMs: 1000,
     async write(items) {
