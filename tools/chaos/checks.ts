@@ -23,9 +23,14 @@ export interface RunRecord {
   webhook: CrmRequest[];
   faults: Fault[];
   driver: CrmDriver;
-  /** A push worker's jobs at once × messages of a job at once: the sends one kill can leave unrecorded. */
+  /** A push worker's jobs at once × messages of a job at once: the sends a failover can leave unrecorded (and a kill, without killBound). */
   inFlightBound: number;
   inFlightWindowMs: number;
+  /**
+   * The repeats a kill of a provider's worker at `at` may explain: the sends it can have waiting for
+   * an answer on the wire, and the answers it may not have written yet (see main.ts).
+   */
+  killBound?: (provider: string, at: number) => { bound: number; how: string };
 }
 
 /** The faults that can lose or repeat a send (the CRM's webhook cannot). */
@@ -44,6 +49,14 @@ function groupCount(keys: string[]): string {
   const counts = new Map<string, number>();
   for (const key of keys) counts.set(key, (counts.get(key) ?? 0) + 1);
   return [...counts].sort((a, b) => b[1] - a[1]).map(([key, n]) => `${n} × ${key}`).join('; ');
+}
+
+/** How long before a fault the first copies of its duplicates were received, in buckets. */
+function ageBuckets(ages: number[]): string {
+  const edges = [100, 250, 500, 1000, 2000, Infinity];
+  const counts = edges.map(() => 0);
+  for (const age of ages) counts[edges.findIndex((edge) => age <= edge)] += 1;
+  return edges.map((edge, i) => (counts[i] ? `${counts[i]} ${edge === Infinity ? 'older' : `<= ${edge} ms`}` : '')).filter(Boolean).join(', ');
 }
 
 /** Each device's receipts by push id, in arrival order. */
@@ -123,7 +136,8 @@ export function checkNothingLost(run: RunRecord): Check {
 /**
  * 2. A device that got the same push twice or more: allowed only for sends in flight when that
  * provider's worker was killed (the first copy at most inFlightWindowMs before the kill and
- * before its replacement started, the copy after the kill, at most inFlightBound per kill), or when
+ * before its replacement started, the copy after the kill, at most killBound per kill: the sends
+ * the worker can have waiting for an answer and the answers it may not have written yet), or when
  * a store failed over (the first copy at most inFlightWindowMs before the failover began and before
  * it was over, at most inFlightBound per provider and failover); anything else is unexplained.
  */
@@ -134,9 +148,13 @@ export function checkDuplicates(run: RunRecord): Check {
   const index = receiptIndex(run.receipts);
   const explainers = run.faults.flatMap((f) => {
     if ((f.kind === 'kill' || f.kind === 'crash') && f.target?.startsWith('push-worker-')) {
-      return [{ fault: f, provider: f.target.slice('push-worker-'.length).replace(/-\d+$/, ''), explained: 0 }];
+      const provider = f.target.slice('push-worker-'.length).replace(/-\d+$/, '');
+      const { bound, how } = run.killBound?.(provider, f.at) ?? { bound: run.inFlightBound, how: `${run.inFlightBound}` };
+      return [{ fault: f, provider, explained: 0, ages: [] as number[], bound, how }];
     }
-    if (FAILOVER_KINDS.includes(f.kind as never)) return PROVIDERS.map((provider) => ({ fault: f, provider, explained: 0 }));
+    if (FAILOVER_KINDS.includes(f.kind as never)) {
+      return PROVIDERS.map((provider) => ({ fault: f, provider, explained: 0, ages: [] as number[], bound: run.inFlightBound, how: `${run.inFlightBound}` }));
+    }
     return [];
   });
   const unexplained: { device: string; pushId: string; first: number; again: number }[] = [];
@@ -158,10 +176,12 @@ export function checkDuplicates(run: RunRecord): Check {
             first <= (k.fault.endAt ?? k.fault.at) &&
             k.fault.at - first <= run.inFlightWindowMs &&
             again > k.fault.at &&
-            k.explained < run.inFlightBound,
+            k.explained < k.bound,
         );
-        if (explainer) explainer.explained += 1;
-        else unexplained.push({ device: deviceKey, pushId, first, again });
+        if (explainer) {
+          explainer.explained += 1;
+          explainer.ages.push(explainer.fault.at - first);
+        } else unexplained.push({ device: deviceKey, pushId, first, again });
       }
     }
   }
@@ -171,9 +191,9 @@ export function checkDuplicates(run: RunRecord): Check {
     const sends = run.receipts.filter((r) => r.provider === provider).length;
     lines.push(`  ${provider}: ${unexplained.filter((u) => u.device.startsWith(`${provider}:`)).length} duplicates in ${sends} deliveries, ${kills} kills of its worker (idempotent requests: none may be explained)`);
   }
-  for (const { fault, provider, explained } of explainers) {
+  for (const { fault, provider, explained, ages, bound, how } of explainers) {
     if (fault.kind === 'kill' || fault.kind === 'crash' || explained) {
-      lines.push(`  ${fault.kind} ${fault.target ?? provider} ${since(run.t0, fault.at)}: ${explained} in-flight duplicates (bound ${run.inFlightBound})`);
+      lines.push(`  ${fault.kind} ${fault.target ?? provider} ${since(run.t0, fault.at)}: ${explained} in-flight duplicates (bound ${how === String(bound) ? bound : `${bound}: ${how}`})${ages.length ? `; first copies before it: ${ageBuckets(ages)}` : ''}`);
     }
   }
   if (unexplained.length) {

@@ -13,11 +13,11 @@ import { App, type Exit } from './apps';
 import { checkAnswers, checkCredits, checkDuplicates, checkNothingLost, checkStatuses, type Check, type RunRecord } from './checks';
 import { CrmDriver } from './crm';
 import { planFaults, runFaults, type Fault } from './faults';
-import { PROVIDERS } from '@operator/contract';
+import { PROVIDERS, type ProviderName } from '@operator/contract';
 import { Providers } from './providers';
 import { parseOptions } from './scale';
 import { ChaosRedis, freshDatabase } from './stores';
-import { APPS, WORKER_CONCURRENCY, WORKER_PARALLEL_MESSAGES, appEnv, creditRows, planWorkload, printChecks, registerDevices, send, settle, until } from './workload';
+import { APPS, RECORD_WINDOW_MS, WORKER_CONCURRENCY, WORKER_PARALLEL_MESSAGES, appEnv, sendsOnTheWire, creditRows, planWorkload, printChecks, registerDevices, send, settle, until } from './workload';
 import { since, sleep } from './util';
 
 
@@ -118,6 +118,12 @@ async function main(): Promise<number> {
     driver,
     inFlightBound: WORKER_CONCURRENCY * WORKER_PARALLEL_MESSAGES,
     inFlightWindowMs: scale.inFlightWindowMs,
+    // A killed worker repeats what it had on the wire, and the answers it had not written yet.
+    killBound: (provider, at) => {
+      const wire = sendsOnTheWire(provider as ProviderName);
+      const answered = providers.receipts().filter((r) => r.provider === provider && r.at <= at && r.at > at - RECORD_WINDOW_MS).length;
+      return { bound: wire + answered, how: `${wire} on the wire + ${answered} answered in the last ${RECORD_WINDOW_MS} ms` };
+    },
   };
   const crashes = [...apps.values()].flatMap((app) => app.crashes);
   const checks: Check[] = [

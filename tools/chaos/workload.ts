@@ -10,6 +10,7 @@ import { DELIVERIES_TO_SEND_SQL } from '../../libs/db/src/to-send';
 import { query } from './stores';
 import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
+import { PUSH_TUNING } from '@operator/config';
 
 /** The apps, as tools/apps.mjs lists them. */
 export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'push-worker-hms', 'push-worker-onesignal', 'bonus', 'webhook-dispatcher'];
@@ -18,6 +19,25 @@ export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-wor
 // worker had at most WORKER_CONCURRENCY x WORKER_PARALLEL_MESSAGES sends in flight.
 export const WORKER_CONCURRENCY = 10;
 export const WORKER_PARALLEL_MESSAGES = 100;
+/** PUSH_RECORD_INTERVAL_MS of the workers: an answer waits this long at most before its write starts. */
+export const RECORD_INTERVAL_MS = 100;
+/**
+ * How long an answer may go unrecorded in a run: the interval, and a write under way (a transaction
+ * of the run's loaded PostgreSQL, on a machine the whole suite shares).
+ */
+export const RECORD_WINDOW_MS = RECORD_INTERVAL_MS + 900;
+
+/**
+ * The sends a provider's worker can have waiting for an answer at once: its connections' (Web Push:
+ * one send on each of PUSH_PROVIDER_CONNECTIONS per push service origin, the run has one; HMS: one
+ * request on each, a message's tokens, one per player), else its jobs' messages at once (FCM and
+ * APNs: the local servers announce no stream limit).
+ */
+export function sendsOnTheWire(provider: ProviderName): number {
+  const all = WORKER_CONCURRENCY * WORKER_PARALLEL_MESSAGES;
+  if (provider === 'webpush' || provider === 'hms') return Math.min(all, PUSH_TUNING[provider].providerConnections);
+  return all;
+}
 
 /**
  * What every app of a run is started with, besides its stores: short polls, backoffs, leases and
@@ -43,6 +63,7 @@ export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string):
     PUSH_WORKER_CONCURRENCY: String(WORKER_CONCURRENCY),
     PUSH_WORKER_PARALLEL_MESSAGES: String(WORKER_PARALLEL_MESSAGES),
     PUSH_CLAIM_LEASE_MS: '15000',
+    PUSH_RECORD_INTERVAL_MS: String(RECORD_INTERVAL_MS),
     PUSH_SEND_BACKOFF_MS: '500',
     // Jobs Redis lost are found again within the run (production waits 5 minutes by default).
     PUSH_RECONCILE_INTERVAL_MS: '2000',

@@ -59,6 +59,7 @@ describe('loadPushWorkerConfig: no credentials', () => {
       PUSH_SEND_ATTEMPTS: 8,
       PUSH_SEND_BACKOFF_MS: 1000,
       PUSH_RETRY_AFTER_MAX_MS: 300000,
+      PUSH_RECORD_INTERVAL_MS: 100,
       PUSH_CREDENTIALS_FILE: '',
       APNS_PRODUCTION: false,
       APNS_PORT: 443,
@@ -107,6 +108,12 @@ describe('loadPushWorkerConfig: no credentials', () => {
     expect(loadPushWorkerConfig('webpush', { PUSH_RETRY_AFTER_MAX_MS: '60000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(60000);
     expect(loadPushWorkerConfig('apns', { PUSH_RETRY_AFTER_MAX_MS: '1000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(1000);
     expect(configError('fcm', { PUSH_RETRY_AFTER_MAX_MS: '999' }).problems).toEqual([expect.stringContaining('PUSH_RETRY_AFTER_MAX_MS')]);
+  });
+
+  it('reads the record interval, and refuses one of 0 or past a second', () => {
+    expect(loadPushWorkerConfig('webpush', { PUSH_RECORD_INTERVAL_MS: '20' }).PUSH_RECORD_INTERVAL_MS).toBe(20);
+    expect(configError('fcm', { PUSH_RECORD_INTERVAL_MS: '0' }).problems).toEqual([expect.stringContaining('PUSH_RECORD_INTERVAL_MS')]);
+    expect(configError('fcm', { PUSH_RECORD_INTERVAL_MS: '1001' }).problems).toEqual([expect.stringContaining('PUSH_RECORD_INTERVAL_MS')]);
   });
 
   it('refuses a send timeout below 100 ms and a provider concurrency below 1', () => {

@@ -26,6 +26,14 @@ export const PushWorkerEnv = Type.Object({
     minimum: 1000,
     description: "Longest wait a provider's Retry-After can impose, on one delivery's retry or on one credential's pause; longer ones are cut to this",
   }),
+  // How long a provider's answer may wait in memory: a worker killed now sends again what it had on
+  // the wire and the answers of the last interval. Shorter means more, smaller writes.
+  PUSH_RECORD_INTERVAL_MS: Type.Integer({
+    default: 100,
+    minimum: 1,
+    maximum: 1000,
+    description: "Most time a provider's answer waits before it is written: the answers of all the worker's jobs are written together this long after the first one waiting",
+  }),
 });
 
 export const FcmEnv = Type.Object({

@@ -7,10 +7,16 @@ export interface WriteBehindOptions<T> {
   log: LogSink;
   /** What is being written, for the logs ("send outcomes"). */
   what: string;
-  /** How long items are gathered before a write. */
+  /** How long items are gathered before a write: at most this long after the first one waiting. */
   flushMs?: number;
   /** Most items in one write. */
   maxBatch?: number;
+  /**
+   * Writes in flight at once. 1 (the default) writes batches one after another, in the order
+   * their items came; more lets items gathered while a slow write runs go out at their own time,
+   * on another connection, instead of waiting for it (their batches may then commit in any order).
+   */
+  maxWriting?: number;
   /** First retry delay; doubles (jittered) up to retryMaxMs. */
   retryMs?: number;
   retryMaxMs?: number;
@@ -29,75 +35,92 @@ export interface WriteBehind<T> {
 
 interface Entry<T> {
   item: T;
+  /** When it was added (ms, monotonic). */
+  at: number;
   done(error?: Error): void;
 }
 
 /**
  * Work that was done but not yet recorded (a push sent, a webhook delivered, a credit carried out)
- * is held here and written in small batches a few milliseconds apart. When PostgreSQL cannot take
- * a write, the items stay in memory and the write is retried with backoff until it goes through:
- * the work is never redone because a write failed.
+ * is held here and written in batches: at most `flushMs` after the first item waiting, with
+ * whatever came meanwhile. When PostgreSQL cannot take a write, the items stay in memory and the
+ * write is retried with backoff until it goes through: the work is never redone because a write
+ * failed.
  */
 export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehind<T> {
-  const { write, log, what, flushMs = 5, maxBatch = 500, retryMs = 100, retryMaxMs = 5000, maxFailures = 5 } = options;
+  const { write, log, what, flushMs = 5, maxBatch = 500, maxWriting = 1, retryMs = 100, retryMaxMs = 5000, maxFailures = 5 } = options;
+  /** Items not taken by a write yet, oldest first (a failed write puts its batch back in front). */
   const queue: Entry<T>[] = [];
+  /** Items in the writes in flight. */
+  let inFlight = 0;
+  let writing = 0;
+  /** The next write round: `flushMs` after the first item waiting, or a retry's backoff. */
   let timer: NodeJS.Timeout | undefined;
-  let writing: Promise<void> | undefined;
+  /** Set while a failed write waits for its retry: nothing else is written meanwhile. */
+  let retrying = false;
   let failures = 0;
   let outage = false;
-  /** Set by a failed round: the delay before the next one. */
-  let retryAt: number | undefined;
   const drained: (() => void)[] = [];
 
-  const afterRound = () => {
-    if (retryAt !== undefined) {
-      const delay = retryAt;
-      retryAt = undefined;
-      schedule(delay);
-      return;
-    }
-    if (queue.length) return;
+  function settleDrains() {
+    if (queue.length || writing || retrying) return;
     for (const resolve of drained.splice(0)) resolve();
-  };
+  }
 
-  /** Starts a write round after `delayMs`, unless one is already due or running. */
+  /** Starts writes of what is waiting, as many as may run at once (one at a time while PostgreSQL fails them). */
+  function flush() {
+    while (queue.length && writing < (outage ? 1 : maxWriting) && !retrying) {
+      const batch = queue.splice(0, maxBatch);
+      writing += 1;
+      inFlight += batch.length;
+      void writeBatch(batch).finally(() => {
+        writing -= 1;
+        inFlight -= batch.length;
+        // What waited for a free write (all busy when its time came) goes now; what came since, at its time.
+        if (!retrying && queue.length && (!timer || performance.now() - queue[0].at >= flushMs)) flush();
+        settleDrains();
+      });
+    }
+  }
+
+  /** Runs `flush` after `delayMs`, unless a round is already due. */
   function schedule(delayMs: number) {
-    if (timer || writing) return;
+    if (timer) return;
     timer = setTimeout(() => {
       timer = undefined;
-      writing = writeAll().finally(() => {
-        writing = undefined;
-        afterRound();
-      });
+      retrying = false;
+      flush();
+      settleDrains();
     }, delayMs);
   }
 
-  /** Writes until the queue is empty, or a write fails (then a retry round is scheduled). */
-  async function writeAll(): Promise<void> {
-    while (queue.length) {
-      const batch = queue.slice(0, maxBatch);
-      try {
-        await write(batch.map((entry) => entry.item));
-      } catch (error) {
-        failures += 1;
-        if (!isDbUnavailable(error) && failures >= maxFailures) {
-          queue.splice(0, batch.length);
-          failures = 0;
-          log.error({ err: error, items: batch.length }, `could not record ${what}; giving them up`);
-          for (const entry of batch) entry.done(error instanceof Error ? error : new Error(String(error)));
-          continue;
-        }
-        if (!outage) log.warn({ err: (error as Error).message, items: queue.length }, `could not record ${what} yet; holding them and retrying`);
-        outage = true;
-        retryAt = backoffMs(failures, retryMs, retryMaxMs);
+  async function writeBatch(batch: Entry<T>[]): Promise<void> {
+    try {
+      await write(batch.map((entry) => entry.item));
+    } catch (error) {
+      failures += 1;
+      if (!isDbUnavailable(error) && failures >= maxFailures) {
+        failures = 0;
+        log.error({ err: error, items: batch.length }, `could not record ${what}; giving them up`);
+        for (const entry of batch) entry.done(error instanceof Error ? error : new Error(String(error)));
         return;
       }
-      queue.splice(0, batch.length);
-      if (outage) log.info({ items: batch.length }, `recorded the ${what} held during the outage`);
-      failures = 0;
-      outage = false;
-      for (const entry of batch) entry.done();
+      if (!outage) log.warn({ err: (error as Error).message, items: queue.length + inFlight }, `could not record ${what} yet; holding them and retrying`);
+      outage = true;
+      // Back in front, and written again after the backoff, with whatever came meanwhile.
+      queue.unshift(...batch);
+      if (!retrying) {
+        retrying = true;
+        clearTimeout(timer);
+        timer = undefined;
+        schedule(backoffMs(failures, retryMs, retryMaxMs));
+      }
+      return;
     }
+    if (outage) log.info({ items: batch.length }, `recorded the ${what} held during the outage`);
+    failures = 0;
+    outage = false;
+    for (const entry of batch) entry.done();
   }
 
   return {
@@ -110,15 +133,21 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
           failed ??= error;
           if (--left === 0) (failed ? reject(failed) : resolve());
         };
-        for (const item of items) queue.push({ item, done });
-        schedule(queue.length >= maxBatch ? 0 : flushMs);
+        const at = performance.now();
+        for (const item of items) queue.push({ item, at, done });
+        if (retrying) return;
+        if (queue.length >= maxBatch && writing < maxWriting) {
+          clearTimeout(timer);
+          timer = undefined;
+          flush();
+        } else schedule(flushMs);
       });
     },
     get pending() {
-      return queue.length;
+      return queue.length + inFlight;
     },
     drain() {
-      if (!queue.length && !writing) return Promise.resolve();
+      if (!queue.length && !writing && !retrying) return Promise.resolve();
       return new Promise<void>((resolve) => drained.push(resolve));
     },
   };

@@ -31,21 +31,23 @@ export interface SendRecorderOptions {
   log: LogSink;
   /** The send lease: leases held here are renewed three times per lease. */
   leaseMs: number;
-  /** How long outcomes are gathered before one write. */
+  /** PUSH_RECORD_INTERVAL_MS: an outcome is written at most this long after the first one waiting. */
   flushMs?: number;
   /** Told of the writes and renewals that found PostgreSQL out of reach. */
   outage?: OutageClock;
 }
 
 /**
- * The worker's record of its sends. Outcomes are written as the provider answers (a few
- * milliseconds' worth at a time, with the message settlements and status events they cause), not
- * once per job; when PostgreSQL cannot take them they are held and retried, and the jobs' send
+ * The worker's record of its sends. Outcomes are written as the provider answers, not once per
+ * job: the answers of all the worker's jobs are gathered for at most `flushMs` after the first one
+ * waiting, then written in one transaction with the message settlements and status events they
+ * cause; when PostgreSQL cannot take them they are held and retried, and the jobs' send
  * leases are renewed meanwhile, so a lease does not lapse on a push whose sends this worker holds.
  * An outage of PostgreSQL longer than the lease lets it lapse: it is renewed (brought back) and the
  * outcomes written within a second of PostgreSQL coming back, while the reconcilers, cut off too,
- * take nothing for a lease's time more (startReconciler). After a crash, only the sends in flight
- * at that instant (and the outcomes not yet written) can go out again.
+ * take nothing for a lease's time more (startReconciler). After a crash, only the sends waiting
+ * for an answer at that instant, and the answers of the last `flushMs` (and of a write under way),
+ * can go out again.
  */
 export interface SendRecorder {
   /** A job's lease and the deliveries it claimed: the lease is renewed until the job ends. */
@@ -65,7 +67,17 @@ export interface SendRecorder {
   close(): Promise<void>;
 }
 
-export function createSendRecorder({ db, log, leaseMs, flushMs = 5, outage }: SendRecorderOptions): SendRecorder {
+/**
+ * Writes of outcomes in flight at once: answers that come while a slow write runs (PostgreSQL
+ * loaded) go out at their own time on another connection rather than wait for it, so that what a
+ * killed worker leaves unrecorded stays about one interval's worth. At most 3 and half the pool,
+ * so the jobs' claims and the lease renewals keep connections.
+ */
+function recordWrites(db: Db): number {
+  return Math.min(3, Math.max(1, Math.floor((db.pool.options.max ?? 10) / 2)));
+}
+
+export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: SendRecorderOptions): SendRecorder {
   /** Claimed deliveries whose outcome is not in PostgreSQL yet. */
   const held = new Set<string>();
   /** Of those, the ones with no outcome at all yet (not sent, or in flight). */
@@ -77,6 +89,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 5, outage }: Se
     what: 'send outcomes',
     log,
     flushMs,
+    maxWriting: recordWrites(db),
     // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
     retryMaxMs: 1000,
     async write(items) {

@@ -74,6 +74,31 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     expect(delivered.payload).toMatchObject({ push_id: pushId, title: 'Weekend reload', options: { tag: 'promo', requireInteraction: true } });
   });
 
+  it('writes each answer within the worker\'s record interval, while the job still waits for its slowest sends', async () => {
+    // The push service answers the phone's first three pushes only after seconds, everything else at
+    // once. A push's answers are recorded together, once its last device of the provider answered.
+    const HELD = 3;
+    const COUNT = 24;
+    const slowProvider = createWebPushProvider({ vapid: t.vapid, ca: testTls().ca, allowedOrigins: t.allowedOrigins, timeoutMs: 20000 });
+    const phone = await device(...Array.from({ length: HELD }, () => ({ status: 201, delayMs: 6000 })));
+    await device();
+    const pushIds = await accept(COUNT);
+    try {
+      let ended = false;
+      const running = processSendJob(deps({ providerFor: () => slowProvider, parallelMessages: COUNT }), job(pushIds)).finally(() => (ended = true));
+      const sent = async () => (await readDeliveries(t.db.pool, pushIds)).filter((d) => d.status === 'sent').length;
+      await until(async () => (await sent()) >= 2 * (COUNT - HELD), 'the answers of every push but the held ones to be recorded', 5500);
+      // Recorded while the job still waits for the held answers, not when it ends.
+      expect(ended).toBe(false);
+      expect(await sent()).toBe(2 * (COUNT - HELD));
+      expect(t.fake.receivedFor(phone.id)).toHaveLength(COUNT);
+      expect(await running).toEqual({ kind: 'done', sent: 2 * COUNT, failed: 0, dropped: 0 });
+      expect(await sent()).toBe(2 * COUNT);
+    } finally {
+      await slowProvider.close();
+    }
+  }, 20000);
+
   it('counts each device of a provider call by outcome and error code, and the call by its first failure', async () => {
     const sample = async (line: string) => {
       const found = (await metricsText()).split('\n').find((candidate) => candidate.startsWith(`${line} `));

@@ -48,7 +48,7 @@ export async function startPushWorker<P extends ProviderName>(
   const redis = createWorkerRedis(config.redis, {}, log);
   // What this process's claims, recorder and reconciler know of PostgreSQL's last outage.
   const outage = createOutageClock();
-  const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs, outage });
+  const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs, flushMs: config.PUSH_RECORD_INTERVAL_MS, outage });
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
