@@ -25,7 +25,7 @@ afterAll(() => rmSync(join(root, outdir), { recursive: true, force: true }));
 const PROVIDER_SDKS = ['firebase-admin', '@parse/node-apn', 'web-push'];
 const PROVIDER_LIBS = ['libs/provider-fcm', 'libs/provider-apns', 'libs/provider-webpush', 'libs/provider-hms', 'libs/provider-onesignal'];
 // The HTTP server, its docs page and the queue dashboard.
-const GATEWAY_ONLY = ['fastify', '@fastify/swagger', '@fastify/swagger-ui', '@fastify/under-pressure', '@bull-board/api', '@bull-board/fastify', '@bull-board/ui'];
+const GATEWAY_ONLY = ['fastify', '@fastify/swagger', '@fastify/swagger-ui', '@bull-board/api', '@bull-board/fastify', '@bull-board/ui'];
 
 // Per app: the provider code it bundles and the provider SDKs it requires. firebase-admin gives the
 // FCM provider its types only: the FCM worker speaks HTTP/2 itself.
