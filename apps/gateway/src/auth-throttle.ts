@@ -100,16 +100,11 @@ export function inRanges(ranges: string[]): (ip: string) => boolean {
 const throttledText = (seconds: number) => `too many failed authentications from this address; retry in ${seconds} s`;
 
 /**
- * Failed authentications are counted per address (request.ip: behind TRUST_PROXY, the client the
- * proxy names), never per Basic user or OAuth client: a name locked for every address would let a
- * stranger lock the CRM out with its user name. Every 401 the gateway answers counts. Past
- * AUTH_FAILURE_LIMIT, the address's wrong credentials are answered 503 with Retry-After instead of
- * 401, and keep it throttled; its right credentials are still checked and served, so a client
- * behind a shared address, or rotating its key, is never refused for someone else's failures, and
- * the CRM (which retries a 5xx and drops a 4xx) retries rather than drops what it sent with a
- * retired key. With secrets of 32 random characters guessing is hopeless anyway: this keeps the
- * noise of a guesser down, and slows clients that honour Retry-After. AUTH_THROTTLE_EXEMPT ranges
- * are never counted.
+ * Counts every 401 against the client's address (request.ip), never against a user or client name,
+ * which a stranger could lock for the CRM. Past AUTH_FAILURE_LIMIT, the address's wrong credentials
+ * are answered 503 with Retry-After (retried, where a 4xx is dropped) and its right ones still
+ * served, so a shared address or a key rotation never costs the CRM a request. AUTH_THROTTLE_EXEMPT
+ * ranges are not counted. docs/connecting-the-crm.md says what this protects.
  */
 export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, exemptRanges: string[] = []) {
   // Every route that answers 401 may answer 503 for this too; the OpenAPI document says so.
@@ -122,18 +117,6 @@ export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits
   const limiter = new FailureLimiter(limits);
   const exempt = inRanges(exemptRanges);
 
-  /** The throttled answer's body, keeping the error body's other fields (its status among them) consistent. */
-  function throttledBody(request: FastifyRequest, payload: unknown, seconds: number): string {
-    let fields: Record<string, unknown> = {};
-    try {
-      const parsed = typeof payload === 'string' ? JSON.parse(payload) : undefined;
-      if (parsed !== null && typeof parsed === 'object' && typeof parsed.code === 'number') fields = { code: 503 };
-    } catch {
-      request.log.debug('a 401 body that is not JSON');
-    }
-    return JSON.stringify({ error: throttledText(seconds), ...fields });
-  }
-
   app.addHook('onSend', async (request, reply, payload) => {
     if (reply.statusCode !== 401 || exempt(request.ip)) return payload;
     const key = addressKey(request.ip);
@@ -143,6 +126,7 @@ export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits
     const seconds = Math.ceil(limiter.lockedFor(key) / 1000);
     reply.code(503).header('retry-after', String(seconds)).removeHeader('www-authenticate');
     reply.header('content-type', 'application/json; charset=utf-8');
-    return throttledBody(request, payload, seconds);
+    // Past serialization, so written whole here, in the one error shape.
+    return JSON.stringify({ error: throttledText(seconds), code: 503 });
   });
 }

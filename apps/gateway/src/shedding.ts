@@ -37,13 +37,10 @@ function fullCollection(): () => void {
 }
 
 /**
- * Sheds load with 503 and Retry-After (the CRM retries a 5xx and drops a 4xx) while the process is
- * under pressure, as measured in each sample of `sampleIntervalMs`: the mean event-loop delay over
- * that sample, or the live heap (taken after a full collection, only when the heap in use is past
- * the limit). Each sample starts afresh, so shedding ends with the first sample after the pressure.
- * Resident memory is not looked at: it is the process's high-water mark and never comes down.
- * Requests are refused from their headers, before their bodies are read; routes whose config has
- * `shed: false` (/health/live) are always answered.
+ * Answers 503 with Retry-After, from the headers, while a sample of `sampleIntervalMs` finds the
+ * mean event-loop delay or the live heap (measured after a full collection) over its limit. Each
+ * sample starts afresh, so shedding ends with the pressure; resident memory, a high-water mark, is
+ * not looked at. Routes with `config.shed: false` (/health/live) are always answered.
  */
 export function shedUnderPressure(app: FastifyInstance, limits: PressureLimits) {
   const { maxEventLoopDelayMs, maxHeapUsedBytes, sampleIntervalMs = 1000 } = limits;

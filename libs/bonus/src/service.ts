@@ -139,13 +139,11 @@ async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean,
 export const postLeaseMs = (deps: BonusDeps) => 2 * deps.wallet.timeoutMs + 2 * deps.postMarginMs;
 
 /**
- * Carries out one accepted credit through the wallet: completed, retried later, failed for good,
- * or skipped (another bonus app holds it, or it changed since it was read). The credit is taken for
- * the post in one statement (holdCreditForPost), which decides between bonus apps, and the post's
- * deadline is counted from when that statement was sent, so the post is over before the lease
- * passes. Once the wallet has carried it out, its completion is retried in memory through a
- * PostgreSQL outage, never carried out again. A completion that fails for any other reason (a
- * reason waiting will not change) counts as an attempt, so no credit stays accepted for ever.
+ * Carries out one accepted credit: completed, retried later, failed for good, or skipped (another
+ * bonus app holds it, or it changed since read). holdCreditForPost takes it in one statement, and
+ * the post's deadline counts from when that statement was sent, so the post ends inside the lease.
+ * A carried-out credit's completion is retried in memory through an outage, never carried out again;
+ * one that fails otherwise counts as an attempt, so no credit stays accepted for ever.
  */
 export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'completed' | 'retry' | 'failed' | 'skipped'> {
   const leaseMs = postLeaseMs(deps);
