@@ -46,7 +46,14 @@ migrate(DATABASE_URL);
 await seed(DATABASE_URL);
 execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 
-const port = 39000 + Math.floor(Math.random() * 1000);
+// A port the system hands out free now: a random one can be taken, by a listener or by the local
+// end of an outgoing connection (the ephemeral range covers it).
+const port = await new Promise((resolve) => {
+  const probe = http.createServer().listen(0, '127.0.0.1', () => {
+    const { port: free } = probe.address();
+    probe.close(() => resolve(free));
+  });
+});
 const base = `http://127.0.0.1:${port}`;
 const env = {
   ...process.env,
