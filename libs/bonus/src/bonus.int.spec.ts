@@ -257,7 +257,10 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(outcomes.sort()).toEqual(['completed', 'skipped', 'skipped', 'skipped']);
       const other = await credit({ userId: uniqueName('player'), bonusCode: bonus.code, amountMinor: 777n });
       const one = deps();
-      expect(await Promise.all([processCredit(one, other), processCredit(one, other), processCredit(one, other), processCredit(one, other)])).toEqual(['completed', 'completed', 'completed', 'completed']);
+      // Each holds it unless another call has finished it first (then it is skipped): either way one records it.
+      const calls = await Promise.all([processCredit(one, other), processCredit(one, other), processCredit(one, other), processCredit(one, other)]);
+      expect(calls).toContain('completed');
+      expect(calls.filter((outcome) => outcome !== 'completed' && outcome !== 'skipped')).toEqual([]);
       expect(await entriesOf(other.id)).toHaveLength(2);
 
       expect(await entriesOf(row.id)).toHaveLength(2);
