@@ -67,7 +67,8 @@ export const ANY_TIME: EventWindow = { from: '-infinity', to: 'infinity' };
 /**
  * The window of these topics' events not through yet: from a day before the oldest (first past the
  * settled position, first pending retry) to a day ahead. The day of slack covers events dated when
- * their transaction began; a dispatcher opens a fresh window every few seconds.
+ * their transaction began; a dispatcher opens a fresh window every few seconds. Retries are claimed
+ * whatever their age: only the wait behind an earlier event of the key looks within the window.
  */
 export async function openEventWindow(sql: Sql, topics: string[]): Promise<EventWindow> {
   const { rows } = await sql.query<{ from: Date; to: Date }>(

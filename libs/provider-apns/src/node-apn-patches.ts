@@ -309,7 +309,8 @@ export function sessionStreams(provider: apn.Provider): number | undefined {
 /**
  * The Provider option that opens node-apn's HTTP/2 connection to `target` through `proxy`: node-apn
  * passes unknown options on to http2.connect. Its own `proxy` option sends no credentials and takes
- * any answer to CONNECT as a tunnel, and a proxy that never answers would hold every send.
+ * any answer to CONNECT as a tunnel, and a proxy that never answers would hold every send. Were the
+ * option no longer passed on, node-apn would connect past the proxy: the spec fails then.
  */
 export function proxiedConnection(target: TlsTarget, proxy: URL, tunnelTimeoutMs?: number): { createConnection: () => Duplex } {
   return { createConnection: () => connectTls({ ...target, ALPNProtocols: ['h2'] }, proxy, tunnelTimeoutMs) };
