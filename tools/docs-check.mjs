@@ -1,11 +1,7 @@
-// `npm run docs:check`: the /docs page in a real browser. Builds the gateway, starts the bundle as
-// production runs it (NODE_ENV=production, keys of its own, ADMIN_UI=true) on free ports against
-// the local PostgreSQL and Redis (DATABASE_URL, REDIS_URL), loads /docs from its operations port
-// (METRICS_PORT) in headless Chromium (Debian's `chromium`, or CHROMIUM=/path/to/chrome), and checks
-// that swagger-ui rendered every operation of the gateway's openapi.json. Writes a screenshot to
-// dist/docs-check/docs.png. From the same bundle, the queue dashboard (/admin/queues) must open on
-// the operations port with HTTP Basic and an admin key, its assets too, and PORT must answer 404
-// for all of these. Exits 1 when something falls short, 2 when Chromium is missing.
+// `npm run docs:check`: the /docs page in a real browser. Starts the built gateway as production
+// runs it and checks in headless Chromium (or CHROMIUM=path) that swagger-ui rendered every
+// operation, that the queue dashboard opens on the operations port with an admin key, and that PORT
+// answers 404 for both. Exits 1 when something falls short, 2 when Chromium is missing.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';

@@ -1,8 +1,6 @@
-// The bench's "far provider" stage: one push worker draining queued one-device pushes to an FCM
-// and an APNs that answer every send 30 ms after it came (BENCH_FAR_DELAY_MS), as a provider that
-// far away would; the sends/s it carries, and how many it kept on the wire at most (counted by the
-// fake server). Run it alone with BENCH_ONLY=far-send; BENCH_CPU_PROF=<dir> writes each worker's
-// CPU profile there (node --cpu-prof).
+// The "far provider" stage: one push worker drains one-device pushes to an FCM and an APNs that
+// answer each send BENCH_FAR_DELAY_MS late, as a distant provider would; it reports sends/s and the
+// most kept on the wire. BENCH_ONLY=far-send runs it alone; BENCH_CPU_PROF=<dir> profiles workers.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';

@@ -109,7 +109,7 @@ const SETTLED = `COALESCE(LEAST((SELECT position FROM dispatch_cursors WHERE top
 const PENDING_EVENTS = `SELECT (SELECT count(*) FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > ${SETTLED})
   + (SELECT count(*) FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending') AS count`;
 // Whether any is left: what the dispatcher stage polls, ten times a second. It stops at the first
-// event it finds; the count read every one still to post each time (123 ms a poll in a second pass).
+// event it finds, where a count would read every one still to post.
 const ANY_PENDING_EVENT = `SELECT ((SELECT e.feed_seq FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > ${SETTLED} ORDER BY e.feed_seq LIMIT 1) IS NOT NULL
   OR EXISTS (SELECT 1 FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending'))::int AS count`;
 
@@ -180,9 +180,8 @@ async function sendStages(gatewayPort: number, providers: Providers) {
     await each(gatewayPort, 4, batchesOf(SEND, player));
     const sent = await drain(app, providers.workerEnv());
     figures[key] = { text: `${sent.rate.toFixed(0)} deliveries/s (${sent.toSend})`, rate: sent.rate };
-    // The fake keeps every request it took (with its message), which the bench never reads: without
-    // this, the second pass ran with this process's heap grown by every stage of the first, the
-    // load generator's and the fakes' heap alike.
+    // The fake keeps every request it took, which the bench never reads: forgotten, so the second
+    // pass does not run on a heap grown by the first.
     providers[key].requests.length = 0;
   }
   return figures;

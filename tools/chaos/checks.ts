@@ -135,11 +135,8 @@ export function checkNothingLost(run: RunRecord): Check {
 
 /**
  * 2. A device that got the same push twice or more: allowed only for sends in flight when that
- * provider's worker was killed (the first copy at most inFlightWindowMs before the kill and
- * before its replacement started, the copy after the kill, at most killBound per kill: the sends
- * the worker can have waiting for an answer and the answers it may not have written yet), or when
- * a store failed over (the first copy at most inFlightWindowMs before the failover began and before
- * it was over, at most inFlightBound per provider and failover); anything else is unexplained.
+ * provider's worker was killed (at most killBound per kill) or a store failed over (at most
+ * inFlightBound per provider and failover), the first copy within inFlightWindowMs before it.
  */
 /** Providers that take a repeated send as the same one (its idempotency key): no duplicate of theirs is explained. */
 const IDEMPOTENT_PROVIDERS = new Set(['onesignal']);

@@ -1,7 +1,5 @@
-// The faults of a run, planned up front from the seed and carried out on a timeline while the CRM
-// sends: kill -9 of every app (several times), PostgreSQL cut through the TCP proxy, Redis killed
-// and restarted having lost the last second of its append-only file, the CRM's webhooks answering
-// 503 and then refusing connections. Each fault is recorded with when it began and ended.
+// The faults of a run, planned from the seed and carried out on a timeline while the CRM sends; each
+// is recorded with when it began and ended.
 import type { FakeCrm, SeededRandom as Random, TcpProxy } from '@operator/testing';
 import type { App } from './apps';
 import type { Scale } from './scale';

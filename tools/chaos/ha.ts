@@ -1,13 +1,7 @@
-// `npm run chaos -- --ha`: the service on highly available stores, as operators run it. Redis is a
-// master, a replica and three Sentinels (or, with --cluster, a Redis Cluster of three masters with a
-// replica each); PostgreSQL is a primary with a synchronous streaming standby, behind PgBouncer in
-// transaction mode with its defaults. Every app runs twice. While the CRM sends pushes and credits,
-// alternating between the two gateways, the suite fails the stores over: a Sentinel failover and a
-// kill -9 of the Redis master (with --cluster: kill -9 of the masters of two queues' slots), then
-// PostgreSQL (the primary stopped, the standby promoted, PgBouncer switched to it). Then the verdicts: nothing lost, duplicates only from sends in flight at a failover, credits
-// exactly once, no 5xx but 503, each gateway answering 2xx again soon after each failover,
-// everything settled soon after the last fault, no app ending on its own, every app stopping on
-// SIGTERM.
+// `npm run chaos -- --ha`: the service on highly available stores (Redis with Sentinels, or a
+// Cluster with --cluster; PostgreSQL with a synchronous standby behind PgBouncer), every app twice.
+// While the CRM sends, each store fails over; the verdicts are the fault suite's, plus each gateway
+// answering 2xx again soon after each failover.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,14 +1,7 @@
-// `npm run chaos -- --hostile [--proxy]`: the service among endpoints it cannot trust. 300 players
-// have a normal Web Push subscription each; one player each has a subscription on a hostile push
-// service of its own origin (listed in WEBPUSH_ALLOWED_ORIGINS, as an operator may list a push
-// service that turns bad): 429 and 503 with Retry-After: 3600, an answer trickling a byte every
-// 2 s, a 200 with a 200 MiB body, 401, 403, and a 301 to an internal address. The wallet platform
-// answers a funds credit with a 301 to that internal address. The CRM sends two batches to every
-// player 20 s apart. With --proxy, every app reaches the outside through a proxy only (CONNECT to
-// port 443 only, as Squid's defaults; plain http:// in absolute form):
-// the providers, the CRM and the wallet platform are named by host names that only the proxy
-// resolves (fcm.googleapis.com, api.sandbox.push.apple.com, push.example.test, crm.example.test),
-// so a connection that went around the proxy could not reach them at all.
+// `npm run chaos -- --hostile [--proxy]`: the service among endpoints it cannot trust. Beside 300
+// normal Web Push players, allowed push services turn bad (long Retry-After, trickled or huge
+// bodies, 401/403, redirects to an internal address), and so does the wallet. With --proxy every
+// peer is named by a host only the proxy resolves, so a connection around it could not reach them.
 import { readFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';

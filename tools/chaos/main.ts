@@ -1,10 +1,7 @@
-// `npm run chaos`: the project's fault suite. The built apps run as separate processes (as in
-// production) on a database and a redis-server of the suite's own; a CRM driver sends pushes and
-// credits as the CRM would, while every app is killed with kill -9, PostgreSQL is cut through a TCP
-// proxy, Redis is killed and loses the last second of its append-only file, and the CRM's webhooks
-// fail. Local FCM, APNs and Web Push servers count what each device received. Then the verdicts:
-// nothing lost, duplicates only from a killed worker's sends in flight, credits and bonus events
-// exactly once, no 5xx but 503.
+// `npm run chaos`: the fault suite. The built apps run as processes on stores of the suite's own
+// while a CRM driver sends and faults strike (kill -9, PostgreSQL cut, Redis losing its AOF tail,
+// webhooks failing). Verdicts: nothing lost, duplicates only from a killed worker's sends in
+// flight, credits and bonus events exactly once, no 5xx but 503.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,6 +1,5 @@
-// `npm run chaos [-- --quick ...]` (or `-- --ha [--cluster]`, the HA run, or `-- --hostile [--proxy]`,
-// the hostile endpoints run): builds the apps and the
-// suite (esbuild, as tools/build.mjs bundles the apps), then runs the suite with the given options.
+// `npm run chaos [-- --quick | --ha [--cluster] | --hostile [--proxy]]`: builds the apps and the
+// suite (esbuild, as tools/build.mjs does), then runs the suite with the given options.
 import { execFileSync, spawn } from 'node:child_process';
 import { bundle } from '../bundle.mjs';
 

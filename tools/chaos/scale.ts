@@ -1,5 +1,5 @@
-// How big and how long a run is. `npm run chaos` is the full run (about the issue's reference run,
-// sized for a 2-core machine); `--quick` (or CHAOS_SCALE=quick) is the small one for CI.
+// How big and how long a run is. `npm run chaos` is the full run, sized for a 2-core machine;
+// `--quick` (or CHAOS_SCALE=quick) is the small one for CI.
 
 export interface Scale {
   name: 'full' | 'quick';

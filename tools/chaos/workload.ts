@@ -28,10 +28,8 @@ export const RECORD_INTERVAL_MS = 100;
 export const RECORD_WINDOW_MS = RECORD_INTERVAL_MS + 900;
 
 /**
- * The sends a provider's worker can have waiting for an answer at once: its connections' (Web Push:
- * one send on each of PUSH_PROVIDER_CONNECTIONS per push service origin, the run has one; HMS: one
- * request on each, a message's tokens, one per player), else its jobs' messages at once (FCM and
- * APNs: the local servers announce no stream limit).
+ * The sends a provider's worker can have waiting for an answer at once: bound by its connections
+ * (Web Push, HMS: one request each), else by its jobs' messages (FCM and APNs: no stream limit here).
  */
 export function sendsOnTheWire(provider: ProviderName): number {
   const all = WORKER_CONCURRENCY * WORKER_PARALLEL_MESSAGES;

@@ -42,9 +42,8 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * What one request asked for, as the SHA-256 (hex) of its endpoint and canonical body: a repeat
- * under the same idempotency key (or tuple) must have the same. The player, bonus, currency and
- * any brand or campaign field are in the body; the amount it names is taken in minor units, exact
- * (12.5, 12.50 and "12.50" are the same), rather than as JSON read it.
+ * under the same key or tuple must match. The amount counts in exact minor units, so 12.5, 12.50
+ * and "12.50" are the same.
  */
 export function requestFingerprint(kind: NewCredit['kind'], body: Record<string, unknown>, amountMinor: bigint | undefined): string {
   const named = amountMinor === undefined ? body : { ...body, amount: amountMinor.toString() };

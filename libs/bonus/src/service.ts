@@ -131,19 +131,13 @@ async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean,
   return 'failed';
 }
 
-/**
- * The lease a post is taken with: the longest post (the wallet's two deadlines, see Wallet) and a
- * margin at each end. Another bonus app cannot take the credit before it passes, and the post is
- * over, on this process's clock, a margin before it does.
- */
+/** The lease a post is taken with: the longest post (the wallet's two deadlines) and a margin at each end, so the post ends inside it. */
 export const postLeaseMs = (deps: BonusDeps) => 2 * deps.wallet.timeoutMs + 2 * deps.postMarginMs;
 
 /**
  * Carries out one accepted credit: completed, retried later, failed for good, or skipped (another
- * bonus app holds it, or it changed since read). holdCreditForPost takes it in one statement, and
- * the post's deadline counts from when that statement was sent, so the post ends inside the lease.
- * A carried-out credit's completion is retried in memory through an outage, never carried out again;
- * one that fails otherwise counts as an attempt, so no credit stays accepted for ever.
+ * bonus app holds it, or it changed since read). The post's deadline counts from the hold, so it
+ * ends inside the lease. A carried-out credit's completion is retried in memory, never redone.
  */
 export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'completed' | 'retry' | 'failed' | 'skipped'> {
   const leaseMs = postLeaseMs(deps);
@@ -170,10 +164,9 @@ export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'
 }
 
 /**
- * One round of the bonus worker: the due credits, `deps.concurrency` at a time, then the bonuses
- * past their validity. `held` holds the ids of the credits claimed and not yet started, for giving
- * them back at shutdown: a credit leaves it before its post is taken, so a post in flight is never
- * given back, and one taken out of it (given back) is not started.
+ * One round of the bonus worker: the due credits, `deps.concurrency` at a time, then the expired
+ * bonuses. `held` is the claimed credits not yet started, given back at shutdown; a credit leaves
+ * it before its post, so a post in flight is never given back.
  */
 export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<string>()): Promise<number> {
   const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs, deps.owner);
@@ -201,10 +194,8 @@ export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<
 export type StatusChange = { ok: true; changed: boolean; bonus: PlayerBonusRow } | { ok: false; error: 'not-found' | 'not-allowed'; from?: string };
 
 /**
- * Moves a player's bonus to another status and reports it. Final statuses settle the bonus money
- * in the built-in ledger: Completed and AutoCompleted turn it into real money; Forfeited, Expired,
- * Lost and Reversed take it back. A status a bonus already has, or a move out of a final status,
- * changes nothing and reports nothing.
+ * Moves a player's bonus to another status and reports it; final statuses settle the bonus money
+ * in the built-in ledger. A status it already has, or a move out of a final one, changes nothing.
  */
 export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status: string, userId?: string): Promise<StatusChange> {
   return inTransaction(deps.db, async (sql) => {

@@ -66,11 +66,10 @@ function referenceOf(body: Buffer): string | null {
 }
 
 /**
- * Forwards each credit to the operator's own platform as a JSON POST, with the credit id as the
- * Idempotency-Key, so a retried call never credits twice there either. 2xx: done; 5xx, 408, 425,
- * 429, timeouts and network errors: retried later; any other answer: refused for good. A redirect
- * is such an answer: following it would turn the POST into a GET (301, 302) whose 200 would
- * record a credit never made, or send the credit and the API key to another host (307, 308).
+ * Forwards each credit to the operator's platform as a JSON POST, the credit id as Idempotency-Key
+ * so a retry never credits twice. 2xx: done; 5xx, 408, 425, 429 and network errors: retried; any
+ * other answer, a redirect included (following one could record a credit never made, or send the
+ * API key elsewhere): refused for good.
  */
 export function httpWallet(options: HttpWalletOptions): Wallet {
   const outbound = createOutbound({ proxy: options.proxy, ca: options.ca });

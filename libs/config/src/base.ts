@@ -35,10 +35,8 @@ export const DatabaseEnv = Type.Object({
 });
 
 /**
- * A URL that lists several hosts (libpq's `postgresql://h1,h2/db?target_session_attrs=read-write`,
- * or `?host=h1,h2`) is refused in one line: node-postgres connects to one host, so such a URL would
- * fail as "Invalid URL" or as a name that does not resolve, taken for an outage. tools/pg-admin.cjs
- * says the same of the migration's URL.
+ * A URL listing several hosts (libpq's `h1,h2` or `?host=h1,h2`) is refused in one line:
+ * node-postgres connects to one host, and would fail in a way taken for an outage.
  */
 export function multiHostProblem(name: string, url: string, instead = PRIMARY_ADDRESSES): string | undefined {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(url)?.[1] ?? '';
@@ -57,11 +55,7 @@ export function databaseProblems(env: { DATABASE_URL: string }): string[] {
   return problem ? [problem] : [];
 }
 
-/**
- * Where the reads that may lag a little go: a hot standby (or a pooler in front of several). The
- * apps that read it are the gateway (status polling, the events feed, device and catalog listings,
- * the back office's reads, the store gauges), the dispatcher and the bonus app (their gauges).
- */
+/** Where reads that may lag a little go: a hot standby, or a pooler in front of several. */
 export const ReadDatabaseEnv = Type.Object({
   DATABASE_READ_URL: Type.String({
     default: '',
@@ -99,11 +93,7 @@ export const MetricsEnv = Type.Object({
   }),
 });
 
-/**
- * The operator's forward proxy, honoured by every outbound connection but RabbitMQ's: FCM and its
- * OAuth token, APNs (HTTP/2 through a CONNECT tunnel), Web Push, the CRM's webhook and event
- * endpoints, the wallet platform. The lower-case names are read when the upper-case ones are unset.
- */
+/** The operator's forward proxy, honoured by every outbound connection but RabbitMQ's; lower-case names read when upper-case are unset. */
 export const EgressEnv = Type.Object({
   HTTPS_PROXY: Type.String({ default: '', description: 'Proxy for https connections (http://[user:password@]host:port); empty: direct' }),
   HTTP_PROXY: Type.String({ default: '', description: 'Proxy for plain http connections; empty: direct' }),
@@ -131,11 +121,7 @@ export function egressSettings(raw: { HTTPS_PROXY: string; HTTP_PROXY: string; N
   return { egress, problems };
 }
 
-/**
- * A URL the service sends to on its own (the wallet platform, the CRM's endpoints): http(s), and
- * https in production, where what goes there (credits, API keys, players' events) must not cross
- * a network in clear.
- */
+/** A URL the service sends to on its own (wallet, CRM): http(s), and https in production, where credits and keys must not cross in clear. */
 export function outboundUrlProblems(name: string, value: string, nodeEnv: NodeEnv): string[] {
   if (!value) return [];
   if (!URL.canParse(value)) return [`${name} must be a URL`];

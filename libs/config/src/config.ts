@@ -116,9 +116,8 @@ function keyListsOf(env: Env): KeyLists {
 }
 
 /**
- * Checks that span variables: the keys must exist, each class apart from the others, and in
- * production be neither the development ones nor weak. Made before the schema is read, so they are
- * listed with its problems: `nodeEnv` is undefined for a NODE_ENV the schema refuses.
+ * Checks that span variables: keys exist, each class apart, and in production neither the
+ * development ones nor weak. Run before the schema so they are listed with its problems.
  */
 function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   const problems: string[] = [];

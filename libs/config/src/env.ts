@@ -26,10 +26,8 @@ function literalsOf(field: TSchema): string[] | undefined {
 const BOOLEAN_WORDS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
 
 /**
- * Reads the variables a schema names from the environment, applies defaults, converts numbers and
- * booleans ("false" is false), and reports every problem at once. `alongside`: problems the caller
- * found in the same environment, listed with the schema's own when it throws (they do not make it
- * throw by themselves).
+ * Reads a schema's variables with defaults and conversions ("false" is false), reporting every
+ * problem at once. `alongside`: the caller's own problems, listed with these when it throws.
  */
 export function parseEnv<T extends TObject>(schema: T, env: Env, alongside: readonly string[] = []): Static<T> {
   const raw: Record<string, unknown> = {};

@@ -21,9 +21,8 @@ export function createLogger(name: string, level: string): Logger {
 }
 
 /**
- * A configured URL as a log line may show it: `protocol//host[:port]`, never its user and password,
- * path, query or fragment, which may carry credentials (a webhook's token, a broker's vhost and
- * password). Null for an empty setting; never the text itself when it is not a URL with a host.
+ * A configured URL as a log line may show it: `protocol//host[:port]` only, since the rest may carry
+ * credentials. Null for an empty setting; never the text itself when it is not a URL with a host.
  */
 export function urlOrigin(url: string | undefined): string | null {
   if (!url) return null;

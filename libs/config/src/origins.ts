@@ -26,11 +26,7 @@ export interface AllowedOrigin {
   /** `*.host`: any subdomain of host (not host itself). */
   wildcard: boolean;
   port: number;
-  /**
-   * The operator named this origin by a loopback or private address (an IP literal, `localhost`):
-   * the worker may connect to such addresses for it. Every other origin must resolve to public
-   * addresses when the worker connects.
-   */
+  /** Named by a loopback or private address (or `localhost`): the worker may connect to such addresses for it, and only for it. */
   privateAllowed: boolean;
 }
 
@@ -41,10 +37,7 @@ function isPlainHost(host: string): boolean {
   return net.isIP(host) !== 0 || host.split('.').every((label) => HOST_LABEL.test(label));
 }
 
-/**
- * The host as the endpoint writes it, lower-cased, with brackets for IPv6: what stands between
- * `//` and the port, path, query or fragment.
- */
+/** The host as the endpoint writes it (between `//` and port, path, query or fragment), lower-cased, IPv6 bracketed. */
 function writtenHost(endpoint: string): string {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(endpoint)?.[1] ?? '';
   const host = authority.startsWith('[') ? authority.slice(0, authority.indexOf(']') + 1) : authority.replace(/:[^:]*$/, '');
@@ -96,16 +89,10 @@ export function parseAllowedOrigins(text: string): { ok: true; origins: AllowedO
 }
 
 /**
- * The entry an endpoint falls under, or why it falls under none. Refused: anything not https,
- * user info (`user:pw@`), a host not written as a plain domain name or IP address, a port other
- * than the entry's (443 when the entry names none), and a host the list does not name.
- *
- * The host must read the same to every URL parser: the endpoint is stored as text, and the client
- * that sends to it may parse it otherwise (web-push uses Node's legacy `url.parse`). Where the WHATWG
- * parser reads `https://169.254.169.254;x.notify.windows.com/` as a host under
- * `*.notify.windows.com`, `url.parse` reads 169.254.169.254; where it decodes `fcm%2egoogleapis.com`,
- * `url.parse` reads `fcm`. So the host must be written as the WHATWG parser gives it back (no
- * percent-escapes, no Unicode, no IPv4 shorthand) and hold only letters, digits, hyphens and dots.
+ * The entry an endpoint falls under, or why none: https only, no user info, the entry's port, a
+ * plain host. The host must read the same to every URL parser (web-push uses the legacy
+ * `url.parse`, which reads `169.254.169.254;x.notify.windows.com` otherwise), so it must be written
+ * as WHATWG gives it back: no escapes, no Unicode, no IPv4 shorthand.
  */
 export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOrigin[]): { ok: true; origin: AllowedOrigin } | { ok: false; reason: string } {
   let url: URL;
@@ -127,11 +114,7 @@ export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOr
   return { ok: false, reason: `origin ${url.protocol}//${url.host} is not in WEBPUSH_ALLOWED_ORIGINS` };
 }
 
-/**
- * WEBPUSH_ALLOWED_ORIGINS from the environment (unset or empty: the default), or its problems,
- * each naming the variable. Read apart from the schema, so its problems are listed with the
- * schema's own.
- */
+/** WEBPUSH_ALLOWED_ORIGINS from the environment (unset or empty: the default), or its problems, each naming the variable. */
 export function webpushAllowedOriginsOf(env: Env): { origins: AllowedOrigin[]; problems: string[] } {
   const parsed = parseAllowedOrigins(env.WEBPUSH_ALLOWED_ORIGINS || DEFAULT_WEBPUSH_ALLOWED_ORIGINS);
   return parsed.ok ? { origins: parsed.origins, problems: [] } : { origins: [], problems: parsed.problems.map((problem) => `WEBPUSH_ALLOWED_ORIGINS: ${problem}`) };

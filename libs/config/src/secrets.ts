@@ -17,10 +17,8 @@ export function secretWeakness(secret: string): string | undefined {
 }
 
 /**
- * The problems of one variable's weak secrets: a single value (none when empty, as an optional
- * secret may be), or a list whose entries are named by place and `what` ("key", "password").
- * A problem names the variable, never the value. `development`, the variable's development value,
- * is passed over: it is refused in production with a problem of its own.
+ * The problems of one variable's weak secrets (a value, or a list named by place and `what`),
+ * naming the variable, never the value. `development` is passed over: it has a problem of its own.
  */
 export function weakSecretProblems(name: string, secrets: string | readonly string[], { what = 'key', development }: { what?: string; development?: string } = {}): string[] {
   const list = typeof secrets === 'string' ? [secrets].filter(Boolean) : secrets;

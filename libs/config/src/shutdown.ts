@@ -28,10 +28,9 @@ export function abandonReserveMs(timeoutMs: number): number {
 }
 
 /**
- * Installs the one shutdown path of a process. SIGTERM or SIGINT runs `close` and exits 0; if
- * `close` has not finished by the deadline (less a reserve) or fails, `abandon` runs and the
- * process exits 1, by `timeoutMs` at the latest. A second signal exits at once. An uncaught
- * exception or unhandled rejection is logged and ends the process the same way, with exit code 1.
+ * Installs the one shutdown path of a process: SIGTERM or SIGINT runs `close` and exits 0; if it
+ * fails or misses the deadline, `abandon` runs and the process exits 1 by `timeoutMs`. A second
+ * signal exits at once; an uncaught error is logged and ends the process the same way.
  */
 export function onShutdown({ log, timeoutMs, close, abandon }: ShutdownOptions): Shutdown {
   const closeMs = timeoutMs - abandonReserveMs(timeoutMs);

@@ -25,13 +25,9 @@ export interface DbOptions {
 }
 
 /**
- * The pool sends no startup parameter beyond the ones every pooler passes on: PgBouncer in
- * transaction mode refuses a connection that sends any other (`statement_timeout`, `options`), and
- * one told to ignore them drops the settings silently. The sessions' limits (10 s statements,
- * 40 s idle in a transaction, no JIT) are the database's own defaults instead, set by the migration
- * tool (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs), so every server connection has them
- * whichever client its transactions come from. Nothing here relies on session state: no named
- * prepared statements, session advisory locks, LISTEN, temporary tables or SET outside a transaction.
+ * No startup parameters beyond what every pooler passes on: PgBouncer in transaction mode refuses
+ * others. Session limits are the database's defaults, set by the migration tool
+ * (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs). Nothing here relies on session state.
  */
 export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log, store = 'postgres' }: DbOptions): Db {
   const pool = new pg.Pool({
@@ -46,10 +42,8 @@ export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log, sto
 }
 
 /**
- * Prisma (6.19) sends COMMIT or ROLLBACK itself and only then asks the adapter to release the
- * transaction's connection; when that statement fails (the connection broke, or COMMIT was
- * refused) it never does, and the connection stays checked out for good: a few lost connections
- * and the pool is empty. Released here instead, once; the pool discards it if it is broken.
+ * Prisma releases a transaction's connection only after its COMMIT or ROLLBACK succeeds; when that
+ * fails the connection would stay checked out for good and drain the pool. Released here, once.
  */
 function releasingFailedTransactions(factory: PrismaPg): PrismaPg {
   const connect = factory.connect.bind(factory);
@@ -75,10 +69,8 @@ function releasingFailedTransactions(factory: PrismaPg): PrismaPg {
 }
 
 /**
- * Gives every connection of the pool an error listener for as long as it lives. The pool listens
- * only to idle connections; one that is checked out (inside a transaction, between two queries)
- * would otherwise emit an unhandled 'error' when its server goes away, and end the process. A
- * broken connection fails its next query and is discarded when released; the pool opens new ones.
+ * Gives every connection an error listener for its whole life: the pool listens only to idle ones,
+ * and a checked-out connection whose server goes away would otherwise end the process.
  */
 function watchConnections(pool: pg.Pool, log: LogSink | undefined, store: string) {
   let reported = false;
@@ -125,14 +117,10 @@ export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Pro
   }
 }
 
-// What says "the database cannot serve this right now, try again" (rather than "this statement is
-// wrong"): socket errors of the pg driver, Prisma's connection error codes, the driver adapter's
-// error kinds, and PostgreSQL SQLSTATEs for shutdown, overload, lock and serialization conflicts,
-// a lost connection (class 08) and a server that is read-only (25006: a standby, or a primary in
-// the seconds around a failover). PgBouncer reports its own troubles as 08P01 ("server conn
-// crashed?", "server login has been failing, try again later (server_login_retry)",
-// "query_wait_timeout", "client_login_timeout (server down)"); the messages are matched too, for an
-// error that reaches here without its code.
+// What says "the database cannot serve this now, try again" rather than "this statement is wrong":
+// driver socket errors, Prisma's connection codes, SQLSTATEs for shutdown, overload, conflicts, a
+// lost connection (08) and a read-only server (25006, around a failover). PgBouncer's own 08P01
+// messages are matched too, for an error that arrives without its code.
 const TRANSIENT_CODES = new Set([
   ...['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'],
   ...['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028', 'P2034'],
@@ -185,9 +173,8 @@ export function isDbUnavailable(error: unknown): boolean {
   );
 }
 
-// What says "this server cannot be reached" rather than "it is busy" or "this statement failed":
-// a socket that does not open or breaks, a server shutting down, starting or full, PgBouncer
-// unable to reach its server. A replica that fails so is passed over for the primary (reads.ts).
+// What says "this server cannot be reached" rather than "busy" or "this statement failed"; a replica
+// that fails so is passed over for the primary (reads.ts).
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'P1001', 'P1002', 'P1017', '57P01', '57P02', '57P03', '53300']);
 const CONNECTION_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
 const CONNECTION_MESSAGES = new RegExp(

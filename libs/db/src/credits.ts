@@ -42,10 +42,9 @@ export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' |
 export type Recorded = { credit: CreditRow; replay: false } | { credit: CreditRow; replay: true; conflict: null | 'key' | 'tuple' };
 
 /**
- * Records a credit once: a second request with the same X-Service-Id, or the same activity,
- * action, player and trigger hash, gets the first credit back (`replay`), also when they race.
- * A second request that asks something else under either (another fingerprint) is a `conflict`,
- * and changes nothing.
+ * Records a credit once: a repeat under the same X-Service-Id, or the same activity, action, player
+ * and trigger hash, gets the first credit back (`replay`), also when they race; one asking something
+ * else under either is a `conflict` and changes nothing.
  */
 export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorded> {
   const id = uuidv7();
@@ -99,10 +98,9 @@ export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, 
 }
 
 /**
- * Takes or keeps `credit` for `owner` for the next `leaseMs`, to carry it out: answers it as it is
- * now, or undefined when another owner's lease on it is live, or it was finished or tried again
- * since it was read (its attempts moved). One statement decides, so of two bonus apps only one
- * gets it, and no other can take it before the lease passes.
+ * Takes or keeps `credit` for `owner` for `leaseMs`, to carry it out; undefined when another owner's
+ * lease is live or it was finished or retried since it was read. One statement decides, so of two
+ * bonus apps only one gets it.
  */
 export async function holdCreditForPost(sql: Sql, credit: Pick<CreditRow, 'id' | 'attempts'>, owner: string, leaseMs: number): Promise<CreditRow | undefined> {
   const { rows } = await sql.query(

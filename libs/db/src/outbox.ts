@@ -2,13 +2,10 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
 import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 
-// The outbox. Events are written once, in the transaction of the change they report, and never
-// updated. A dispatcher takes a topic's events by range of feed positions (one short write to move
-// the topic's cursor and one to record the range), posts them, and deletes the range once every
-// result is in. An event that does not go through at the first try (to retry, a dead letter, or
-// held behind an earlier event of its key) gets a row in dispatch_retries, claimed event by event.
-// The view event_dispatch shows what became of each event.
-// An event delivered at once therefore costs no write after its insert.
+// The outbox: events are written once, in the transaction of the change they report. A dispatcher
+// takes a topic's events by range of feed positions and deletes the range once every result is in;
+// only an event that fails its first try (or waits behind its key) gets a dispatch_retries row, so
+// an event delivered at once costs no write after its insert. View event_dispatch shows each fate.
 
 /** An outbox event whose body is fixed now (bonus and balance events). */
 export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
@@ -56,10 +53,8 @@ export interface DispatchRange {
 }
 
 /**
- * Bounds of occurred_at (ISO timestamps, from inclusive, to exclusive) within which every event of
- * some topics that is not through yet lies: events are partitioned by day of occurred_at, and a
- * statement given these bounds as parameters plans and reads only the days between them, where one
- * reading every day's partition (a month of them) spends longer planning than running.
+ * Bounds of occurred_at [from, to) holding every event of some topics not through yet. Events are
+ * partitioned by day, so a statement given these bounds plans and reads only those days.
  */
 export interface EventWindow {
   from: string;
@@ -70,13 +65,10 @@ export interface EventWindow {
 export const ANY_TIME: EventWindow = { from: '-infinity', to: 'infinity' };
 
 /**
- * The window of these topics' events not through yet, as of now: from a day before the oldest of
- * them (the first event past each topic's settled position in feed order, and the first pending
- * retry in seq order: neither order is quite occurred_at's, as a transaction's events are dated
- * when it began, and the day covers any transaction's length) to a day ahead. It holds for as long
- * as events keep being dated now: a dispatcher opens one every few seconds. A dead letter sent
- * again keeps its old occurred_at and widens the next window; the retries are always claimed
- * whatever their age, only the wait behind an earlier event of the key looks within the window.
+ * The window of these topics' events not through yet: from a day before the oldest (first past the
+ * settled position, first pending retry) to a day ahead. The day of slack covers events dated when
+ * their transaction began; a dispatcher opens a fresh window every few seconds. Retries are claimed
+ * whatever their age: only the wait behind an earlier event of the key looks within the window.
  */
 export async function openEventWindow(sql: Sql, topics: string[]): Promise<EventWindow> {
   const { rows } = await sql.query<{ from: Date; to: Date }>(
@@ -121,10 +113,8 @@ function toDueEvent(row: EventRow): DueEvent {
 }
 
 /**
- * An event's message, as `m`, looked up by its primary key for each event (OFFSET 0 keeps it a
- * lookup): a join the planner may turn into reading every message, as it does while the table's
- * statistics lag behind a burst. The push id names the day partition (uuid_v7_day), so each lookup
- * reads one partition.
+ * An event's message, as `m`, looked up by primary key in its day partition (uuid_v7_day). OFFSET 0
+ * keeps it a lookup: as a join the planner may read every message while statistics lag a burst.
  */
 export const MESSAGE_OF = (e: string) =>
   `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id AND accepted_on = uuid_v7_day(${e}.push_id) OFFSET 0) m ON true`;
@@ -139,16 +129,10 @@ export const settledPosition = (topic: string, exceptRange = 'NULL::uuid') =>
                   (SELECT min(sr.after_position) FROM dispatch_ranges sr WHERE sr.topic = ${topic} AND sr.id IS DISTINCT FROM ${exceptRange})), 0)`;
 
 /**
- * Whether an earlier event of `e`'s key (same topic) is not through yet: above the settled
- * position and not a retry (so still being posted, or not handed out), or a pending retry. Events
- * of the range being read (`after` < feed_seq <= `through`) are left out: the dispatcher posts a
- * range's events of one key one after the other itself. Each probe reads the key's own events
- * (a push has a handful) through (ordering_key, seq), in the days of the event window only: only
- * those conditions are inside the fence (OFFSET 0), so the planner cannot add the (topic, feed_seq)
- * index to the probe. In a day partition without statistics yet (a new day, autovacuum not by
- * yet) the planner put that index in a bitmap AND with the key's, and each probe read the topic's
- * entries (outside the range, or all of them): 115,000 a probe in the bench, where a range of 3,800
- * events ran past the statement timeout again and again, the dispatcher stuck on it.
+ * Whether an earlier event of `e`'s key is not through yet: unsettled and not a retry, or a pending
+ * retry. The range being read is left out (its dispatcher orders a key's events itself). Only the
+ * key's own conditions sit inside the OFFSET 0 fence, so the planner cannot pull the (topic,
+ * feed_seq) index into the probe, which in a partition without statistics reads the whole topic.
  */
 const BLOCKED = (settled: string, after: string, through: string, window: [string, string], e = 'e') =>
   `EXISTS (SELECT 1 FROM (SELECT p.id, p.topic, p.feed_seq FROM events p
@@ -159,17 +143,13 @@ const BLOCKED = (settled: string, after: string, through: string, window: [strin
                    OR EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id AND x.state = 'pending')))`;
 
 /**
- * Takes the next range of a topic's events, up to `limit` of them: a range a dispatcher left
- * (its lease lapsed: the dispatcher died) if there is one, else the events after the topic's
- * cursor, which moves past them. Only events below the snapshot's xmin horizon are taken (every
- * transaction below it has ended), so no event can later appear behind the cursor. Two dispatchers
- * taking ranges at once queue on the cursor's row and get consecutive ranges. Answers null when
- * there is nothing to take.
+ * Takes the next range of up to `limit` events: a lapsed range if any, else the events after the
+ * topic's cursor. Only events below the snapshot's xmin horizon are taken, so none can later appear
+ * behind the cursor; concurrent takers queue on the cursor row. Null when there is nothing to take.
  */
 export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<DispatchRange | null> {
   const columns = `id, topic, after_position::text AS after, through_position::text AS through, lease_until AS "leaseUntil"`;
-  // A range whose dispatcher died: taken again under a new id, so the old holder can neither
-  // renew nor complete it.
+  // A lapsed range is retaken under a new id, so its old holder can neither renew nor complete it.
   const { rows: retaken } = await sql.query<DispatchRange>(
     `WITH lapsed AS (
        DELETE FROM dispatch_ranges WHERE id = (
@@ -274,9 +254,8 @@ export type DispatchResult =
 
 /**
  * Records what became of dispatched events, in one statement. A first try that went through writes
- * nothing; one that did not becomes a retry (or a dead letter). A retry is updated: delivered
- * (kept, with its count of tries, until the retention), due again, or dead. Ranges whose every result is in are deleted in the same
- * statement (`completed`), and with them their events count as through.
+ * nothing; one that did not becomes a retry or a dead letter; a retry is updated. `completed`
+ * ranges are deleted in the same statement, which makes their events count as through.
  */
 export async function recordDispatch(sql: Sql, results: DispatchResult[], completed: string[] = []): Promise<void> {
   const written = results.filter((r) => !(r.event.source === 'range' && r.outcome === 'delivered'));
@@ -341,9 +320,8 @@ export async function extendDispatchLeases(sql: Sql, rangeIds: string[], retryId
 }
 
 /**
- * Gives back what a dispatcher will not post after all (shutdown, or too late for its lease): its
- * ranges become free to take at once (their events are posted again from the start, with the same
- * event ids), its retries claimable again.
+ * Gives back what a dispatcher will not post (shutdown, or its lease too near): its ranges are free
+ * to take at once (reposted with the same event ids), its retries claimable again.
  */
 export async function releaseDispatch(sql: Sql, rangeIds: string[], retries: { id: string; lease: Date }[]): Promise<number> {
   let released = 0;

@@ -12,9 +12,8 @@ export interface WriteBehindOptions<T> {
   /** Most items in one write. */
   maxBatch?: number;
   /**
-   * Writes in flight at once. 1 (the default) writes batches one after another, in the order
-   * their items came; more lets items gathered while a slow write runs go out at their own time,
-   * on another connection, instead of waiting for it (their batches may then commit in any order).
+   * Writes in flight at once. 1 (the default) keeps batches in order; more lets a batch go out on
+   * another connection while a slow write runs (batches may then commit in any order).
    */
   maxWriting?: number;
   /** First retry delay; doubles (jittered) up to retryMaxMs. */
@@ -41,11 +40,9 @@ interface Entry<T> {
 }
 
 /**
- * Work that was done but not yet recorded (a push sent, a webhook delivered, a credit carried out)
- * is held here and written in batches: at most `flushMs` after the first item waiting, with
- * whatever came meanwhile. When PostgreSQL cannot take a write, the items stay in memory and the
- * write is retried with backoff until it goes through: the work is never redone because a write
- * failed.
+ * Holds work done but not yet recorded (a push sent, a webhook delivered, a credit carried out) and
+ * writes it in batches, at most `flushMs` after the first item. While PostgreSQL cannot take a write
+ * the items stay in memory and the write is retried: work is never redone because a write failed.
  */
 export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehind<T> {
   const { write, log, what, flushMs = 5, maxBatch = 500, maxWriting = 1, retryMs = 100, retryMaxMs = 5000, maxFailures = 5 } = options;

@@ -1,10 +1,8 @@
 /**
- * Calls `expire` once `ms` have passed, but only after the input that came in meanwhile has been
- * read. A process kept busy past a deadline (a long synchronous stretch, a CPU shared with others)
- * runs its due timers before it reads its sockets, and would call late an answer that is already
- * waiting there: for a push, that is a send taken for failed and made again. The timer hands over
- * to `setImmediate`, which runs after the event loop's poll phase, so such an answer settles first
- * and `expire` finds nothing left to do. Answers the function that cancels the deadline.
+ * Calls `expire` once `ms` have passed, but only after input that came meanwhile has been read: a
+ * busy process runs due timers before reading sockets, and would fail an answer already waiting
+ * (for a push, a send made again). The timer hands over to `setImmediate`, which runs after the
+ * poll phase. Answers the function that cancels the deadline.
  */
 export function setDeadline(ms: number, expire: () => void): () => void {
   let immediate: NodeJS.Immediate | undefined;

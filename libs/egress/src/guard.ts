@@ -2,10 +2,8 @@ import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 
-// Server-side request forgery is stopped where the socket is opened: the name is resolved here,
-// each address checked, and the connection made to a checked address (a `lookup` of our own), so
-// a name that resolves to a public address when a URL is checked and to 169.254.169.254 a moment
-// later (DNS rebinding) still cannot reach it.
+// Server-side request forgery is stopped where the socket is opened: a `lookup` of our own resolves
+// the name, checks each address and connects to a checked one, so DNS rebinding cannot slip past.
 
 /** Why a connection was refused before it was made. */
 export class AddressRefusedError extends Error {
@@ -27,12 +25,7 @@ export function addressRange(address: string): string {
   return parsed.range();
 }
 
-/**
- * A public address: IPv4 `unicast`, IPv6 `unicast` (global unicast). Refused: loopback, private
- * (RFC 1918, unique local), link-local (169.254/16 with the cloud metadata services, fe80::/10),
- * carrier-grade NAT, unspecified, multicast, broadcast, reserved and documentation ranges, and
- * IPv4 reached through IPv6 forms (mapped addresses are checked as IPv4).
- */
+/** A public address: ipaddr.js's `unicast` range, IPv4-mapped IPv6 checked as IPv4; loopback, private, link-local (cloud metadata) and the rest refused. */
 export function isPublicAddress(address: string): boolean {
   if (!net.isIP(address)) return false;
   return addressRange(address) === 'unicast';
@@ -46,10 +39,8 @@ export function checkAddress(host: string, address: string): void {
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
 
 /**
- * A `lookup` for net/tls.connect (and undici's connect options) that answers only public
- * addresses: if any address the name resolves to is not public, the connection fails with
- * AddressRefusedError (a name mixing public and private addresses is not trusted either).
- * net.connect skips `lookup` for an IP literal: check those with checkAddress() first.
+ * A `lookup` for net/tls.connect and undici that fails with AddressRefusedError if any address the
+ * name resolves to is not public. net.connect skips `lookup` for an IP literal: checkAddress() those.
  */
 export function publicOnlyLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
   dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {

@@ -4,16 +4,10 @@ import { setDeadline } from './deadline';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
 
-// Every HTTP/1.1 call this service makes to a peer it does not control (a push service, the
-// wallet platform, the CRM) goes through here, with the same three rules:
-// - a deadline to get the request onto a connection, and one from then for the whole exchange, to
-//   the last byte of the answer (a peer that trickles a byte every second does not hold a worker
-//   for longer);
-// - at most `maxBodyBytes` of an answer are read, the rest is not (the connection is dropped);
-// - a 3xx is an answer like any other: nothing is sent to where it points.
-// Connections go through the operator's proxy (HTTPS_PROXY / HTTP_PROXY, minus NO_PROXY) and are
-// kept alive per origin: https in a CONNECT tunnel, plain http as requests in absolute form (`POST
-// http://host/path`), since most proxies (Squid's defaults) refuse CONNECT to any port but 443.
+// Every HTTP/1.1 call to a peer we do not control goes through here: a deadline for the whole
+// exchange, at most `maxBodyBytes` read, and a 3xx is an answer, never followed. Connections go
+// through the operator's proxy, kept alive per origin: https tunnelled, plain http in absolute form
+// (most proxies refuse CONNECT to ports other than 443).
 
 export interface OutboundOptions {
   proxy?: ProxySettings;
@@ -34,16 +28,11 @@ export interface OutboundRequest {
   timeoutMs: number;
   /** The most of the answer's body read; the rest is dropped with the connection. */
   maxBodyBytes: number;
-  /**
-   * Refuse to connect to loopback, private, link-local and other non-public addresses (the name
-   * is resolved and checked where the socket is opened). Through a proxy, an address given as
-   * such is checked here, and names are left to the proxy.
-   */
+  /** Refuse non-public addresses, checked where the socket is opened; through a proxy, names are the proxy's to check. */
   publicOnly?: boolean;
   /**
-   * A 2xx is the whole answer, its body unread: the request is done once the status comes (a push
-   * service's 201 says the message is taken, whatever its body does next). The body is drained
-   * apart, within the deadline and the cap, so that a well-behaved peer's connection is kept.
+   * A 2xx is the whole answer: done once the status comes (a push service's 201 means taken, whatever
+   * its body does next). The body is drained apart, within deadline and cap, to keep the connection.
    */
   successWithoutBody?: boolean;
 }
@@ -100,9 +89,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     let dispatcher = dispatchers.get(key);
     if (!dispatcher) {
       const connect = { ...tls, ...(publicOnly ? { lookup: publicOnlyLookup } : {}) };
-      // proxyTunnel false: an http:// target goes to an http:// proxy in absolute form, with the
-      // proxy's credentials; https:// (or any target through an https:// proxy) is tunnelled. Both
-      // keep their connections (to the proxy, for the former) like a direct origin's.
+      // proxyTunnel false: http:// targets go to an http:// proxy in absolute form; https:// is tunnelled.
       dispatcher = proxy
         ? new ProxyAgent({ uri: proxy.href, requestTls: tls, proxyTunnel: false, factory: (origin, opts) => new Pool(origin, { ...common, ...opts }), ...common })
         : new Agent({ connect, ...common });
@@ -111,11 +98,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     return dispatcher;
   }
 
-  /**
-   * The dispatcher, calling `written` when the request is put on a connection: undici's onConnect,
-   * which it calls on the request's handler once a socket is connected (TCP, TLS, a proxy's tunnel)
-   * and the request is about to be written to it.
-   */
+  /** The dispatcher, calling `written` when the request is put on a connected socket (undici's onConnect). */
   function watching(dispatcher: Dispatcher, written: () => void): Dispatcher {
     const dispatch: Dispatcher['dispatch'] = (options, handler) =>
       dispatcher.dispatch(
@@ -137,9 +120,8 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   async function send(spec: OutboundRequest, signal: AbortSignal, written: () => void): Promise<OutboundAnswer> {
     const url = typeof spec.url === 'string' ? new URL(spec.url) : spec.url;
     const proxy = proxyFor(url, options.proxy ?? {});
-    // A literal address never goes through `lookup`: checked here. Through a proxy, a name is the
-    // proxy's to resolve (a locked-down network often resolves outside names only there), and the
-    // proxy is where that network's egress rules apply.
+    // A literal address never goes through `lookup`: checked here. Through a proxy, names are the
+    // proxy's to resolve: a locked-down network often resolves outside names only there.
     if (spec.publicOnly && (!proxy || net.isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')))) await assertPublicHost(url.hostname);
     const answer = await request(url, {
       method: spec.method ?? 'POST',
@@ -175,10 +157,8 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     async request(spec) {
       const controller = new AbortController();
       const abort = () => controller.abort();
-      // Two deadlines of timeoutMs: one to get the request onto a connection, one from then for the
-      // exchange on it. A connection that took long to open (a congested peer, a slow proxy) does
-      // not cut short the answer to a request the peer already has: given up there, a push would
-      // be sent again to a device that may have it.
+      // Two deadlines of timeoutMs: one to get onto a connection, one from then for the exchange, so
+      // a slow connect never cuts short an answer the peer already has (a push would be resent).
       let cancelDeadline = setDeadline(spec.timeoutMs, abort);
       let onConnection = false;
       const written = () => {
@@ -187,9 +167,8 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
         cancelDeadline();
         cancelDeadline = setDeadline(spec.timeoutMs, abort);
       };
-      // undici takes an abort only once the request has a connection (or its connecting failed, after
-      // its own connect timeout): the deadline ends the wait here at once. The request, aborted,
-      // is never written.
+      // undici takes an abort only once the request has a connection: the deadline ends the wait
+      // here at once, and the aborted request is never written.
       const givenUp = new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }));
       try {
         return await Promise.race([send(spec, controller.signal, written), givenUp]);

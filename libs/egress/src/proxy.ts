@@ -1,8 +1,6 @@
-// Which proxy an outbound connection goes through: HTTPS_PROXY for https targets, HTTP_PROXY for
-// http ones, none for a host NO_PROXY names. The usual conventions (curl, Go, undici's
-// EnvHttpProxyAgent): NO_PROXY is a comma- or space-separated list of host names (a name also
-// covers its subdomains; a leading `.` or `*.` is the same), IP addresses, optionally `:port`,
-// or `*` for every host.
+// Which proxy an outbound connection goes through: HTTPS_PROXY for https, HTTP_PROXY for http, none
+// for a host NO_PROXY names. NO_PROXY follows curl's and undici's conventions: names (covering
+// subdomains), addresses, optional `:port`, or `*`.
 
 /** The operator's proxy settings, as configured (libs/config reads HTTPS_PROXY, HTTP_PROXY, NO_PROXY). */
 export interface ProxySettings {

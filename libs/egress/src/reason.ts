@@ -1,6 +1,5 @@
-// What a peer said, as it may be stored (deliveries.error, dead letters) and logged: its status and
-// a short reason made of plain words, never raw body text. A hostile endpoint's answer could be
-// anything: markup, a secret it found, a megabyte of text, control characters for a terminal.
+// What a peer said, as it may be stored and logged: its status and a short reason in plain words,
+// never raw body text, which from a hostile endpoint could be markup, secrets or control characters.
 
 const MAX_REASON = 120;
 

@@ -4,10 +4,8 @@ import { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { proxyAuthorization, proxyLabel } from './proxy';
 
-// HTTP/2 clients (FCM's connections here, node-apn's) need a socket at once, from a synchronous
-// createConnection; a tunnel through a proxy (RFC 9110 CONNECT) opens later. tunnel() returns a
-// stream at once that holds what is written to it until the proxy has agreed, then carries both
-// ways; TLS is layered on it like on any socket.
+// HTTP/2 clients need a socket at once from a synchronous createConnection, but a CONNECT tunnel
+// opens later: tunnel() returns a stream at once that holds writes until the proxy agrees.
 
 /** A stream standing for a connection still being opened: writes wait in order until attach(). */
 class PendingConnection extends Duplex {

@@ -4,61 +4,10 @@ import type apn from '@parse/node-apn';
 import { before, connectTls, sanitizeReason, setDeadline, type TlsTarget } from '@operator/egress';
 
 /*
- * Every place the APNs provider reaches into @parse/node-apn's internals (lib/client.js), and why.
- * None of them has a supported seam: the Provider options only configure the connection
- * (connectionRetryLimit 0 is one, and turns node-apn's retries off), the Provider emits no events,
- * and the failures it returns carry neither the Retry-After header nor, in the case below, the
- * APNs answer. node-apn-patches.spec.ts fails when the installed node-apn is not
- * NODE_APN_VERSION or when these internals have moved.
- *
- * - retryAfterHeader: Client#request reads the header as `headers['Retry-After']`, but HTTP/2
- *   header names are always lower case, so it is never found; and Client#write deletes
- *   `retryAfter` from every failure anyway. The patch wraps Client#request to note each
- *   response's `retry-after` on the failure it rejects with, as `retryAfterHeader`.
- * - retryableAnswers: Client#write passes every retryable answer (408, 429, 5xx,
- *   ExpiredProviderToken) to Client#retryRequest. With connectionRetryLimit 0 that rethrows it,
- *   unless the session is closed by then (write closes it after any 500): then it throws a new
- *   error without status or reason, and a 429 or 503 in the same batch as a 500 would read as a
- *   network error. The patch makes retryRequest rethrow the answer as it came.
- * - boundedAnswers: Client#request reads the whole answer into a string, and its only timer is
- *   requestTimeout, an idle timer on the stream: an answer that trickles a byte at a time never
- *   ends, and one of any size is read. The patch wraps Client#request to give each request one
- *   deadline for the whole exchange (waiting for the connection included) and to read at most
- *   `maxAnswerBytes`, cancelling the stream (RST_STREAM CANCEL) past either; and the failure it
- *   passes on carries none of the answer's raw text: APNs' reason is sanitised, and the error of
- *   an answer that is not JSON (whose message quotes the body) replaced.
- * - shutdownProvider: Provider#shutdown waits for `client.session.close(callback)`, and Node never
- *   calls that back for a session already destroyed (a refused or cut connection), so shutdown
- *   would never finish. It forgets such a session first, and destroys one still busy after the
- *   grace period (close waits for requests in flight).
- * - announcedStreams: Client#connect makes its HTTP/2 session and keeps it in `client.session` (a
- *   new one after the last dropped), and nothing tells when APNs' SETTINGS came: before them,
- *   session.remoteSettings may already read nghttp2's provisional 100. The patch wraps
- *   Client#connect to listen for each session's 'remoteSettings' and keep its
- *   SETTINGS_MAX_CONCURRENT_STREAMS (sessionStreams()), which the APNs provider's stream pool
- *   keeps to. And node-apn writes its requests on a new session at once, when nghttp2 still takes
- *   100 streams for allowed: APNs would refuse (REFUSED_STREAM) those past a lower limit. So
- *   Client#request is wrapped too, to wait for the session's SETTINGS (within the request's
- *   deadline, which boundedAnswers then keeps counting) before it writes. Absent, sessionStreams()
- *   stays undefined and requests go at once.
- * - shareProviderToken: each Client signs its own provider token (JWT) into `client.config.token`,
- *   an object whose regenerate() makes a new one only for the generation it was asked about. The
- *   APNs provider's further connections are given the first one's, so that every connection sends
- *   the same JWT and renews it once: Apple answers TooManyProviderTokenUpdates to tokens changed
- *   too often. Absent, each connection signs its own.
- * - proxiedConnection: Client#connect opens its session with `http2.connect(url, this.config)`,
- *   and config() keeps every Provider option it does not know, so a `createConnection` option
- *   (http2's own) opens the connection. The APNs provider passes one that goes through the
- *   operator's proxy (@operator/egress: Proxy-Authorization from the proxy URL, a refused CONNECT
- *   failing the connection). node-apn's own `proxy` option sends no credentials and takes any
- *   answer to its CONNECT as a tunnel, so a refusal reads as a TLS failure and a proxy that never
- *   answers holds every send (its connect() waits for the tunnel, outside any timer).
- *
- * When the internals are absent, each patch leaves node-apn as it is: patchNodeApn() reports it
- * as not applied; failures come back without retryAfterHeader (the queue's own backoff applies)
- * or, for the case above, as network errors; answers are bounded by node-apn's idle timer alone;
- * shutdownProvider() still resolves after the grace period. Were createConnection no longer
- * passed on, node-apn would connect directly, past the proxy: the spec fails then.
+ * Every place the APNs provider reaches into @parse/node-apn's internals (lib/client.js), none of
+ * which has a supported seam; each patch says why above it. A patch whose internals are absent
+ * leaves node-apn as it is and is reported as not applied. node-apn-patches.spec.ts fails when the
+ * installed node-apn is not NODE_APN_VERSION or these internals have moved.
  */
 
 /** The @parse/node-apn version these patches were written against and checked on. */
@@ -125,7 +74,11 @@ let requestStartedAt: number | undefined;
 /** Resolves once a watched session's SETTINGS came, or with why it ended first. */
 const settingsCame = new WeakMap<object, Promise<Error | null>>();
 
-/** Wraps Client#request to write only once the session's SETTINGS came, within the request's deadline. */
+/**
+ * announcedStreams, second half: node-apn writes on a new session at once, while nghttp2 still
+ * assumes 100 streams, and APNs refuses those past a lower limit. So a request waits for the
+ * session's SETTINGS, within its deadline (which boundedAnswers keeps counting).
+ */
 function awaitSettings(client: Client | undefined, limits: AnswerLimits): boolean {
   const original = client?.request;
   if (!client || typeof original !== 'function') return false;
@@ -156,7 +109,10 @@ type SettingsSession = {
 const announced = new WeakMap<object, number>();
 const watched = new WeakSet<object>();
 
-/** Wraps Client#connect to hear each new session's SETTINGS. The session is made before connect() settles and cannot have heard from APNs by then. */
+/**
+ * announcedStreams: nothing in node-apn tells when APNs' SETTINGS came, so Client#connect is wrapped
+ * to hear each new session's SETTINGS_MAX_CONCURRENT_STREAMS, which the stream pool keeps to.
+ */
 function watchSettings(client: Client | undefined, onSettings: () => void): boolean {
   const original = client?.connect;
   if (!client || typeof original !== 'function') return false;
@@ -217,6 +173,10 @@ function wrapRequest(client: Client | undefined, watch: (stream: Stream, pending
   return true;
 }
 
+/**
+ * retryAfterHeader: node-apn looks for `Retry-After` (HTTP/2 names are lower case) and drops
+ * `retryAfter` anyway, so each response's `retry-after` is noted on the failure it rejects with.
+ */
 function noteRetryAfter(stream: Stream, pending: Promise<unknown>): Promise<unknown> {
   let retryAfter: string | undefined;
   stream.once('response', (headers) => {
@@ -243,7 +203,11 @@ function withoutRawText(failure: unknown, status: number | undefined): unknown {
   return failure;
 }
 
-/** One request, settled by its deadline, its stream cancelled past it or past maxAnswerBytes. */
+/**
+ * boundedAnswers: node-apn's only timer is an idle timer and it reads answers whole, so one request
+ * gets one deadline for the whole exchange and at most maxAnswerBytes, its stream cancelled past
+ * either; the failure it passes on carries none of the answer's raw text.
+ */
 function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits): Promise<unknown> {
   const deadlineMs = limits.deadlineMs ?? 5000;
   // What awaitSettings already waited for this request counts too.
@@ -285,6 +249,10 @@ function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits):
   });
 }
 
+/**
+ * retryableAnswers: once a 500 has closed the session, node-apn's retryRequest throws a new error
+ * without status, so a 429 or 503 in the same batch would read as a network error. Rethrow as is.
+ */
 function keepRetryableAnswers(client: Client | undefined): boolean {
   if (!client || typeof client.retryRequest !== 'function') return false;
   client.retryRequest = async (answer: unknown) => {
@@ -293,7 +261,10 @@ function keepRetryableAnswers(client: Client | undefined): boolean {
   return true;
 }
 
-/** Provider#shutdown that always finishes: within graceMs, or at graceMs with the session destroyed. */
+/**
+ * Provider#shutdown that always finishes, within graceMs. Node never calls session.close() back for
+ * a destroyed session, so such a session is forgotten first; one still busy is destroyed at graceMs.
+ */
 export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): Promise<void> {
   const client = clientOf(provider);
   if (client?.session?.destroyed) client.session = null;
@@ -311,7 +282,10 @@ export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): 
   }
 }
 
-/** Makes `to` send the provider token (JWT) of `from`, renewed once for both; false when the internals moved. */
+/**
+ * Makes `to` send the provider token (JWT) of `from`, renewed once for both: Apple answers
+ * TooManyProviderTokenUpdates to tokens changed too often. False when the internals moved.
+ */
 export function shareProviderToken(from: apn.Provider, to: apn.Provider): boolean {
   const source = (clientOf(from) as { config?: { token?: unknown } } | undefined)?.config;
   const target = (clientOf(to) as { config?: { token?: unknown } } | undefined)?.config;
@@ -333,9 +307,10 @@ export function sessionStreams(provider: apn.Provider): number | undefined {
 }
 
 /**
- * The Provider option that opens node-apn's HTTP/2 connection to `target` through `proxy` (see
- * proxiedConnection above). Every connection goes to `target`: node-apn's channel management
- * session, which would take the option too, is not used here.
+ * The Provider option that opens node-apn's HTTP/2 connection to `target` through `proxy`: node-apn
+ * passes unknown options on to http2.connect. Its own `proxy` option sends no credentials and takes
+ * any answer to CONNECT as a tunnel, and a proxy that never answers would hold every send. Were the
+ * option no longer passed on, node-apn would connect past the proxy: the spec fails then.
  */
 export function proxiedConnection(target: TlsTarget, proxy: URL, tunnelTimeoutMs?: number): { createConnection: () => Duplex } {
   return { createConnection: () => connectTls({ ...target, ALPNProtocols: ['h2'] }, proxy, tunnelTimeoutMs) };

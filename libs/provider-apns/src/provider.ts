@@ -8,15 +8,9 @@ import { patchNodeApn, proxiedConnection, sessionStreams, shareProviderToken, sh
 export interface ApnsProviderOptions extends ApnsCredential {
   /** Extra certificate authority to trust (a local fake's test CA); the system roots otherwise. */
   ca?: string | Buffer;
-  /**
-   * Told the names of the node-apn patches (node-apn-patches.ts) that found nothing to patch. The
-   * provider works on without them, with the losses described there.
-   */
+  /** Told the names of node-apn patches that found nothing to patch; the provider works on without them. */
   onPatchMissing?: (missing: string[]) => void;
-  /**
-   * How long one send may take, from the request (waiting for the connection included) to the
-   * answer's last byte, before it is cancelled as `network` (default 5000, node-apn's requestTimeout).
-   */
+  /** Deadline of one whole send, connection wait included, before it fails as `network` (default 5000). */
   timeoutMs?: number;
   /** The operator's proxy (HTTPS_PROXY, NO_PROXY), for the APNs host and port connected to. */
   proxy?: ProxySettings;
@@ -65,10 +59,8 @@ export function apnsError(status: number | undefined, reason: string | undefined
   const message = `APNs ${status}${reason ? ` ${reason}` : ''}${detail && detail !== reason ? ` (${detail})` : ''}`;
   if (status === 410 || reason === 'Unregistered') return sendError('unregistered', message);
   if (reason && INVALID_TOKEN_REASONS.has(reason)) return sendError('invalid-token', message);
-  // Apple's two 429s are about different things. TooManyProviderTokenUpdates: the provider token
-  // (our signing key's JWT) changed too often, so every send with this credential is refused alike
-  // and the credential waits. TooManyRequests: too many pushes to this one device token; only that
-  // delivery waits. A 429 naming neither is taken as the latter, which holds back nobody else.
+  // Apple's two 429s: TooManyProviderTokenUpdates holds back the whole credential, TooManyRequests
+  // only this device. A 429 naming neither is taken as the latter, which holds back nobody else.
   if (reason === 'TooManyProviderTokenUpdates') return sendError('rate-limited', message, parseRetryAfter(retryAfter), 'credential');
   if (status === 429 || reason === 'TooManyRequests') return sendError('rate-limited', message, parseRetryAfter(retryAfter), 'device');
   if (reason && TRANSIENT_REASONS.has(reason)) return sendError('unavailable', message, parseRetryAfter(retryAfter));
@@ -105,28 +97,10 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
 
 /**
  * APNs over HTTP/2 with a provider token (JWT), through @parse/node-apn. Each node-apn Provider is
- * one long-lived connection, reused by every send, which node-apn opens again when it drops. Apple
- * suggests several connections for a high volume; here they are a stream pool (@operator/providers):
- * each carries as many streams as APNs announces in SETTINGS_MAX_CONCURRENT_STREAMS, a further one
- * is opened only when those are full, up to `maxConnections`, and past that a send waits for a
- * stream (before its deadline starts). APNs announces 500 to 1500 streams, and has been seen to drop
- * to 1 after a refused notification until the next accepted one: the pool follows, and opens
- * another connection meanwhile. node-apn's own MultiProvider would deal the sends round robin
- * to a fixed number of connections, blind to what each allows.
- *
- * Headers: apns-topic is the configured bundle id, apns-push-type `alert` (every contract push has
- * a title and body), apns-priority 10 (the contract has no iOS priority; android.priority is
- * Android's), apns-expiration from android.ttl (the contract's only time to live), counted from
- * the send. No apns-collapse-id: the contract has no field meant for it (thread-id is in aps).
- *
- * node-apn's own retries are off (connectionRetryLimit 0): the queue retries transient failures
- * with its backoff, where node-apn would retry 429/5xx at once. An ExpiredProviderToken answer
- * makes node-apn sign a new JWT; the push comes back `unavailable` and the retry uses the new
- * token. node-apn-patches.ts makes up for what node-apn loses on the way: the Retry-After header,
- * retryable answers once the session is closed, and a shutdown that could wait forever; and it
- * bounds each send (one deadline for the whole exchange, at most a few KiB of an answer read,
- * nothing of its raw text kept) and carries the connection through the operator's proxy (a
- * CONNECT tunnel) when one applies to the APNs host and port.
+ * one long-lived connection; they form a stream pool that opens another only when the announced
+ * SETTINGS_MAX_CONCURRENT_STREAMS are full (APNs may drop it to 1 after a refusal), unlike
+ * node-apn's round-robin MultiProvider. Push type `alert`, priority 10, expiry from android.ttl
+ * (the contract's only time to live). node-apn's retries are off: the queue retries with backoff.
  */
 export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   const providerOptions: apn.ProviderOptions = {

@@ -1,24 +1,10 @@
 import { createHash } from 'node:crypto';
 
-// OneSignal creates at most one notification per idempotency_key (within 30 days): a request
-// repeated with the same key is answered with the first one's result and sends nothing more
-// (https://documentation.onesignal.com/reference/idempotent-notification-requests).
-//
-// The key of a request is a function of what it sends: the push and the deliveries in it. Nothing
-// random and nothing held in memory goes into it, so a worker that was killed after OneSignal took
-// a request and before the outcomes were recorded, and whichever worker takes those deliveries
-// over, send the same key, and OneSignal answers the second from its record instead of sending
-// again. That holds because of how deliveries are claimed and recorded (@operator/push):
-// - one send() carries every delivery of a push that one claim took; the claim is one statement,
-//   and the deliveries it took share one lease, so they come free again together;
-// - the outcomes of one send() are recorded together, so after a crash either all of them are in
-//   PostgreSQL or none is, and a re-run claims exactly the deliveries that were not recorded: the
-//   same set, which makes the same requests (batches() cuts a sorted list, so a re-run of the
-//   batches that failed while others went through makes those same batches again).
-// What breaks the bound, each time by making a different set: a device removed or deactivated
-// between the two runs (its delivery is left out of the re-run); two workers that had each
-// claimed part of one push's deliveries at once and both died (a re-run claims the two parts
-// together); and a re-run more than 30 days later, when OneSignal has forgotten the key.
+// OneSignal creates at most one notification per idempotency_key within 30 days. A key is a
+// function of the push and its deliveries only, so a re-run after a crash (which claims exactly the
+// unrecorded deliveries, recorded together per send) sends the same keys and is answered from
+// OneSignal's record. A different set (a device removed between runs, two partial claims both
+// lost, a re-run after 30 days) makes a new key and may send again.
 
 /**
  * Our namespace for name-based keys (RFC 9562, 6.6): a random UUID picked once for this purpose,
@@ -27,10 +13,8 @@ import { createHash } from 'node:crypto';
 export const IDEMPOTENCY_NAMESPACE = 'a4a3c1f2-5d7e-4b0c-9f61-2c8e3d9b7a15';
 
 /**
- * A name-based UUID, version 3 (RFC 9562, 5.3): MD5 over the namespace's 16 bytes and the name's
- * UTF-8. Version 3 rather than 5 because OneSignal has documented its keys as "v3 or v4 UUID
- * format"; MD5 is only the standard's way to spread the name here, nothing relies on it resisting
- * collisions made on purpose (every name is made of our own ids).
+ * A name-based UUID, version 3 (RFC 9562, 5.3): OneSignal documents its keys as "v3 or v4 UUID".
+ * MD5 only spreads the name; every name is made of our own ids, so collisions on purpose are moot.
  */
 export function nameBasedUuid(namespace: string, name: string): string {
   const space = Buffer.from(namespace.replace(/-/g, ''), 'hex');
@@ -48,10 +32,8 @@ export function idempotencyKey(pushId: string, deliveryIds: readonly string[]): 
 }
 
 /**
- * Items cut into runs of at most `size`, in the order of their delivery ids. Cutting a sorted list
- * keeps every batch but the last full, so when some batches are sent again without the others
- * (those went through and were recorded), cutting what is left makes those same batches, and
- * each keeps its key.
+ * Items cut into runs of at most `size`, in delivery id order: a re-run of the batches that failed
+ * while others went through makes those same batches again, each with its key.
  */
 export function batches<T extends { deliveryId: string }>(items: readonly T[], size: number): T[][] {
   const sorted = [...items].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));

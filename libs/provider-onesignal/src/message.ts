@@ -1,14 +1,9 @@
 import type { PushRequest } from '@operator/contract';
 import { compact, count, durationSeconds, type Notification } from '@operator/providers';
 
-// The contract's push (2.1, 2.3-2.5) as the fields of OneSignal's create-notification request
-// (POST /notifications, https://documentation.onesignal.com/reference/push-notification). One
-// request reaches Android, iOS and web subscriptions alike: OneSignal applies to each device the
-// fields of its platform, so every platform's fields are set from the one push.
-//
-// The contract carries one language; OneSignal requires an "en" text and shows it to every
-// subscription whose language has no text of its own, so the push goes under "en" whatever its
-// language is.
+// The contract's push (2.1, 2.3-2.5) as OneSignal's create-notification fields. One request reaches
+// every platform, so every platform's fields are set from the one push. The text goes under "en"
+// whatever its language: OneSignal requires "en" and shows it where no other language matches.
 
 /** OneSignal keeps a notification at most 28 days (its `ttl` maximum); longer TTLs are cut to it. */
 export const ONESIGNAL_MAX_TTL_SECONDS = 28 * 24 * 3600;
@@ -89,11 +84,7 @@ export const httpsUrl = (value: string | undefined) => urlWith(value, ['https:']
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/**
- * OneSignal names two channel fields: `android_channel_id`, a category made in its dashboard (a
- * UUID), and `existing_android_channel_id`, a channel the app itself created (any name). The
- * contract's channel_id is what FCM gets too, the app's own channel, unless it is such a UUID.
- */
+/** The contract's channel_id as `existing_android_channel_id` (the app's own), or `android_channel_id` when it is a dashboard UUID. */
 export function androidChannel(channelId: string | undefined): Pick<OneSignalContent, 'android_channel_id' | 'existing_android_channel_id'> {
   if (!channelId) return {};
   return UUID.test(channelId) ? { android_channel_id: channelId } : { existing_android_channel_id: channelId };

@@ -4,21 +4,10 @@ import { inFlightLimit, sendError, type Notification, type PushProvider, type Se
 import { batches, idempotencyKey } from './idempotency';
 import { createNotificationBody, toOneSignalContent } from './message';
 
-// OneSignal through its REST API (https://documentation.onesignal.com/reference/push-notification):
-// one POST /notifications?c=push per push, carrying the subscription ids of all its targets
-// (`include_subscription_ids`, cut into batches past OneSignal's per-request maximum), the app id,
-// and the REST API key in the Authorization header, nowhere else.
-//
-// - Each request has an idempotency_key made from the push and its deliveries (see
-//   idempotency.ts): a request sent again after a lost answer, a crash or a retry is answered from
-//   OneSignal's record of the first one, not delivered twice. That is what makes every transient
-//   failure below safe to retry, a lost answer included.
-// - The answer says per subscription what happened: the ids OneSignal lists in
-//   errors.invalid_player_ids (unknown, or unsubscribed) are dead; the others were sent, under the
-//   notification id.
-// - Requests go through @operator/egress: one deadline for the whole exchange (`timeoutMs`), the
-//   operator's proxy, kept-alive connections (at most `maxConnections`), a capped answer; what
-//   OneSignal says is kept as its status and a sanitised reason, never as raw text.
+// OneSignal's REST API: one POST /notifications?c=push per batch of a push's subscription ids, the
+// key in the Authorization header only. Each request carries an idempotency_key made from the push
+// and its deliveries (idempotency.ts), which makes every transient failure safe to retry, a lost
+// answer included. Ids in errors.invalid_player_ids are dead; the others were sent.
 
 export interface OneSignalProviderOptions {
   /** The OneSignal app id (a UUID) and its REST API key. */
@@ -37,10 +26,7 @@ export interface OneSignalProviderOptions {
   timeoutMs?: number;
   /** Subscription ids in one request at most (OneSignal takes 20,000). */
   maxSubscriptionsPerRequest?: number;
-  /**
-   * The Authorization scheme: `Key` for App API keys (OneSignal's current keys), `Basic` for a
-   * legacy REST API key that api.onesignal.com still wants that way. Default `Key`.
-   */
+  /** The Authorization scheme: `Key` (current App API keys, the default) or `Basic` (legacy REST API keys). */
   authorizationScheme?: 'Key' | 'Basic';
 }
 
@@ -82,10 +68,7 @@ function readJson(body: Buffer): unknown {
   }
 }
 
-/**
- * Each subscription's result from OneSignal's answer to one create-notification request (`ids`:
- * the include_subscription_ids it carried, lower case).
- */
+/** Each subscription's result from one create-notification answer (`ids`: those it carried, lower case). */
 export function resultsOf(answer: OutboundAnswer, ids: readonly string[]): Map<string, SendResult> {
   const { status, headers, body, truncated } = answer;
   const parsed = truncated ? undefined : readJson(body);

@@ -5,10 +5,8 @@ import { sendError, webNotification, type Notification, type PushProvider, type 
 import { CREDENTIALS_REFUSED_AFTER, CREDENTIALS_REFUSED_WINDOW_MS, PushServiceMemory } from './push-services';
 
 // A Web Push endpoint is whatever a browser, or someone posing as one, said: every send treats it
-// as hostile. web-push signs (VAPID) and encrypts (aes128gcm); the request itself goes through
-// @operator/egress: to an allowed origin only, to public addresses only (unless the operator named
-// the origin by a private address), through the operator's proxy, with one deadline for the whole
-// exchange, a few KiB of the answer read at most, and no redirect followed.
+// as hostile. web-push signs (VAPID) and encrypts; @operator/egress sends: allowed origins and
+// public addresses only, through the proxy, one deadline, a capped answer, no redirect followed.
 
 export interface WebPushProviderOptions {
   /** The VAPID key pair (base64url, as web-push generateVAPIDKeys() makes it) and a mailto: or https: subject. */
@@ -25,10 +23,7 @@ export interface WebPushProviderOptions {
   timeoutMs?: number;
   /** Requests in flight at once within one send(). Default 16. */
   concurrency?: number;
-  /**
-   * Connections to one push service origin at most (PUSH_PROVIDER_CONNECTIONS), one request on
-   * each at a time; a send waits for one before it is encrypted and before its deadline starts. Default 100.
-   */
+  /** Connections per push service origin (PUSH_PROVIDER_CONNECTIONS), one request each; a send waits for one before its deadline starts. Default 100. */
   connectionsPerOrigin?: number;
   /** The longest Retry-After reported or acted on (PUSH_RETRY_AFTER_MAX_MS); longer ones are cut to it. Default 300000 ms. */
   retryAfterMaxMs?: number;
@@ -132,12 +127,9 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     if (status === 429) return { ok: false, error: sendError('rate-limited', reason, retryAfterMs, 'device') };
     if (status === 401 || status === 403) return { ok: false, error: refusal(origin, endpoint, reason) };
     if (status === 413) return { ok: false, error: sendError('payload-too-large', reason) };
-    // A 503 is the service's own state (overloaded, in maintenance), not this message's; a
-    // Retry-After on any 5xx is the service saying when *it* will take requests again (RFC 9110
-    // 10.2.3). Either is about the origin, and with a Retry-After the origin is paused that long:
-    // its other subscriptions wait without a connection. A bare 500, 502 or 504 may be one
-    // request's misfortune (one shard, one upstream): only this delivery waits. The origin is one
-    // the operator allowed, and only it answers for itself: a subscription cannot pause another.
+    // A 503, or a Retry-After on any 5xx (RFC 9110 10.2.3), is about the origin: with a Retry-After
+    // the whole origin pauses that long. A bare 500, 502 or 504 may be one request's misfortune:
+    // only this delivery waits. Only an allowed origin answers for itself, never for another.
     if (status === 503 || (status >= 500 && retryAfterMs !== undefined)) {
       if (retryAfterMs !== undefined) services.pause(origin, retryAfterMs, `HTTP ${status}`, Date.now());
       return { ok: false, error: sendError('unavailable', reason, retryAfterMs, 'origin') };
@@ -150,13 +142,9 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
   }
 
   /**
-   * A 401 or 403 fails this delivery for good (the push service will refuse this subscription
-   * again: it was made with another application server key, or its endpoint says so on purpose)
-   * without deactivating the device. Once CREDENTIALS_REFUSED_AFTER distinct subscriptions of one
-   * origin have refused us within CREDENTIALS_REFUSED_WINDOW_MS, with no message taken by that
-   * origin meanwhile, it is our credentials: `auth`, which stops the job's attempt and raises the
-   * alert. Should the credentials really be wrong, the first refusals before that are lost; a
-   * retry would not have saved them either while nobody fixes the credentials.
+   * A 401 or 403 fails this delivery for good without deactivating the device: it is about the
+   * subscription. Once CREDENTIALS_REFUSED_AFTER distinct subscriptions of one origin refuse us
+   * within the window, with no success meanwhile, it is our credentials: `auth`, which raises the alert.
    */
   function refusal(origin: string, endpoint: string, reason: string): SendError {
     const refusals = services.refused(origin, endpoint, Date.now());

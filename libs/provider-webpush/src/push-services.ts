@@ -1,11 +1,7 @@
-// What one provider client (one VAPID credential) remembers about the push services it sends to,
-// in memory: which origins asked to be left alone, until when; and which subscriptions of each
-// origin refused our VAPID authorization since that origin last took a message.
-//
-// A push service answers 401 or 403 for one subscription when that subscription was made with
-// another application server key, or by an endpoint that says so to make trouble: that is about
-// the subscription. Only when one origin refuses several distinct subscriptions in a short time,
-// and takes none meanwhile, is it our credentials it refuses.
+// What one provider client (one VAPID credential) remembers of the push services it sends to: which
+// origins asked to be left alone, until when, and which subscriptions refused our authorization
+// since their origin last took a message. One refusal is about its subscription; several distinct
+// ones in a short time, with no success, mean the origin refuses our credentials.
 
 /** Distinct subscriptions of one origin whose refusals mean the origin refuses our credentials. */
 export const CREDENTIALS_REFUSED_AFTER = 3;
@@ -44,11 +40,7 @@ export class PushServiceMemory {
     if (!current || current.until < until) this.pauses.set(origin, { until, reason });
   }
 
-  /**
-   * Records that the subscription at `endpoint` refused our authorization; answers how many
-   * distinct subscriptions of its origin have, within the window and since the origin's last
-   * success (at most CREDENTIALS_REFUSED_AFTER: no more are kept).
-   */
+  /** Records a refusal by the subscription at `endpoint`; answers how many distinct ones of its origin refused within the window (capped at CREDENTIALS_REFUSED_AFTER). */
   refused(origin: string, endpoint: string, now: number): number {
     const since = now - CREDENTIALS_REFUSED_WINDOW_MS;
     for (const [key, endpoints] of this.refusals) {

@@ -2,11 +2,9 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 
-// A forward proxy as an operator's egress would run one: CONNECT tunnels (RFC 9110, 9.3.6) for
-// https and HTTP/2, and absolute-form requests for plain http. It counts what passes through it,
-// so a test can show that every outbound connection went this way; it can require credentials,
-// refuse targets, and refuse CONNECT but to some ports, as Squid's default configuration does
-// (`http_access deny CONNECT !SSL_ports`: 443 only).
+// A forward proxy as an operator's egress runs one: CONNECT tunnels and absolute-form http. It
+// counts what passes, so a test can show every outbound connection went this way, and can require
+// credentials, refuse targets, or allow CONNECT to some ports only (Squid's default: 443).
 
 export interface ProxiedConnection {
   /** `host:port` asked for. */
@@ -42,11 +40,7 @@ export interface ConnectProxyOptions {
   refuse?: (target: string) => boolean;
   /** The only ports a CONNECT may ask for (Squid's default: [443]); any other is answered 403. Default: all. */
   connectPorts?: number[];
-  /**
-   * Where the proxy connects for a target (`host:port` → `host:port`), like the DNS of the network
-   * it stands in: names the apps cannot resolve themselves (fcm.googleapis.com) reach local
-   * servers only through it. Targets it does not map are connected as asked.
-   */
+  /** Where the proxy connects for a target (`host:port` → `host:port`), like its network's DNS: names the apps cannot resolve reach local fakes through it. */
   resolve?: (target: string) => string | undefined;
 }
 

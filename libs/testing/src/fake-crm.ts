@@ -1,9 +1,9 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
-// A local HTTP peer — the CRM receiving webhooks, or the operator's platform receiving credits: it records every request as it came (raw body
-// text included, so a test can check bytes and signatures) and answers by a script, so a test can
-// make the CRM fail, refuse, slow down, or disappear and come back on the same port.
+// A local HTTP peer (the CRM receiving webhooks, or the operator's platform receiving credits): it
+// records every request with its raw body, for signatures, and answers by a script, so a test can
+// make it fail, refuse, slow down, or disappear and come back on the same port.
 
 /** A scripted answer: a status, or a status with headers (e.g. Retry-After), a body, a delay. */
 export type CrmAnswer =

@@ -2,23 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LocalHttpsFake, readBody, sleep } from './fake-server';
 
-// A local Huawei Push Kit (HMS Core push server API v1) over TLS and HTTP/1.1, both of Huawei's
-// hosts on one origin (what HMS_ENDPOINT points a provider at):
-// - POST /oauth2/v3/token: the OAuth 2.0 client-credentials grant of oauth-login.cloud.huawei.com.
-//   Reads the form (grant_type=client_credentials, client_id = the app id, client_secret = the app
-//   secret) and issues an access token with a lifetime (tokenLifetimeSeconds), or refuses with
-//   Huawei's OAuth error body {error, sub_error, error_description}. expireTokens() expires
-//   every token issued so far.
-// - POST /v1/{appId}/messages:send: needs `Authorization: Bearer <issued token>` (80200001, or
-//   80200003 for an expired one, with HTTP 401); checks the message as Push Kit does where a client
-//   can get it wrong (80100003 structure, 80100001 a field's value, 80300010 tokens past 1000 or
-//   none, 80300008 a message over 4096 bytes without its tokens); answers 80000000, or for the
-//   tokens configured invalid 80100000 with their list in msg, or 80300007 when every token is. A
-//   script can answer the next sends instead (traffic control, internal errors, a page, a body too
-//   large to read, one that never comes).
-// Answers carry {code, msg, requestId} as Push Kit's do. The HTTP statuses of the error codes are
-// the fake's reading of Huawei's tables (400 parameters, 401 authentication, 500 internal, 503
-// traffic control); the provider decides by the code first.
+// A local Huawei Push Kit over TLS, both of Huawei's hosts on one origin (what HMS_ENDPOINT names):
+// POST /oauth2/v3/token grants client-credentials tokens; POST /v1/{appId}/messages:send checks the
+// bearer token and the message as Push Kit does and answers its {code, msg, requestId}. The HTTP
+// statuses of the codes are the fake's reading of Huawei's tables; the provider decides by code.
 
 /** A scripted answer to one send (or, with answerGrants(), to token grants). */
 export interface HmsScript {

@@ -2,21 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LocalHttpsFake, readBody } from './fake-server';
 
-// A local OneSignal REST API over TLS (HTTP/1.1, as api.onesignal.com speaks to a keep-alive
-// client): POST /notifications (and ?c=push), OneSignal's create-notification request for push
-// (https://documentation.onesignal.com/reference/push-notification). It checks what OneSignal
-// checks before it sends:
-// - `Authorization: Key <REST API key>` (or the legacy `Basic <key>`) of this app, and the body's
-//   app_id: refused 403 "Access denied" otherwise;
-// - the body: JSON with include_subscription_ids (subscription UUIDs, at most 20,000), an "en"
-//   text in contents, well-formed optional fields (idempotency_key a v3 or v4 UUID, ttl within 28
-//   days, an ARGB accent colour, ...): refused 400 {"errors": [...]} otherwise;
-// and answers as OneSignal does: {"id", "external_id": null}, with errors.invalid_player_ids
-// naming the subscriptions set up as invalid (unknown or unsubscribed), or {"id": "", "errors":
-// ["All included players are not subscribed"]} when none can receive it. A request whose
-// idempotency_key was seen before is answered with the first one's answer and delivers nothing.
-// Tests script what a real server also does: a 429 with Retry-After, a 5xx, an answer lost after
-// the notification was made, no answer at all, a body too large to read.
+// A local OneSignal REST API over TLS: POST /notifications checks the key, app id and body as
+// OneSignal does (403 or 400 otherwise), answers with the notification id and
+// errors.invalid_player_ids, and honours idempotency_key (a repeat delivers nothing). Tests script
+// the rest: 429 with Retry-After, 5xx, a lost answer, no answer, a body too large to read.
 
 /** OneSignal's answer to a bad key (its edge's words, double space included). */
 export const ONESIGNAL_ACCESS_DENIED =

@@ -34,10 +34,8 @@ export async function listenLocally(server: net.Server): Promise<number> {
 }
 
 /**
- * A local HTTPS/1.1 server standing in for a provider's API: the test certificate, the connections
- * it accepted (numbered, and the open ones), the requests in flight counted per connection, and a
- * close that cuts every connection. A subclass answers the requests (`handle`) and counts each one
- * it takes with `opened`.
+ * A local HTTPS/1.1 server standing in for a provider's API: test certificate, numbered connections,
+ * requests in flight per connection, a close that cuts everything. A subclass answers in `handle`.
  */
 export abstract class LocalHttpsFake {
   port = 0;

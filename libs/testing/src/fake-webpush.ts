@@ -6,10 +6,8 @@ import type { CrmAnswer } from './fake-crm';
 import { testTls } from './tls';
 import { listenLocally } from './fake-server';
 
-// A local Web Push service (RFC 8030) over TLS that checks what a real one checks: the VAPID
-// Authorization header (RFC 8292: ES256 JWT signed by the key in k=, aud = this origin, exp in the
-// future and at most 24 h away, sub present) and the aes128gcm body (RFC 8291 / RFC 8188), which it
-// decrypts with the subscription's private key, so a test sees the plaintext the browser would see.
+// A local Web Push service over TLS that checks what a real one checks: the VAPID header (RFC 8292)
+// and the aes128gcm body (RFC 8291), which it decrypts, so a test sees what the browser would.
 
 /**
  * A scripted answer of the push service: the CRM fake's shapes (a status; or status, headers,

@@ -19,10 +19,9 @@ export interface PgBouncerOptions {
 }
 
 /**
- * A PgBouncer of its own in front of the PostgreSQL of `targetUrl`, as production runs it: transaction
- * pooling and PgBouncer's defaults (no `ignore_startup_parameters`), on a free port, its files in a
- * temp directory. Every database name is passed through to the server, so the test databases work
- * through it; its admin console (database `pgbouncer`) admits the target's user.
+ * A PgBouncer of its own in front of `targetUrl`, as production runs it: transaction pooling and
+ * PgBouncer's defaults (no `ignore_startup_parameters`), every database passed through, its admin
+ * console open to the target's user.
  */
 export async function startPgBouncer(targetUrl: string, { settings = {} }: PgBouncerOptions = {}): Promise<PgBouncer> {
   const target = new URL(targetUrl);

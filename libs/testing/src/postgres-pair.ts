@@ -28,10 +28,8 @@ const bin = (name: string) => join(POSTGRES_BIN, name);
 const urlOf = (port: number) => `postgresql://postgres@127.0.0.1:${port}/postgres`;
 
 /**
- * A PostgreSQL primary and a streaming standby of it (initdb, pg_basebackup -R), each on a free
- * port with its files in one temp directory, trusting local connections: a failover to rehearse
- * without touching the shared server. Durability is traded for speed (fsync off): these are
- * test servers.
+ * A PostgreSQL primary and a streaming standby on free ports, to rehearse a failover without
+ * touching the shared server. fsync is off: these are test servers.
  */
 export async function startPostgresPair({ synchronous = false }: PostgresPairOptions = {}): Promise<PostgresPair> {
   const dir = serverDir('pg-pair-');

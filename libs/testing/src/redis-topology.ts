@@ -85,10 +85,8 @@ export interface SentinelTopology {
   /** kill -9 of the current master; resolves with the new master once the Sentinels have failed over. */
   killMaster(): Promise<RedisServerAddress>;
   /**
-   * Makes the replica master and the master its replica by hand (REPLICAOF), and has the Sentinels
-   * monitor the new master, without a failover: no client is disconnected, so one left on the old
-   * master finds a replica there (READONLY). Waits first for the Sentinels to be done with any
-   * earlier failover (up to one INFO round, 10 s). Resolves with the new master.
+   * Swaps master and replica by hand (REPLICAOF) without a failover: no client is disconnected, so
+   * one left on the old master meets READONLY. Resolves with the new master.
    */
   swapRolesWithoutFailover(): Promise<RedisServerAddress>;
   /** Kills every process (SIGKILL). */
@@ -188,11 +186,9 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
     );
 
   /**
-   * Every Sentinel names the same master, which answers as master, with no failover under way, and
-   * sees every replica it does not take for down reporting as a replica of that master. Until then a
-   * Sentinel may still send the old master of a failover its own REPLICAOF (each converts it on
-   * its own INFO round, up to 10 s apart), which would undo a swap by hand. Resolves with the master
-   * and a replica of it.
+   * Every Sentinel names the same master, no failover is under way, and every live replica reports
+   * to it. Until then a Sentinel may still send its own REPLICAOF and undo a swap by hand. Resolves
+   * with the master and a replica of it.
    */
   const settled = () =>
     until(
@@ -341,9 +337,8 @@ export async function startCluster(options: RedisClusterOptions): Promise<RedisC
         (error, _stdout, stderr) => (error ? reject(new Error(`redis-cli --cluster create failed: ${stderr || error.message}`)) : resolve()),
       );
     });
-    // Ready once every node sees the cluster ok and every master with its replicas (they learn
-    // who replicates whom by gossip, after redis-cli is done), and every replica holds its
-    // master's data: a replica that has not synced yet would not take over.
+    // Ready once every node sees the cluster ok with every replica known (gossip, after redis-cli)
+    // and synced: a replica that has not synced would not take over.
     await until(
       async () => {
         const infos = await Promise.all(ports.map((port) => redisCli(port, 'CLUSTER', 'INFO')));
