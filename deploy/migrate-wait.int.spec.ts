@@ -24,7 +24,7 @@ describe('db-migrate.mjs --wait', () => {
 
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect(waiter.exitCode).toBeNull();
-    expect(output).toMatch(/waiting: \d+ migration\(s\) not applied yet, the first \d+_init/);
+    expect(output).toMatch(/waiting: \d+ migration\(s\) not applied yet, the first \d+_baseline/);
 
     await node(['tools/db-migrate.mjs']);
     expect(await exited).toBe(0);

@@ -10,11 +10,10 @@ class DatabaseUrlRefused extends Error {}
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET']);
 
 /**
- * The session defaults every connection to the database gets, whatever pools it: set on the
- * database rather than sent at connection start, since PgBouncer in transaction mode refuses
- * startup parameters other than a handful (and, told to ignore them, drops them silently). No JIT:
- * every statement of the apps is short, and with lagging statistics (a burst into a fresh table)
- * an overestimated cost had PostgreSQL spend seconds compiling a plan that runs in a millisecond.
+ * The session defaults every connection gets, whatever pools it: set on the database, since
+ * PgBouncer in transaction mode refuses (or silently drops) most startup parameters. No JIT: every
+ * statement of the apps is short, and an overestimated cost would spend seconds compiling a plan
+ * that runs in a millisecond.
  */
 const DATABASE_SESSION_SETTINGS = { statement_timeout: '10s', idle_in_transaction_session_timeout: '40s', jit: 'off' };
 
