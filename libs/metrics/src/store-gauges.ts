@@ -1,11 +1,19 @@
 import type { LogSink } from '@operator/config';
 import type { OutboxTopicBacklog } from '@operator/db';
-import type { QueueJobCounts } from '@operator/queue';
 import { credits, deadLetters, outboxOldestPendingSeconds, outboxPendingEvents, queueJobs, storeReadFailures } from './catalog';
+
+/** One queue's jobs by state, as libs/queue counts them. */
+export interface QueueJobsReading {
+  queue: string;
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+}
 
 /** The readings an app reports, each from its store; an app names only those it has the stores for. */
 export interface StoreReaders {
-  queueJobs?: () => Promise<QueueJobCounts[]>;
+  queueJobs?: () => Promise<QueueJobsReading[]>;
   outbox?: () => Promise<OutboxTopicBacklog[]>;
   deadLetters?: () => Promise<number>;
   /** Credits by state. */

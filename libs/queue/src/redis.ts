@@ -1,5 +1,5 @@
 import { formatAddress, type LogSink, type RedisConnection, type RedisMode } from '@operator/config';
-import { StoreServer } from '@operator/metrics';
+import { StoreServer } from '@operator/readiness';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 export { Cluster, Redis };
