@@ -99,10 +99,9 @@ export function inRanges(ranges: string[]): (ip: string) => boolean {
 const throttledText = (seconds: number) => `too many failed authentications from this address; retry in ${seconds} s`;
 
 /**
- * Counts every 401 against the client's address, never a user name a stranger could lock. Past
- * AUTH_FAILURE_LIMIT the address's wrong credentials get 503 with Retry-After and its right ones are
- * still served, so a shared address or a key rotation costs the CRM nothing. AUTH_THROTTLE_EXEMPT
- * ranges are not counted (docs/connecting-the-crm.md).
+ * Counts every 401 against the client's address (outside AUTH_THROTTLE_EXEMPT), never a user name a
+ * stranger could lock. Past AUTH_FAILURE_LIMIT its wrong credentials get 503 with Retry-After and its
+ * right ones are still served, so a shared address never costs the CRM a request.
  */
 export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, exemptRanges: string[] = []) {
   // Every route that answers 401 may answer 503 for this too; the OpenAPI document says so.

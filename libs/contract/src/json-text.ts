@@ -218,10 +218,9 @@ class Reader {
 }
 
 /**
- * The problems of a valid JSON text that JSON.parse does not report: a duplicate key, nesting past
- * `maxDepth` (the document is level 0, as in checkStorable), a "__proto__" key or a "constructor"
- * object with "prototype". Each item of an array is read on its own, so a batch's bad message is
- * refused alone.
+ * The problems of a valid JSON text that JSON.parse does not report (see above; the document is
+ * level 0, as in checkStorable). Each item of an array is read on its own, so a batch's bad message
+ * is refused alone.
  */
 export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {
   const items = new Map<number, string>();
