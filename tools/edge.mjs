@@ -6,99 +6,19 @@
 // machines), unauthenticated 5 MiB bodies to unrouted paths never read nor slowing the CRM, a
 // trickling request cut off, a duplicate key smuggling a deep value refused, and N fuzzed requests
 // (default 100,000) answered without a 5xx, the gateway ready at the end.
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import http from 'node:http';
 import net from 'node:net';
 import { ensureDatabase, migrate } from './db-migrate.mjs';
+import { check, freePort, refusals, request, results, secret, sleep, startGateway, tally, until } from './edge/client.mjs';
+import { floodUnrouted } from './edge/flood.mjs';
+import { fuzz } from './edge/fuzz.mjs';
 import { seed } from './seed.mjs';
 
 const args = process.argv.slice(2);
 const fuzzCount = Number(args[args.indexOf('--fuzz') + 1]) || 100_000;
 const DATABASE_URL = process.env.EDGE_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_edge';
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
-const results = [];
-const children = new Set();
-
-/** Every 4xx and 5xx answer seen, and those whose body is not the CRM's error shape, {"error": string, "code": status}. */
-const refusals = { seen: 0, bad: 0, first: [] };
-function noteRefusal(status, text) {
-  if (status < 400) return;
-  refusals.seen += 1;
-  let body;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  const shaped = body !== null && typeof body === 'object' && Object.keys(body).sort().join() === 'code,error' && typeof body.error === 'string' && body.code === status;
-  if (shaped) return;
-  refusals.bad += 1;
-  if (refusals.first.length < 5) refusals.first.push(`${status} ${text.slice(0, 120)}`);
-}
-
-function check(name, ok, detail = '') {
-  results.push({ name, ok });
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` (${detail})` : ''}`);
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const secret = () => randomBytes(32).toString('base64url');
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-
-/** One request; `localAddress` makes it come from another loopback address (the throttle counts per address). */
-function request(base, path, { method = 'GET', headers = {}, body, localAddress } = {}) {
-  return new Promise((resolve) => {
-    const url = new URL(path, base);
-    const req = http.request(url, { method, headers, localAddress, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => {
-        let json;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        noteRefusal(res.statusCode, text);
-        resolve({ status: res.statusCode, headers: res.headers, text, json });
-      });
-    });
-    req.on('error', (error) => resolve({ status: 0, error: error.message }));
-    req.end(body);
-  });
-}
-
-function startGateway(env) {
-  const child = spawn(process.execPath, ['dist/apps/gateway/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
-  exited.then(() => children.delete(child));
-  return { child, exited, output: () => output };
-}
-
-async function until(probe, ms = 30000) {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await probe().catch(() => false)) return true;
-    await sleep(200);
-  }
-  return false;
-}
-
-process.on('exit', () => {
-  for (const child of children) child.kill('SIGKILL');
-});
 
 await ensureDatabase(DATABASE_URL, { recreate: true });
 migrate(DATABASE_URL);
@@ -244,11 +164,6 @@ async function sequential(count, call) {
   for (let i = 0; i < count; i += 1) answers.push(await call(i));
   return answers;
 }
-const tally = (answers) => {
-  const counts = new Map();
-  for (const { status } of answers) counts.set(status, (counts.get(status) ?? 0) + 1);
-  return [...counts].map(([status, count]) => `${count}x ${status}`).join(', ');
-};
 {
   const basicHeaders = (password, extra = {}) => ({ authorization: basicOf('crm', password), ...extra });
   const wrong = await sequential(20, () => request(base, '/bonus/list', { headers: basicHeaders(secret()), localAddress: '127.0.0.2' }));
@@ -302,178 +217,11 @@ const tally = (answers) => {
   );
 }
 
-// 9. 12 unauthenticated 5 MiB bodies in flight to unrouted paths and methods for 10 s, while the
-// CRM sends a single push every 250 ms and the orchestrator probes /health/live.
-{
-  const FLOOD_MS = 10_000;
-  const big = Buffer.alloc(5 * 1024 * 1024, 'x');
-  const targets = [
-    ['POST', '/x'],
-    ['PUT', '/channels/push/single'],
-    ['POST', '/channels/push/status'],
-    ['PATCH', '/bonus/credit/funds'],
-    ['POST', '/v1/nothing/here'],
-    ['DELETE', '/oauth/token'],
-  ];
-  /** Sends one 5 MiB body; answers the status, or 0 when the gateway closed before answering. */
-  const flood = (method, path) =>
-    new Promise((resolve) => {
-      const req = http.request(new URL(path, base), { method, agent: false, localAddress: '127.0.0.7', headers: { 'content-type': 'application/json', 'content-length': big.length } }, (res) => {
-        let answer = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (answer += chunk));
-        res.on('end', () => {
-          noteRefusal(res.statusCode, answer);
-          resolve(res.statusCode);
-        });
-        res.on('error', () => resolve(res.statusCode));
-      });
-      req.on('error', () => resolve(0));
-      req.end(big);
-    });
-  const floodStatuses = new Map();
-  let floodEnd = 0;
-  const floodStart = Date.now();
-  const flooders = Array.from({ length: 12 }, async (_, i) => {
-    for (let n = 0; Date.now() - floodStart < FLOOD_MS; n += 1) {
-      const [method, path] = targets[(i + n) % targets.length];
-      const status = await flood(method, path);
-      floodStatuses.set(status, (floodStatuses.get(status) ?? 0) + 1);
-    }
-  });
-  const pushes = [];
-  const live = [];
-  let stop = false;
-  const crm = (async () => {
-    while (!stop) {
-      const sent = Date.now();
-      const answer = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.3' });
-      pushes.push({ status: answer.status, sent, ms: Date.now() - sent });
-      await sleep(Math.max(0, 250 - (Date.now() - sent)));
-    }
-  })();
-  const probe = (async () => {
-    while (!stop) {
-      live.push((await request(base, '/health/live')).status);
-      await sleep(250);
-    }
-  })();
-  await Promise.all(flooders);
-  floodEnd = Date.now();
-  await sleep(2500);
-  stop = true;
-  await Promise.all([crm, probe]);
-  const during = pushes.filter((push) => push.sent < floodEnd);
-  const after = pushes.filter((push) => push.sent >= floodEnd);
-  const times = during.map((push) => push.ms).sort((a, b) => a - b);
-  const p95 = times[Math.min(times.length - 1, Math.floor(times.length * 0.95))] ?? Infinity;
-  const firstServedAfter = after.find((push) => push.status === 200);
-  const servedWithinMs = firstServedAfter ? firstServedAfter.sent + firstServedAfter.ms - floodEnd : Infinity;
-  check(
-    '12 unauthenticated 5 MiB bodies in flight to unrouted paths for 10 s: every CRM push 200, p95 under 1 s, /health/live 200 throughout, the CRM served within 2 s of the end',
-    during.length > 0 && pushes.every((push) => push.status === 200) && p95 < 1000 && live.every((status) => status === 200) && servedWithinMs <= 2000,
-    `flood answers: ${[...floodStatuses].map(([status, count]) => `${count}x ${status || 'closed'}`).join(', ')}; pushes during: ${tally(during)}, p95 ${p95} ms, max ${times.at(-1)} ms; /health/live ${tally(live.map((status) => ({ status })))}; first push served ${servedWithinMs} ms after the flood`,
-  );
-}
+// 9. Unauthenticated 5 MiB bodies to unrouted paths (tools/edge/flood.mjs).
+await floodUnrouted({ base, creditHeaders, validPush });
 
-// 10. Fuzzed requests: no 5xx, no 503 while the stores are up, valid pushes among them served, ready at the end.
-{
-  let seed = Number(process.env.EDGE_SEED) || Date.now() % 100000;
-  const firstSeed = seed;
-  const random = () => {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    return seed / 2147483648;
-  };
-  const pick = (list) => list[Math.floor(random() * list.length)];
-  const values = () => pick([null, true, 0, -1, 1e308, 'x', '', 'é'.repeat(300), [], {}, [[[]]], { a: { b: 1 } }, '0'.repeat(5000), 12.345678901234567, '2026-13-40']);
-  const push = () => ({ activity: { id: Math.floor(random() * 1e6), brand_id: 7, user_id: 'edge-player', activity_id: 1, action_group_id: 1, trigger_hash: 'x', action_id: 1 }, title: 'T', body: 'B', meta: { a: 1 } });
-  const targets = [
-    ['/channels/push/single', () => push()],
-    ['/channels/push/batch', () => [push(), push()]],
-    ['/bonus/credit', () => ({ user_id: 'edge-player', bonus_code: 'WELCOME' })],
-    ['/bonus/credit/funds', () => ({ user_id: 'edge-player', amount: 5, currency: 'EUR', type: 'cashback' })],
-    ['/bonus/list', () => ({ user_id: 'edge-player' })],
-  ];
-  const mutate = (value, depth = 0) => {
-    if (value && typeof value === 'object' && depth < 4 && random() < 0.7) {
-      const copy = Array.isArray(value) ? [...value] : { ...value };
-      const keys = Object.keys(copy);
-      if (keys.length) {
-        const key = pick(keys);
-        copy[key] = random() < 0.5 ? values() : mutate(copy[key], depth + 1);
-      }
-      if (!Array.isArray(copy) && random() < 0.2) copy[`extra${Math.floor(random() * 5)}`] = values();
-      return copy;
-    }
-    return values();
-  };
-  const text = (body) => {
-    let out = JSON.stringify(body);
-    const roll = random();
-    if (roll < 0.1) out = out.slice(0, Math.floor(random() * out.length));
-    else if (roll < 0.2 && out.startsWith('{')) out = `{"user_id":${'['.repeat(2000)}${']'.repeat(2000)},${out.slice(1)}`;
-    else if (roll < 0.3 && out.startsWith('{') && out.length > 2) {
-      const key = (out.match(/"([a-z_]+)":/) ?? [])[1] ?? 'x';
-      out = `{"${key}":${JSON.stringify(values())},${out.slice(1)}`;
-    } else if (roll < 0.35) out = Buffer.from(out).toString('latin1') + '\u00ff\ud800';
-    return out;
-  };
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-  const statuses = new Map();
-  const bad = [];
-  let sent = 0;
-  const one = () =>
-    new Promise((resolve) => {
-      const [path, make] = pick(targets);
-      const body = text(mutate(make()));
-      const headers = creditHeaders();
-      if (random() < 0.05) delete headers['x-service-id'];
-      const req = http.request(new URL(path, base), { method: 'POST', headers, agent }, (res) => {
-        let answer = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (answer += chunk));
-        res.on('end', () => {
-          noteRefusal(res.statusCode, answer);
-          statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
-          if (res.statusCode >= 500) bad.push(`${res.statusCode} ${path} ${body.slice(0, 200)}`);
-          resolve();
-        });
-      });
-      req.on('error', () => {
-        statuses.set('network', (statuses.get('network') ?? 0) + 1);
-        resolve();
-      });
-      req.end(body);
-    });
-  // A valid push every 1,000 fuzzed requests, from another address: each must be served.
-  const valid = new Map();
-  let nextValid = 1000;
-  const started = Date.now();
-  await Promise.all(
-    Array.from({ length: 32 }, async () => {
-      while (sent < fuzzCount) {
-        sent += 1;
-        if (sent >= nextValid) {
-          nextValid += 1000;
-          const answer = await request(base, '/channels/push/single', { method: 'POST', headers: creditHeaders(), body: JSON.stringify(validPush()), localAddress: '127.0.0.8' });
-          valid.set(answer.status, (valid.get(answer.status) ?? 0) + 1);
-        }
-        await one();
-      }
-    }),
-  );
-  agent.destroy();
-  const summary = [...statuses].map(([status, count]) => `${status}: ${count}`).join(', ');
-  check(
-    `${fuzzCount} fuzzed requests (seed ${firstSeed}) answered without a 5xx (no 503 either, the stores being up), and a valid push among every 1,000 served`,
-    bad.length === 0 && !statuses.has('network') && [...valid.keys()].every((status) => status === 200),
-    `${((Date.now() - started) / 1000).toFixed(0)} s; ${summary}; valid pushes: ${[...valid].map(([status, count]) => `${count}x ${status}`).join(', ')}${bad.length ? `; first: ${bad[0]}` : ''}`,
-  );
-  const ready = await request(base, '/health/ready');
-  const liveAfter = await request(base, '/health/live');
-  const rss = Number(execFileSync('ps', ['-o', 'rss=', '-p', String(gateway.child.pid)]).toString().trim()) * 1024;
-  check('/health/ready and /health/live answer 200 after the fuzz', ready.status === 200 && liveAfter.status === 200, `ready ${ready.status}, live ${liveAfter.status}; the gateway's RSS ${(rss / 2 ** 20).toFixed(0)} MiB`);
-}
+// 10. Fuzzed requests (tools/edge/fuzz.mjs).
+await fuzz({ base, count: fuzzCount, creditHeaders, validPush, gatewayPid: gateway.child.pid });
 
 {
   const { ms, how } = await trickle;

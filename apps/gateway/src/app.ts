@@ -1,12 +1,12 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, OPEN_ROUTE_BODY_LIMIT_BYTES, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
-import { REDACTED_PATHS, type GatewayConfig } from '@operator/config';
-import { primaryReads, type Db, type Reads } from '@operator/db';
-import type { PushQueues, RedisClient } from '@operator/queue';
+import { REDACTED_PATHS } from '@operator/config';
+import { primaryReads } from '@operator/db';
 import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
+import type { GatewayDeps } from './deps';
 import { registerApiDocument } from './docs';
 import { registerErrorHandling } from './errors';
 import { registerJsonBodies } from './json-bodies';
@@ -25,15 +25,6 @@ import { statusRoutes } from './routes/status';
 import { shedUnderPressure } from './shedding';
 import { serverTimeouts } from './timeouts';
 import { answerUnroutedEarly, closeOnUnreadBodies, INTERNAL_BODY_LIMIT_BYTES } from './unread-bodies';
-
-export interface GatewayDeps {
-  config: GatewayConfig;
-  db: Db;
-  /** Where the reads that may lag go (DATABASE_READ_URL); the primary's pool when absent. */
-  reads?: Reads;
-  redis: RedisClient;
-  queues: PushQueues;
-}
 
 export { REDACTED_PATHS };
 

@@ -19,10 +19,9 @@ interface Entry {
 }
 
 /**
- * Failed authentications per key (a client's address), in this process's memory: the `limit`-th
- * failure within a window throttles the key for a window, and every failure while it is throttled
- * starts that window again, so a key that keeps failing stays throttled. Successes are not counted
- * and do not reset a count, so one credential that works never buys more guesses at another.
+ * Failed authentications per key (a client's address), in memory: the `limit`-th failure within a
+ * window throttles the key for a window, which each later failure starts again. Successes neither
+ * count nor reset, so a working credential never buys more guesses at another.
  */
 export class FailureLimiter {
   private readonly entries = new Map<string, Entry>();
@@ -100,11 +99,9 @@ export function inRanges(ranges: string[]): (ip: string) => boolean {
 const throttledText = (seconds: number) => `too many failed authentications from this address; retry in ${seconds} s`;
 
 /**
- * Counts every 401 against the client's address (request.ip), never against a user or client name,
- * which a stranger could lock for the CRM. Past AUTH_FAILURE_LIMIT, the address's wrong credentials
- * are answered 503 with Retry-After (retried, where a 4xx is dropped) and its right ones still
- * served, so a shared address or a key rotation never costs the CRM a request. AUTH_THROTTLE_EXEMPT
- * ranges are not counted. docs/connecting-the-crm.md says what this protects.
+ * Counts every 401 against the client's address (outside AUTH_THROTTLE_EXEMPT), never a user name a
+ * stranger could lock. Past AUTH_FAILURE_LIMIT its wrong credentials get 503 with Retry-After and its
+ * right ones are still served, so a shared address never costs the CRM a request.
  */
 export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, exemptRanges: string[] = []) {
   // Every route that answers 401 may answer 503 for this too; the OpenAPI document says so.

@@ -17,15 +17,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Every body of this API is JSON, whatever Content-Type a client declares, and is read once. The
- * text is kept (the CRM's `meta` is stored and returned exactly as it was written), so a text that
- * would not read the same everywhere is refused with 400: a key given twice (JSON.parse keeps the
- * last, the kept text both), nesting too deep for PostgreSQL to parse what is stored, or a key that
- * could reach an object's prototype ("__proto__", a "constructor" object with "prototype", which
- * Fastify's parser refuses without saying why). On a route that answers each item of an array body
- * (the push batch), such an item is refused alone.
- */
 const FORBIDDEN_PROTOTYPE = 'request body has a key named "__proto__", or a "constructor" object with a "prototype" key; neither is accepted';
 
 /** Whether the text is JSON, read as JSON.parse reads it. */
@@ -38,11 +29,7 @@ function isValidJson(text: string): boolean {
   }
 }
 
-/**
- * The text's value with every key secure-json-parse refuses left out: a "__proto__" key, and a
- * "constructor" object that holds "prototype". JSON.parse only ever makes own properties, and the
- * items holding these keys are refused; this keeps even those out of the value the route gets.
- */
+/** The text's value without the keys secure-json-parse refuses, so not even a refused item holds them. */
 function parseWithoutPrototypeKeys(text: string): unknown {
   return JSON.parse(text, (key, value) => {
     if (key === '__proto__') return undefined;
@@ -51,6 +38,11 @@ function parseWithoutPrototypeKeys(text: string): unknown {
   });
 }
 
+/**
+ * Every body is JSON, whatever its Content-Type, read once and its text kept (`meta` is returned
+ * byte for byte). A text that would not read the same everywhere is refused with 400 (checkJsonText
+ * says which); on a route that answers each item of an array body, such an item is refused alone.
+ */
 export function registerJsonBodies(app: FastifyInstance) {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   const parseKeepingText: Parameters<typeof app.addContentTypeParser>[2] = (request, body, done) => {
@@ -59,9 +51,7 @@ export function registerJsonBodies(app: FastifyInstance) {
     request.rawBody = text;
     parseJson(request, body as string, (error, value) => {
       if (error) {
-        // Valid JSON refused for a "__proto__" key (or a "constructor" holding "prototype"), which
-        // checkJsonText names with its path. In an array every key is in an item: on a route that
-        // answers each item, those items are refused alone.
+        // Valid JSON refused for a prototype key: checkJsonText names its path, and its item if any.
         if (!isValidJson(text)) return done(error, undefined);
         const { problem, items } = checkJsonText(text);
         if (problem === null) return done(new ValidationError(FORBIDDEN_PROTOTYPE), undefined);

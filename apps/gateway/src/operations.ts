@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { GatewayConfig } from '@operator/config';
 import { primaryReads } from '@operator/db';
 import { MetricsPortError } from '@operator/metrics';
-import type { GatewayDeps } from './app';
+import type { GatewayDeps } from './deps';
 import { apiDocsPages } from './docs';
 import { metricsRoutes } from './routes/metrics';
 import { queueDashboardRoutes } from './routes/queue-dashboard';

@@ -37,10 +37,9 @@ function fullCollection(): () => void {
 }
 
 /**
- * Answers 503 with Retry-After, from the headers, while a sample of `sampleIntervalMs` finds the
- * mean event-loop delay or the live heap (measured after a full collection) over its limit. Each
- * sample starts afresh, so shedding ends with the pressure; resident memory, a high-water mark, is
- * not looked at. Routes with `config.shed: false` (/health/live) are always answered.
+ * Answers 503 with Retry-After, from the headers, while the last sample finds the mean event-loop
+ * delay or the live heap over its limit; each sample starts afresh, so shedding ends with the
+ * pressure. Routes with `config.shed: false` (/health/live) are always answered.
  */
 export function shedUnderPressure(app: FastifyInstance, limits: PressureLimits) {
   const { maxEventLoopDelayMs, maxHeapUsedBytes, sampleIntervalMs = 1000 } = limits;

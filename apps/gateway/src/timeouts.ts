@@ -3,9 +3,8 @@ import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyInstance } from 'fastify';
 import type { GatewayConfig } from '@operator/config';
 
-// How long a client may hold a connection. Without deadlines (Fastify's default) a request whose
-// body trickles in a byte at a time holds its socket and its buffered bytes for as long as the
-// client likes.
+// How long a client may hold a connection: without deadlines a body trickling in a byte at a time
+// holds its socket for as long as the client likes.
 
 /** A request's headers, a few hundred bytes, must arrive within this (or REQUEST_TIMEOUT_MS, if shorter). */
 export const HEADERS_TIMEOUT_MS = 10_000;

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
+import type { Checked } from './checked';
 import { MAX_CRM_HEADER_BYTES } from './limits';
 import { textProblem, utf8Bytes } from './storable';
-import type { Checked } from './validation';
 
 // Contract 5.2: the CRM puts these headers on every request. Their middle word is the CRM maker's
 // name ("Service" by default), so it is configurable.

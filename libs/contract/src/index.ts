@@ -2,6 +2,7 @@ export * from './push';
 export * from './device';
 export * from './headers';
 export * from './validation';
+export * from './checked';
 export * from './raw-json';
 export * from './json-text';
 export * from './ids';

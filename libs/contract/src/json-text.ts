@@ -1,12 +1,9 @@
 import { MAX_JSON_DEPTH } from './limits';
 
-// What JSON.parse lets through without a word, found in the text it parsed: a key written twice in
-// one object, of which JSON.parse keeps the last while the text kept for storage holds both (the
+// What JSON.parse lets through silently, found in the text it parsed: a key written twice (the
 // checks would read one value, PostgreSQL the other), nesting deeper than MAX_JSON_DEPTH, and the
-// keys secure-json-parse refuses (a "__proto__" key, a "constructor" object with a "prototype"
-// key), named here so that one item of an array can be refused alone. The
-// text must already be valid JSON (it was parsed first); this only reads it, once, without
-// recursion, and decodes a key only when it has escapes.
+// keys secure-json-parse refuses, each named so that one item of an array can be refused alone.
+// The text is valid JSON already; it is read once, without recursion.
 
 export interface JsonTextProblems {
   /** The first problem of the document (of an array: `item <i>: ` and its item's problem), or null. */
@@ -221,11 +218,9 @@ class Reader {
 }
 
 /**
- * The problems of a valid JSON text that JSON.parse does not report: a key given twice in one
- * object, at any depth, a value nested more than `maxDepth` levels of objects and arrays (the
- * document is level 0, as in checkStorable), and a key named "__proto__" or a "constructor" object
- * with a "prototype" key (those secure-json-parse refuses). Each item of an array is read as a document of its
- * own, so one bad message of a batch can be refused alone.
+ * The problems of a valid JSON text that JSON.parse does not report (see above; the document is
+ * level 0, as in checkStorable). Each item of an array is read on its own, so a batch's bad message
+ * is refused alone.
  */
 export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {
   const items = new Map<number, string>();

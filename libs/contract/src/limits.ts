@@ -3,10 +3,8 @@
 // (which the CRM retries forever). Each number is sized against what holds the value in PostgreSQL.
 
 /**
- * Levels of objects and arrays a field's value may nest (`meta`, and every field the contract does
- * not list, which is kept as sent). PostgreSQL parses `json` recursively and stops with "stack depth
- * limit exceeded" some ten thousand levels down, and JSON.stringify runs out of stack about as deep;
- * 64 leaves real CRM data (a few levels) far from both.
+ * Levels of objects and arrays a value kept as sent (`meta`, unlisted fields) may nest: PostgreSQL's
+ * `json` parser and JSON.stringify run out of stack some ten thousand levels down; CRM data has a few.
  */
 export const MAX_JSON_DEPTH = 64;
 
@@ -40,9 +38,8 @@ export const MAX_DEVICE_TOKEN_BYTES = 2048;
 export const BIGINT_MAX = 2n ** 63n - 1n;
 
 /**
- * The largest amount of one credit or catalog bonus, in minor units of its currency (EUR 1 trillion,
- * JPY 100 trillion). With MAX_WAGERING_MULTIPLE, the required wagering (amount x multiple, 10^18)
- * stays below BIGINT_MAX (9.2 x 10^18). Balances, which add up credits without end, are numeric.
+ * The largest amount of one credit or catalog bonus, in minor units: times MAX_WAGERING_MULTIPLE
+ * (10^18) it stays below BIGINT_MAX. Balances, which add up credits without end, are numeric.
  */
 export const MAX_AMOUNT_MINOR = 10n ** 14n;
 
@@ -50,8 +47,7 @@ export const MAX_AMOUNT_MINOR = 10n ** 14n;
 export const MAX_WAGERING_MULTIPLE = 10_000;
 
 /**
- * The body of a route anyone may call without a key (a device's engagement report, the OAuth token
- * request), in bytes: what they carry is a few hundred. Refused with 413 from its Content-Length,
- * or once that much has arrived, before it is parsed; BODY_LIMIT_BYTES is for the CRM's routes.
+ * The body of a route anyone may call without a key (engagement reports, /oauth/token), in bytes:
+ * they carry a few hundred. Past it, 413 before parsing; BODY_LIMIT_BYTES is for the CRM's routes.
  */
 export const OPEN_ROUTE_BODY_LIMIT_BYTES = 4096;

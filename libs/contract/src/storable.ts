@@ -23,10 +23,9 @@ const isContainer = (value: unknown): value is object => value !== null && typeo
 const childPath = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key);
 
 /**
- * Checks a parsed JSON document before it is stored: every string and every key is storable text,
- * and no field's value nests more than `maxDepth` levels of objects and arrays (the document itself
- * is level 0). Walks with its own stack, so no input is deep enough to overflow the call stack.
- * Answers the first problem found, naming the field, or null.
+ * The first reason a parsed document cannot be stored, naming the field, or null: text that is not
+ * storable (keys too), or nesting past `maxDepth` (the document is level 0). Walks with its own
+ * stack, so no input overflows the call stack.
  */
 export function checkStorable(document: unknown, maxDepth = MAX_JSON_DEPTH): string | null {
   if (typeof document === 'string') {

@@ -1,10 +1,9 @@
 import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import type { Checked } from './checked';
 import { displayHeaderName } from './headers';
 import { PushRequestSchema, type PushRequest } from './push';
 import { checkStorable } from './storable';
-
-export type Checked<T> = { ok: true; value: T } | { ok: false; error: string };
 
 // Objects of the contract whose fields are ours to read; `meta` is the CRM's own and is kept as sent.
 const CONTRACT_OBJECTS = new Set(['activity', 'android', 'ios', 'web']);

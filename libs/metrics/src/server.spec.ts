@@ -1,5 +1,6 @@
 import { METRICS_CONTENT_TYPE } from './catalog';
-import { MetricsPortError, startMetricsServer, StoreServer, type MetricsServer } from './server';
+import { StoreServer } from '@operator/readiness';
+import { MetricsPortError, startMetricsServer, type MetricsServer } from './server';
 
 describe('metrics server', () => {
   let postgres: 'up' | 'down' | 'silent';

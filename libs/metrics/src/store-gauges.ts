@@ -1,11 +1,19 @@
 import type { LogSink } from '@operator/config';
 import type { OutboxTopicBacklog } from '@operator/db';
-import type { QueueJobCounts } from '@operator/queue';
 import { credits, deadLetters, outboxOldestPendingSeconds, outboxPendingEvents, queueJobs, storeReadFailures } from './catalog';
+
+/** One queue's jobs by state, as libs/queue counts them. */
+export interface QueueJobsReading {
+  queue: string;
+  waiting: number;
+  active: number;
+  delayed: number;
+  failed: number;
+}
 
 /** The readings an app reports, each from its store; an app names only those it has the stores for. */
 export interface StoreReaders {
-  queueJobs?: () => Promise<QueueJobCounts[]>;
+  queueJobs?: () => Promise<QueueJobsReading[]>;
   outbox?: () => Promise<OutboxTopicBacklog[]>;
   deadLetters?: () => Promise<number>;
   /** Credits by state. */
@@ -59,10 +67,9 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * The gauges read from PostgreSQL and Redis (queue jobs, outbox, dead letters, credits), read when
- * scraped rather than on a timer, so an app nobody scrapes reads nothing. A store that is down
- * leaves its gauges at their last values: the scrape is answered anyway, the failure counted in
- * operator_metrics_store_read_failures_total and logged once per outage.
+ * The gauges read from PostgreSQL and Redis when scraped, not on a timer, so an app nobody scrapes
+ * reads nothing. A store that is down leaves its gauges at their last values; the failure is
+ * counted (operator_metrics_store_read_failures_total) and logged once per outage.
  */
 export function watchStores(readers: StoreReaders, { log, maxAgeMs = 5000, timeoutMs = STORE_READ_TIMEOUT_MS }: StoreGaugeOptions): StoreGauges {
   const readings = (Object.keys(READING_NAMES) as (keyof StoreReaders)[]).flatMap((key) => {

@@ -1,5 +1,5 @@
 import { formatAddress, type LogSink, type RedisConnection, type RedisMode } from '@operator/config';
-import { StoreServer } from '@operator/metrics';
+import { StoreServer } from '@operator/readiness';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 export { Cluster, Redis };
@@ -25,10 +25,8 @@ export function createProducerRedis(connection: RedisConnection, options: RedisO
     reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
     ...options,
   }, {
-    // A command whose node is gone is tried again every 100 ms while the slot map is fetched anew,
-    // up to maxRedirections times (ioredis: 16, which is 1.6 s, and several seconds on a busy
-    // host, before a request is refused). Four tries refuse it within about half a second; a
-    // MOVED while slots move needs one.
+    // A command whose node is gone is retried every 100 ms while the slot map is fetched anew:
+    // four tries refuse a request within about half a second (ioredis's 16 take seconds).
     maxRedirections: 4,
   });
   return watched(client, log);
@@ -57,11 +55,9 @@ function holdsReplica(error: Error): boolean {
 }
 
 /**
- * ioredis ends a Sentinel connection for good (status `end`, never retried) when one of its
- * attempts to connect is aborted. Its failoverDetector does just that when it hears +switch-master
- * while the connection is being made again after the master was killed: then every command fails
- * until the process restarts. A connection that ends without having been closed here connects
- * again, and so do its duplicates (BullMQ's blocking connections are duplicates).
+ * A Sentinel connection that connects again when it ends without close(): ioredis ends it for good
+ * when its failoverDetector aborts a reconnection on +switch-master, and every command would then
+ * fail until a restart. Its duplicates (BullMQ's blocking connections) do the same.
  */
 class SentinelRedis extends Redis {
   private closing = false;
@@ -119,10 +115,8 @@ function createClient(connection: RedisConnection, options: RedisOptions, cluste
         ...(retryStrategy && { clusterRetryStrategy: (attempt) => retryStrategy(attempt) ?? null }),
         // A busy node gets 2 s (ioredis: 1 s) to give the slot map before the next one is asked.
         slotsRefreshTimeout: 2000,
-        // ioredis's ready check (CLUSTER INFO) leaves connect() unsettled for good when it finds the
-        // cluster down, as it is while a killed master's replica takes over; BullMQ awaits that
-        // connect when it makes a worker's blocking connection again, and the worker then waits for
-        // good. Without it, commands sent while the cluster is down are retried (CLUSTERDOWN).
+        // The ready check leaves connect() unsettled for good while the cluster is down (a replica
+        // taking over), and BullMQ's worker would wait on it forever; without it, CLUSTERDOWN retries.
         enableReadyCheck: false,
         redisOptions: { ...access, ...nodeOptions },
         // Managed clusters announce names their certificates are made out to: TLS checks the name, not an address.

@@ -44,10 +44,9 @@ export class RetryLater extends Error {
 }
 
 /**
- * A BullMQ worker for one provider's queue. `handle` decides; this turns its verdict into queue
- * mechanics: a retry with backoff (never sooner than the verdict's delay), or a delay that does not
- * use up an attempt. No verdict pauses the queue: a provider's 429 is about one device or one
- * credential, and the other jobs must not wait for it.
+ * A BullMQ worker for one provider's queue: `handle` decides, and its verdict becomes a retry with
+ * backoff (never sooner than its delay) or a delay that uses no attempt. Nothing pauses the queue:
+ * a 429 is about one device or credential, and other jobs must not wait for it.
  */
 export function createSendWorker(provider: ProviderName, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
   return new Worker<SendPushJob>(

@@ -1,169 +1,25 @@
-import { generateKeyPairSync, randomBytes, verify, type KeyObject } from 'node:crypto';
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import http2, { type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type Http2Session } from 'node:http2';
+import { randomBytes, type KeyObject } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import http2, { type Http2SecureServer, type Http2ServerRequest, type Http2Session } from 'node:http2';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { testTls } from './tls';
-import { InFlightCounter } from './in-flight';
+import { answerJson, answerRaw, googleError, type FakeResponse, type FcmAnswer } from './fake-fcm-answers';
+import { newServiceAccount, readGrant, type FakeServiceAccount } from './fake-fcm-grant';
+import { checkMessage, Refusal } from './fake-fcm-message';
 import { listenLocally, readBody, sleep } from './fake-server';
+import { InFlightCounter } from './in-flight';
+import { testTls } from './tls';
 
-// A local Firebase Cloud Messaging HTTP v1 API over TLS, HTTP/2 or HTTP/1.1 as the client asks by
-// ALPN (as Google's front ends do):
-// - POST /token: Google's OAuth2 JWT-bearer grant (what a `cert()` credential sends to
-//   oauth2.googleapis.com). The assertion's RS256 signature is checked with the service account's
-//   public key, and its claims (iss, aud, iat/exp, scope) as Google checks them; refused
-//   (refuseGrants) or answered 429 (throttleGrants) when a test asks.
-// - POST /v1/projects/{project_id}/messages:send: needs `Authorization: Bearer <issued token>`,
-//   reads `{message}`, refuses what FCM refuses (unknown field names, a bad ttl or colour, a
-//   non-https webpush link, non-string data values), and answers `{name}` or a scripted answer in
-//   Google's error shape (status, FcmError details, headers such as Retry-After), or what a
-//   misbehaving peer sends: a page that is not JSON, a body too large to read, one that never ends.
-// Point a client at it with `fake.agent` (every connection goes to this server, with the test CA).
-// Each request records the HTTP version it came over and the connection it came on.
+export { fcmAnswer, googleError, type FcmAnswer } from './fake-fcm-answers';
+export { GOOGLE_TOKEN_AUDIENCE, type FakeServiceAccount } from './fake-fcm-grant';
 
-export const GOOGLE_TOKEN_AUDIENCE = 'https://oauth2.googleapis.com/token';
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
-const ACCEPTED_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
-const FCM_ERROR_TYPE = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
-const BAD_REQUEST_TYPE = 'type.googleapis.com/google.rpc.BadRequest';
-const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
-const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
-const HELP_TYPE = 'type.googleapis.com/google.rpc.Help';
-
-const GOOGLE_STATUS: Record<number, string> = {
-  400: 'INVALID_ARGUMENT',
-  401: 'UNAUTHENTICATED',
-  403: 'PERMISSION_DENIED',
-  404: 'NOT_FOUND',
-  429: 'RESOURCE_EXHAUSTED',
-  500: 'INTERNAL',
-  503: 'UNAVAILABLE',
-};
-
-/** A service account key file as Google issues it (the fields firebase-admin's `cert()` reads). */
-export interface FakeServiceAccount {
-  type: 'service_account';
-  project_id: string;
-  private_key_id: string;
-  private_key: string;
-  client_email: string;
-  client_id: string;
-  token_uri: string;
-}
-
-/** A scripted answer to one send. `body` defaults to `{name}` for 2xx. */
-export interface FcmAnswer {
-  status: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-  /** Cut the connection instead of answering (a network failure; over HTTP/2 every stream on it is lost). */
-  hangUp?: boolean;
-  /** Wait this long before answering. */
-  delayMs?: number;
-  /** The body exactly as given, as text/html instead of JSON (a proxy's error page, say). */
-  text?: string;
-  /** A body of this many bytes (`text` repeated, or `x`), written as fast as the client takes it; see FakeFcmSend.answeredBytes. */
-  bodyBytes?: number;
-  /** Sends the status, then one byte of body every 100 ms and never ends (a peer that holds the answer open). */
-  stall?: boolean;
-}
-
-/** Google's error body: `{error: {code, message, status, details}}`; `details` adds more after the FcmError and BadRequest ones. */
-export function googleError(
-  status: number,
-  message: string,
-  options: { fcmErrorCode?: string; field?: string; googleStatus?: string; details?: unknown[] } = {},
-): { error: { code: number; message: string; status: string; details?: unknown[] } } {
-  const details: unknown[] = [];
-  if (options.fcmErrorCode) details.push({ '@type': FCM_ERROR_TYPE, errorCode: options.fcmErrorCode });
-  if (options.field) details.push({ '@type': BAD_REQUEST_TYPE, fieldViolations: [{ field: options.field, description: message }] });
-  details.push(...(options.details ?? []));
-  return {
-    error: {
-      code: status,
-      message,
-      status: options.googleStatus ?? GOOGLE_STATUS[status] ?? 'UNKNOWN',
-      ...(details.length ? { details } : {}),
-    },
-  };
-}
-
-const retryAfter = (seconds: number | undefined): Record<string, string> | undefined =>
-  seconds === undefined ? undefined : { 'Retry-After': String(seconds) };
-
-/** Answers as FCM gives them (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode). */
-export const fcmAnswer = {
-  ok: (): FcmAnswer => ({ status: 200 }),
-  error: (status: number, fcmErrorCode: string | undefined, message: string, headers?: Record<string, string>, field?: string, details?: unknown[]): FcmAnswer => ({
-    status,
-    body: googleError(status, message, { fcmErrorCode, field, details }),
-    headers,
-  }),
-  /** 404 UNREGISTERED: the app was uninstalled or the token expired. */
-  unregistered: (): FcmAnswer => fcmAnswer.error(404, 'UNREGISTERED', 'Requested entity was not found.'),
-  /** 400 INVALID_ARGUMENT about the token (a malformed registration token). */
-  invalidToken: (): FcmAnswer =>
-    fcmAnswer.error(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', undefined, 'message.token'),
-  /** 400 INVALID_ARGUMENT about the message itself. */
-  invalidArgument: (message: string, field?: string): FcmAnswer => fcmAnswer.error(400, 'INVALID_ARGUMENT', message, undefined, field),
-  /** 403 SENDER_ID_MISMATCH: the token belongs to another Firebase project. */
-  senderIdMismatch: (): FcmAnswer => fcmAnswer.error(403, 'SENDER_ID_MISMATCH', 'SenderId mismatch'),
-  /** 401 THIRD_PARTY_AUTH_ERROR: the APNs certificate or key of the project is wrong. */
-  thirdPartyAuth: (): FcmAnswer => fcmAnswer.error(401, 'THIRD_PARTY_AUTH_ERROR', 'Auth error from APNS or Web Push Service'),
-  /** 429 QUOTA_EXCEEDED (RESOURCE_EXHAUSTED) that says no more: not which quota, nor whose. With Retry-After when given. */
-  quotaExceeded: (retryAfterSeconds?: number): FcmAnswer =>
-    fcmAnswer.error(429, 'QUOTA_EXCEEDED', 'Quota exceeded for quota metric "Send requests" of service fcm.googleapis.com.', retryAfter(retryAfterSeconds)),
-  /**
-   * 429 for the project's per-minute send quota, as Google answers it (firebase/firebase-admin-go#719):
-   * RESOURCE_EXHAUSTED with no FcmError, Service Control's message, an ErrorInfo naming the
-   * project's limit, and a Help link.
-   */
-  projectQuotaExceeded: (projectNumber: string, retryAfterSeconds?: number): FcmAnswer => ({
-    status: 429,
-    headers: retryAfter(retryAfterSeconds),
-    body: googleError(
-      429,
-      `Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:${projectNumber}'.`,
-      {
-        details: [
-          {
-            '@type': ERROR_INFO_TYPE,
-            reason: 'RATE_LIMIT_EXCEEDED',
-            domain: 'googleapis.com',
-            metadata: {
-              quota_limit_value: '600000',
-              consumer: `projects/${projectNumber}`,
-              quota_metric: 'fcm.googleapis.com/send_requests',
-              quota_unit: '1/min/{project}',
-              service: 'fcm.googleapis.com',
-              quota_location: 'global',
-              quota_limit: 'SendsPerMinutePerProject',
-            },
-          },
-          { '@type': HELP_TYPE, links: [{ description: 'Request a higher quota limit.', url: 'https://cloud.google.com/docs/quotas/help/request_increase' }] },
-        ],
-      },
-    ),
-  }),
-  /**
-   * 429 QUOTA_EXCEEDED for one device's message rate, with the google.rpc.QuotaFailure FCM's
-   * reference promises. Google publishes no sample of it: its violation's wording is ours.
-   */
-  deviceMessageRateExceeded: (retryAfterSeconds?: number): FcmAnswer =>
-    fcmAnswer.error(429, 'QUOTA_EXCEEDED', 'Device message rate exceeded.', retryAfter(retryAfterSeconds), undefined, [
-      { '@type': QUOTA_FAILURE_TYPE, violations: [{ subject: 'device', description: 'Device message rate exceeded' }] },
-    ]),
-  /** 500 INTERNAL. */
-  internal: (retryAfterSeconds?: number): FcmAnswer =>
-    fcmAnswer.error(500, 'INTERNAL', 'Internal error encountered.', retryAfter(retryAfterSeconds)),
-  /** 503 UNAVAILABLE. */
-  unavailable: (retryAfterSeconds?: number): FcmAnswer =>
-    fcmAnswer.error(503, 'UNAVAILABLE', 'The service is currently unavailable.', retryAfter(retryAfterSeconds)),
-  /** The connection is cut before an answer. */
-  hangUp: (): FcmAnswer => ({ status: 0, hangUp: true }),
-};
+// A local FCM HTTP v1 API over TLS, HTTP/2 or HTTP/1.1 as the client asks by ALPN, as Google's
+// front ends do: POST /token grants access tokens (fake-fcm-grant.ts), POST
+// /v1/projects/{id}/messages:send checks the bearer token and the message as FCM does
+// (fake-fcm-message.ts) and answers `{name}` or a scripted answer (fake-fcm-answers.ts).
+// Point a client at it with `fake.agent`. Each request records its HTTP version and connection.
 
 /** One POST to messages:send, whatever was answered. */
 export interface FakeFcmSend {
@@ -243,129 +99,7 @@ export class FakeFcmAgent extends https.Agent {
   }
 }
 
-class Refusal extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: unknown,
-    reason: string,
-  ) {
-    super(reason);
-  }
-}
-
-const invalid = (message: string, field?: string) =>
-  new Refusal(400, googleError(400, message, { fcmErrorCode: 'INVALID_ARGUMENT', field }), message);
-const unknownName = (name: string, where: string) =>
-  invalid(`Invalid JSON payload received. Unknown name "${name}" at '${where}': Cannot find field.`, where);
-
-// The v1 Message resource (https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages).
-// Like every Google JSON API (proto3 JSON), FCM accepts each field under its proto name
-// (collapse_key) or its lowerCamelCase JSON name (collapseKey); firebase-admin sends a mix of both.
-// 'struct' fields take any JSON object (apns.payload, webpush.notification); 'map' fields take
-// string values only.
-type Shape = { [protoName: string]: Shape | 'leaf' | 'map' | 'struct' };
-const ANDROID_NOTIFICATION: Shape = Object.fromEntries(
-  [
-    'title', 'body', 'icon', 'color', 'sound', 'tag', 'click_action', 'body_loc_key', 'body_loc_args', 'title_loc_key',
-    'title_loc_args', 'channel_id', 'ticker', 'sticky', 'event_time', 'local_only', 'notification_priority',
-    'default_sound', 'default_vibrate_timings', 'default_light_settings', 'vibrate_timings', 'visibility',
-    'notification_count', 'image', 'bypass_proxy_notification', 'proxy',
-  ].map((name) => [name, 'leaf' as const]),
-);
-ANDROID_NOTIFICATION.light_settings = 'struct';
-const MESSAGE_SHAPE: Shape = {
-  name: 'leaf',
-  data: 'map',
-  notification: { title: 'leaf', body: 'leaf', image: 'leaf' },
-  android: {
-    collapse_key: 'leaf', priority: 'leaf', ttl: 'leaf', restricted_package_name: 'leaf', data: 'map',
-    notification: ANDROID_NOTIFICATION, fcm_options: { analytics_label: 'leaf' },
-    direct_boot_ok: 'leaf', bandwidth_constrained_ok: 'leaf', restricted_satellite_ok: 'leaf',
-  },
-  webpush: { headers: 'map', data: 'map', notification: 'struct', fcm_options: { link: 'leaf', analytics_label: 'leaf' } },
-  apns: { headers: 'map', payload: 'struct', fcm_options: { analytics_label: 'leaf', image: 'leaf' }, live_activity_token: 'leaf' },
-  fcm_options: { analytics_label: 'leaf' },
-  token: 'leaf',
-  topic: 'leaf',
-  condition: 'leaf',
-};
-const camel = (protoName: string) => protoName.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
-
-/** The message under FCM's proto field names, as FCM reads it; refuses what FCM's parser refuses. */
-function normalize(value: unknown, shape: Shape, path: string): Record<string, any> {
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw invalid(`Invalid value at '${path}': must be an object`, path);
-  const out: Record<string, any> = {};
-  for (const [key, item] of Object.entries(value)) {
-    const protoName = Object.keys(shape).find((name) => name === key || camel(name) === key);
-    if (!protoName) throw unknownName(key, path);
-    const where = `${path}.${protoName}`;
-    if (protoName in out) throw invalid(`Invalid JSON payload received. Duplicate field "${protoName}" at '${path}'.`, where);
-    const kind = shape[protoName];
-    if (kind === 'map') {
-      if (!item || typeof item !== 'object' || Array.isArray(item)) throw invalid(`Invalid value at '${where}': must be a map`, where);
-      for (const [entry, text] of Object.entries(item)) {
-        if (typeof text !== 'string') throw invalid(`Invalid value at '${where}[${entry}]' (TYPE_STRING), ${JSON.stringify(text)}`, `${where}[${entry}]`);
-      }
-      out[protoName] = item;
-    } else if (kind === 'struct') {
-      if (!item || typeof item !== 'object' || Array.isArray(item)) throw invalid(`Invalid value at '${where}' (type.googleapis.com/google.protobuf.Struct)`, where);
-      out[protoName] = item;
-    } else if (kind === 'leaf') {
-      out[protoName] = item;
-    } else {
-      out[protoName] = normalize(item, kind, where);
-    }
-  }
-  return out;
-}
-
-/** What FCM itself checks before accepting a message (the parts a client can get wrong). */
-function checkMessage(message: unknown, maxMessageBytes: number | undefined): Record<string, any> {
-  const msg = normalize(message, MESSAGE_SHAPE, 'message');
-  const targets = ['token', 'topic', 'condition'].filter((key) => msg[key] !== undefined);
-  if (targets.length !== 1) throw invalid('Exactly one of token, topic or condition must be set.', 'message');
-  if (msg.token !== undefined && (typeof msg.token !== 'string' || msg.token.trim() === '')) {
-    throw invalid('The registration token is not a valid FCM registration token', 'message.token');
-  }
-  const android = msg.android ?? {};
-  if (android.ttl !== undefined && !/^\d+(\.\d{1,9})?s$/.test(String(android.ttl))) {
-    throw invalid(`Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), ${JSON.stringify(android.ttl)}`, 'message.android.ttl');
-  }
-  if (android.priority !== undefined && !/^(normal|high)$/i.test(String(android.priority))) {
-    throw invalid(`Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), ${JSON.stringify(android.priority)}`, 'message.android.priority');
-  }
-  const color = android.notification?.color;
-  if (color !== undefined && !/^#[0-9a-fA-F]{6}$/.test(String(color))) {
-    throw invalid('Invalid color format. Color must be in the format #rrggbb', 'message.android.notification.color');
-  }
-  const link = msg.webpush?.fcm_options?.link;
-  if (link !== undefined && !/^https:\/\//i.test(String(link))) {
-    throw invalid('The link must be a valid HTTPS URL', 'message.webpush.fcm_options.link');
-  }
-  const aps = msg.apns?.payload?.aps;
-  if (msg.apns?.payload !== undefined && (aps === null || (aps !== undefined && typeof aps !== 'object'))) {
-    throw invalid('Invalid APNs payload', 'message.apns.payload');
-  }
-  if (maxMessageBytes !== undefined && Buffer.byteLength(JSON.stringify(msg)) > maxMessageBytes) {
-    throw invalid('Message is too big', 'message');
-  }
-  return msg;
-}
-
-function base64urlJson(part: string): Record<string, unknown> {
-  const value = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
-  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error('not an object');
-  return value;
-}
-
 type FakeRequest = IncomingMessage | Http2ServerRequest;
-type FakeResponse = ServerResponse | Http2ServerResponse;
-
-/** The status line and headers of either kind of response (their overloads do not unite in @types/node 24). */
-const writeHead = (res: FakeResponse, status: number, headers: OutgoingHttpHeaders) =>
-  (res as { writeHead(status: number, headers: OutgoingHttpHeaders): unknown }).writeHead(status, headers);
-
-
 
 export class FakeFcm {
   /** PEM of the CA that signed the fake's certificate. */
@@ -413,27 +147,16 @@ export class FakeFcm {
   private sent = 0;
   private closed = false;
   private grantAnswer: FcmAnswer | null = null;
-  /** Sends unanswered on each connection that carries some. */
 
   private constructor(private readonly options: FakeFcmOptions) {
     const tlsMaterial = testTls();
     this.ca = tlsMaterial.ca;
     const projectId = options.projectId ?? `operator-test-${randomBytes(3).toString('hex')}`;
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-    this.publicKey = publicKey;
-    this.serviceAccount = {
-      type: 'service_account',
-      project_id: projectId,
-      private_key_id: randomBytes(20).toString('hex'),
-      private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-      client_email: `firebase-adminsdk-test@${projectId}.iam.gserviceaccount.com`,
-      client_id: String(BigInt(`0x${randomBytes(8).toString('hex')}`)),
-      token_uri: GOOGLE_TOKEN_AUDIENCE,
-    };
+    ({ serviceAccount: this.serviceAccount, publicKey: this.publicKey } = newServiceAccount(projectId));
     const settings = options.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: options.maxConcurrentStreams };
     this.server = http2.createSecureServer({ key: tlsMaterial.key, cert: tlsMaterial.cert, allowHTTP1: true, settings }, (req: FakeRequest, res: FakeResponse) => {
       this.handle(req, res).catch((err: Error) => {
-        if (!res.headersSent) this.json(res, 500, googleError(500, `fake-fcm: ${err.message}`));
+        if (!res.headersSent) answerJson(res, 500, googleError(500, `fake-fcm: ${err.message}`));
       });
     });
     this.server.on('secureConnection', (socket: Socket) => {
@@ -574,44 +297,22 @@ export class FakeFcm {
     if (req.method === 'POST' && path === '/token') return this.grant(body, res);
     const send = path.match(/^\/v1\/projects\/([^/]+)\/messages:send$/);
     if (req.method === 'POST' && send) return this.send(decodeURIComponent(send[1]), req, body, res);
-    this.json(res, 404, googleError(404, `fake-fcm: no route for ${req.method} ${path}`));
+    answerJson(res, 404, googleError(404, `fake-fcm: no route for ${req.method} ${path}`));
   }
 
   private grant(body: string, res: FakeResponse): void {
     const refuse = (status: number, error: string, description: string, claims: Record<string, unknown> | null = null, headers?: Record<string, string>) => {
       this.tokenGrants.push({ status, claims, reason: `${error}: ${description}`, accessToken: null });
-      this.json(res, status, { error, error_description: description }, headers);
+      answerJson(res, status, { error, error_description: description }, headers);
     };
     if (this.grantAnswer) {
       const entry = { status: this.grantAnswer.status, claims: null, reason: 'scripted', accessToken: null, answeredBytes: 0 };
       this.tokenGrants.push(entry);
-      return this.raw(res, this.grantAnswer, entry);
+      return answerRaw(res, this.grantAnswer, entry);
     }
-    const form = new URLSearchParams(body);
-    if (form.get('grant_type') !== JWT_BEARER) return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + form.get('grant_type'));
-    const parts = (form.get('assertion') ?? '').split('.');
-    if (parts.length !== 3) return refuse(400, 'invalid_grant', 'Invalid JWT: not a JWT');
-    let header: Record<string, unknown>;
-    let claims: Record<string, unknown>;
-    try {
-      header = base64urlJson(parts[0]);
-      claims = base64urlJson(parts[1]);
-    } catch {
-      return refuse(400, 'invalid_grant', 'Invalid JWT: unreadable header or claims');
-    }
-    if (header.alg !== 'RS256') return refuse(400, 'invalid_grant', `Invalid JWT: alg ${String(header.alg)} is not RS256`, claims);
-    const signed = verify('RSA-SHA256', Buffer.from(`${parts[0]}.${parts[1]}`), this.publicKey, Buffer.from(parts[2], 'base64url'));
-    if (!signed) return refuse(400, 'invalid_grant', 'Invalid JWT Signature.', claims);
-    if (claims.iss !== this.serviceAccount.client_email) return refuse(400, 'invalid_grant', 'Invalid grant: account not found', claims);
-    if (claims.aud !== GOOGLE_TOKEN_AUDIENCE) return refuse(400, 'invalid_grant', 'Invalid JWT: Failed audience check.', claims);
-    const now = Math.floor(Date.now() / 1000);
-    const iat = Number(claims.iat);
-    const exp = Number(claims.exp);
-    if (!Number.isFinite(iat) || !Number.isFinite(exp) || iat > now + 300 || exp <= now || exp - iat > 3600) {
-      return refuse(400, 'invalid_grant', 'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.', claims);
-    }
-    const scopes = String(claims.scope ?? '').split(/\s+/);
-    if (!scopes.some((scope) => ACCEPTED_SCOPES.includes(scope))) return refuse(400, 'invalid_scope', 'Invalid OAuth scope or ID token audience provided.', claims);
+    const read = readGrant(body, { publicKey: this.publicKey, clientEmail: this.serviceAccount.client_email });
+    if ('refusal' in read) return refuse(400, read.refusal.error, read.refusal.description, read.refusal.claims);
+    const { claims } = read;
     if (this.grantRefusal !== null) return refuse(400, 'invalid_grant', this.grantRefusal, claims);
     if (this.grantThrottle !== null) {
       return refuse(429, 'rate_limit_exceeded', 'Rate Limit Exceeded', claims, this.grantThrottle ? { 'Retry-After': this.grantThrottle } : undefined);
@@ -619,7 +320,7 @@ export class FakeFcm {
     const accessToken = `ya29.fake-${randomBytes(24).toString('base64url')}`;
     this.accessTokens.add(accessToken);
     this.tokenGrants.push({ status: 200, claims, reason: 'granted', accessToken });
-    this.json(res, 200, { access_token: accessToken, expires_in: this.options.tokenLifetimeSeconds ?? 3599, token_type: 'Bearer' });
+    answerJson(res, 200, { access_token: accessToken, expires_in: this.options.tokenLifetimeSeconds ?? 3599, token_type: 'Bearer' });
   }
 
   private async send(projectId: string, req: FakeRequest, body: string, res: FakeResponse): Promise<void> {
@@ -659,7 +360,7 @@ export class FakeFcm {
     const answer = (status: number, payload: unknown, reason: string, headers?: Record<string, string>) => {
       entry.status = status;
       entry.reason = reason;
-      this.json(res, status, payload, headers);
+      answerJson(res, status, payload, headers);
     };
     const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (!bearer || !this.accessTokens.has(bearer)) {
@@ -695,7 +396,7 @@ export class FakeFcm {
       if (scripted.text !== undefined || scripted.bodyBytes !== undefined || scripted.stall) {
         entry.status = scripted.status;
         entry.reason = 'scripted';
-        return this.raw(res, scripted, entry);
+        return answerRaw(res, scripted, entry);
       }
       if (scripted.status < 200 || scripted.status >= 300 || scripted.body !== undefined) {
         return answer(scripted.status, scripted.body ?? googleError(scripted.status, 'scripted'), 'scripted', scripted.headers);
@@ -703,43 +404,5 @@ export class FakeFcm {
     }
     const name = `projects/${projectId}/messages/${entry.validateOnly ? 'fake_message_id' : `0:${Date.now()}%${++this.sent}`}`;
     answer(scripted?.status ?? 200, { name }, 'sent', scripted?.headers);
-  }
-
-  /** A scripted answer that is not Google's JSON: a page, a body too large to read, one that never ends. */
-  private raw(res: FakeResponse, scripted: FcmAnswer, entry: { answeredBytes: number }): void {
-    const named = Object.fromEntries(Object.entries(scripted.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
-    const text = Buffer.from(scripted.text ?? 'x');
-    let closed = false;
-    res.once('close', () => (closed = true));
-    res.on('error', () => undefined);
-    const write = (chunk: Buffer) => {
-      entry.answeredBytes += chunk.length;
-      return (res as { write(chunk: Buffer): boolean }).write(chunk);
-    };
-    if (scripted.stall) {
-      writeHead(res, scripted.status, { 'content-type': 'application/json; charset=UTF-8', ...named });
-      const timer = setInterval(() => write(Buffer.from(' ')), 100);
-      res.once('close', () => clearInterval(timer));
-      return;
-    }
-    const total = scripted.bodyBytes ?? text.length;
-    writeHead(res, scripted.status, { 'content-type': 'text/html; charset=UTF-8', 'content-length': total, ...named });
-    const block = Buffer.alloc(Math.min(total, 64 * 1024), text);
-    const pump = () => {
-      while (!closed && entry.answeredBytes < total) {
-        const chunk = block.subarray(0, Math.min(block.length, total - entry.answeredBytes));
-        if (!write(chunk)) return void res.once('drain', pump);
-      }
-      if (!closed) res.end();
-    };
-    pump();
-  }
-
-  private json(res: FakeResponse, status: number, payload: unknown, headers: Record<string, string> = {}): void {
-    const text = JSON.stringify(payload);
-    // Lower-case names: HTTP/2 allows no others.
-    const named = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
-    writeHead(res, status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...named });
-    res.end(text);
   }
 }

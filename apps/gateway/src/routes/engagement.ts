@@ -25,10 +25,9 @@ const CORS = {
 const TAGS = ['Devices: engagement'];
 
 /**
- * Reports from the player's device (app or service worker): no API key, the push's tracking token
- * instead, valid `tokenTtlMs` from the push's acceptance. Open to any origin, so a service worker on
- * the operator's site can call it; open to anyone, so a body over OPEN_ROUTE_BODY_LIMIT_BYTES is
- * refused before more of it is read.
+ * Reports from the player's device: no API key, the push's tracking token instead, valid
+ * `tokenTtlMs` from the push's acceptance. Open to any origin (a service worker on the operator's
+ * site calls it), so its bodies are held to OPEN_ROUTE_BODY_LIMIT_BYTES.
  */
 export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string; tokenTtlMs: number }> = async (app, { db, trackingSecret, tokenTtlMs }) => {
   const known = new KnownStatuses();

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { LiveSchema, NotReadyDetailSchema, NotReadySchema, ReadyDetailSchema, ReadySchema, Unavailable } from '@operator/contract';
 import { pingDb, pingReads, type Db, type Reads } from '@operator/db';
-import { probeStore, readiness, withoutServers } from '@operator/metrics';
+import { probeStore, readiness, withoutServers } from '@operator/readiness';
 import { redisReadiness, type RedisClient } from '@operator/queue';
 import { RETRY_AFTER_SECONDS } from '../errors';
 

@@ -45,10 +45,8 @@ export interface OAuthTokenOptions {
 }
 
 /**
- * The token endpoint of the client credentials grant (RFC 6749, 4.4): a client of
- * CRM_OAUTH_CLIENTS, authenticated with client_id and client_secret in the body, an
- * Authorization: Basic header or, with CRM_OAUTH_ALLOW_GET, the query of a GET, gets a bearer token
- * for the CRM endpoints.
+ * The client credentials grant (RFC 6749, 4.4): a client of CRM_OAUTH_CLIENTS, authenticated in the
+ * body, by Basic or (CRM_OAUTH_ALLOW_GET) in a GET's query, gets a bearer token for the CRM's routes.
  */
 export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth, allowGet }) => {
   const isClient = credentialMatcher(auth.oauthClients);

@@ -51,11 +51,9 @@ async function readStatuses(reads: Reads, ids: string[]): Promise<PushStatusRow[
 }
 
 /**
- * A page of the feed, from the replica. Its pages never skip an event, like the primary's (see
- * readPushFeed), and the two may be read in turns: what either answers below its horizon is final,
- * and the same on both. A page the replica still holds back, empty, after the wait is read from the
- * primary: the end of the transaction it waits for may not be replayed yet, and after a failover
- * the replica counts on the old timeline until its next restartpoint.
+ * A page of the feed, from the replica; like the primary's it never skips an event (readPushFeed),
+ * so the two may be read in turns. A page the replica still holds back, empty, after the wait is
+ * read from the primary: the replica may not have replayed the transaction's end yet.
  */
 async function readFeed(reads: Reads, after: bigint, limit: number): Promise<PushFeedPage> {
   const read = (db: Db) => readPushFeed(db.pool, after, limit);
