@@ -1,6 +1,6 @@
 import { pushRequest } from '@operator/testing';
 import { androidPriority, androidTtlMs, fcmWireMessage, isFcmUrl, isHttpsUrl, rgbColor, toFcmMessage } from './message';
-import { fcmAnswerError, fcmSendError, type CredentialFailure } from './provider';
+import { fcmAnswerError, fcmSendError, type CredentialFailure } from './errors';
 
 const RESPONSE_FACTS = Symbol.for('operator.fcm.responseFacts');
 
