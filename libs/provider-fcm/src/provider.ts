@@ -12,9 +12,9 @@ export { serviceAccountCredential, type FcmServiceAccount } from './oauth';
 
 // Firebase Cloud Messaging through its HTTP v1 API: one POST /v1/projects/{id}/messages:send per
 // device, each a stream on a kept HTTP/2 connection, one result per target. A send has one
-// deadline, its retries included (the wait for a free stream excepted); a 503 or a connection lost
-// before any answer is retried at once, within `sdkRetry`; 429 and 500 come back as results for
-// the queue to retry later. The access token is kept and renewed 5 minutes before it expires.
+// deadline, its retries included (the wait for a free stream excepted). A 503 or a connection lost
+// before any answer is sent again within `sdkRetry`; 429 and 500 are results at once, for the
+// queue to retry later. The access token is kept and renewed 5 minutes before it expires.
 
 /** The provider's retry of a send (HTTP 503, a connection lost before any answer); `false`: none. */
 export interface FcmSdkRetry {
@@ -44,7 +44,7 @@ export interface FcmProviderOptions {
   concurrency?: number;
   /** HTTP/2 connections opened at most, each carrying as many streams as FCM allows (default 8). */
   maxConnections?: number;
-  /** Retries of a send (see above). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
+  /** Retries of a send (see FcmSdkRetry). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
   sdkRetry?: FcmSdkRetry | false;
   /**
    * How long one send may take, from waiting for the access token to the answer's last byte,
