@@ -2,6 +2,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
 import net, { type AddressInfo, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { startConnectProxy, testTls, type ConnectProxy } from '@operator/testing';
 import { createOutbound, OutboundError, type Outbound } from './http';
 import { connectTls } from './tunnel';
@@ -165,6 +166,36 @@ describe('outbound HTTP', () => {
     expect(internal.connections()).toBe(0);
     // Without the guard (an operator's own endpoint), the same address is reached.
     expect((await outbound.request({ url: `${internal.origin}/`, timeoutMs: 2000, maxBodyBytes: 1024 })).status).toBe(200);
+  });
+
+  it('opens every connection with `connect` when given one, keeping the URL\'s host as the name', async () => {
+    const hosts: (string | undefined)[] = [];
+    const endpoint = await start((req, res) => {
+      hosts.push(req.headers.host);
+      res.writeHead(200).end('ok');
+    });
+    const targets: unknown[] = [];
+    const own = createOutbound({
+      connect: (target) => {
+        targets.push(target);
+        return tlsConnect({ host: '127.0.0.1', port: endpoint.port, servername: target.servername, ca });
+      },
+    });
+    try {
+      for (let round = 0; round < 2; round += 1) {
+        const answer = await own.request({ url: 'https://fcm.googleapis.com/token', body: 'x', timeoutMs: 2000, maxBodyBytes: 1024 });
+        expect(answer.body.toString()).toBe('ok');
+      }
+      expect(targets.length).toBeGreaterThan(0);
+      for (const target of targets) expect(target).toEqual({ host: 'fcm.googleapis.com', port: 443, servername: 'fcm.googleapis.com' });
+      expect(hosts).toEqual(['fcm.googleapis.com', 'fcm.googleapis.com']);
+      const refused = createOutbound({ connect: () => tlsConnect({ host: '127.0.0.1', port: endpoint.port, servername: 'unknown.test', ca }) });
+      const failure = await refused.request({ url: 'https://unknown.test/', timeoutMs: 2000, maxBodyBytes: 1024 }).catch((error) => error);
+      await refused.close();
+      expect(failure).toMatchObject({ failure: 'network' });
+    } finally {
+      await own.close();
+    }
   });
 });
 

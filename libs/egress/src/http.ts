@@ -1,5 +1,7 @@
 import net from 'node:net';
-import { Agent, Pool, ProxyAgent, request, type Dispatcher } from 'undici';
+import type { Duplex } from 'node:stream';
+import { TLSSocket } from 'node:tls';
+import { Agent, Pool, ProxyAgent, request, type buildConnector, type Dispatcher } from 'undici';
 import { setDeadline } from './deadline';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
@@ -17,6 +19,18 @@ export interface OutboundOptions {
   connectionsPerOrigin?: number;
   /** How long an idle kept connection stays open. Default 4000 ms (undici's). */
   keepAliveTimeoutMs?: number;
+  /**
+   * Opens every connection itself, TLS included (one endpoint taking a provider's hosts, a test's
+   * agent): `proxy`, `ca` and `publicOnly` are then its own business.
+   */
+  connect?: (target: OutboundTarget) => Duplex;
+}
+
+/** Where a connection goes: the URL's host and port, and the TLS server name it is to present. */
+export interface OutboundTarget {
+  host: string;
+  port: number;
+  servername: string;
 }
 
 export interface OutboundRequest {
@@ -85,6 +99,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   };
 
   function dispatcherFor(proxy: URL | null, publicOnly: boolean): Dispatcher {
+    if (options.connect) return ownConnections(options.connect);
     const key = `${proxy?.href ?? 'direct'}|${publicOnly}`;
     let dispatcher = dispatchers.get(key);
     if (!dispatcher) {
@@ -95,6 +110,34 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
         : new Agent({ connect, ...common });
       dispatchers.set(key, dispatcher);
     }
+    return dispatcher;
+  }
+
+  /** One dispatcher whose connections `connect` opens; undici takes each once its TLS handshake is done. */
+  function ownConnections(connect: NonNullable<OutboundOptions['connect']>): Dispatcher {
+    let dispatcher = dispatchers.get('own');
+    if (dispatcher) return dispatcher;
+    const connector: buildConnector.connector = (target, callback) => {
+      const secure = target.protocol === 'https:';
+      let socket: Duplex;
+      try {
+        socket = connect({ host: target.hostname, port: Number(target.port) || (secure ? 443 : 80), servername: target.servername || target.hostname });
+      } catch (error) {
+        callback(error as Error, null);
+        return;
+      }
+      const event = socket instanceof TLSSocket ? 'secureConnect' : 'connect';
+      const settle = (error: Error | null) => {
+        socket.off('error', settle).off('close', closed).off(event, opened);
+        if (error) callback(error, null);
+        else callback(null, socket as net.Socket);
+      };
+      const opened = () => settle(null);
+      const closed = () => settle(new Error('connection closed before it was open'));
+      socket.once('error', settle).once('close', closed).once(event, opened);
+    };
+    dispatcher = new Agent({ connect: connector, ...common });
+    dispatchers.set('own', dispatcher);
     return dispatcher;
   }
 

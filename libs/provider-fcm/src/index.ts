@@ -7,3 +7,4 @@ export {
   type FcmSdkRetry,
   type FcmServiceAccount,
 } from './provider';
+export { errorTaxonomy } from './errors';

@@ -125,11 +125,9 @@ export function fcmDuration(ms: number): string {
 }
 
 /**
- * The message as the FCM v1 API reads it. FCM takes proto3 JSON, where every field may be sent
- * under its lowerCamelCase name (collapseKey for collapse_key), so most of firebase-admin's
- * spelling goes through as it is; what differs is converted here: `imageUrl` is `image` on the
- * wire and ttl is a Duration string. This covers the fields toFcmMessage() sets (firebase-admin's
- * other conversions, e.g. eventTimestamp or vibrateTimingsMillis, would be added here with them).
+ * The message as the FCM v1 API reads it (proto3 JSON takes firebase-admin's lowerCamelCase
+ * names): only what differs is converted, `imageUrl` to `image` and ttl to a Duration string, for
+ * the fields toFcmMessage() sets.
  */
 export function fcmWireMessage(message: TokenMessage): Record<string, unknown> {
   const { notification, android, apns } = message;

@@ -1,18 +1,10 @@
 import type { Android } from '@operator/contract';
 import { compact, durationSeconds, type Notification } from '@operator/providers';
 
-// The contract's push (2.1, 2.3) as one Push Kit message (HMS Core push server API v1,
-// POST /v1/{appId}/messages:send), without its `token` list: one message body serves every batch of
-// tokens of a send. Push Kit reads snake_case fields; what it wants differs from FCM in places:
-// - `data` is one string (we send JSON). On a notification message Push Kit hands it to the app
-//   when the user taps the notification (EMUI notification centre 9.1.1+), which is where the app
-//   needs push_id and tracking_token to report the open; no intent is built for them, so they
-//   reach the app whatever click action the notification has (except a web page, which is not the app).
-// - collapse_key is an integer -1..100, urgency HIGH/NORMAL, ttl a "<seconds>s" string (at most 15 days).
-// - icon and sound name files in the app's /res/raw ("/raw/name", no extension).
-// - click_action is mandatory for an Android notification: type 1 opens an activity by intent URI
-//   or action, type 2 an https web page, type 3 the app's home page.
-// restricted_package_name has no Push Kit field (the token already belongs to one app): left out.
+// The contract's push (2.1, 2.3) as one Push Kit message (HMS Core push server API v1), without
+// its tokens: one body serves every batch of a send. Push Kit reads snake_case; `data` is one JSON
+// string, handed to the app when the notification is tapped, so push_id and tracking_token reach it
+// whatever the click action. restricted_package_name has no Push Kit field: left out.
 
 /** Push Kit keeps an undelivered message at most 15 days. */
 export const HMS_MAX_TTL_SECONDS = 15 * 24 * 3600;

@@ -1,23 +1,13 @@
 import { errorReason, parseRetryAfter } from '@operator/config';
 import { before, createOutbound, httpsOrigin, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
-import { inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
+import { cachedAccessToken, inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
 
-// Huawei Push Kit (HMS Core push server API v1) over HTTP/1.1, every request through
-// @operator/egress: the operator's proxy, one deadline per exchange, a capped answer, no redirect
-// followed.
-// - The access token comes from Huawei's OAuth 2.0 client-credentials grant (POST
-//   /oauth2/v3/token, client_id = app id, client_secret = app secret). It is kept and renewed 5
-//   minutes before it expires (halfway through a lifetime of 10 minutes or less), with one grant
-//   shared by every send waiting for it. A send refused for its access token (80200001, 80200003,
-//   HTTP 401) renews it and is sent once more; refused again, it is `auth`.
-// - One notification goes to its tokens in requests of at most 1000 (Push Kit's limit, 80300010
-//   past it), each POST /v1/{appId}/messages:send, in parallel: at most `maxConnections` requests
-//   in flight across the provider (one per kept connection: none waits in the agent's queue with
-//   its deadline running), fewer when `concurrency` says so.
-// - Each token's outcome is read from the answer (see hmsOutcome()): one answer covers every token
-//   of its request, so a request-wide failure is every one of its tokens' result.
-// - `endpoint` (HMS_ENDPOINT) takes both hosts' requests, under the same paths.
+// Huawei Push Kit (HMS Core push server API v1) over @operator/egress's outbound client. The
+// access token (OAuth client-credentials grant) is kept and renewed before it expires; a send
+// refused for it renews it and goes once more. A notification goes out in requests of at most
+// 1000 tokens, at most `maxConnections` in flight (fewer with `concurrency`), so that none waits
+// in the agent's queue with its deadline running. `endpoint` (HMS_ENDPOINT) takes both hosts'.
 
 export interface HmsProviderOptions {
   /** The app id (OAuth client id) and app secret of the AppGallery Connect app. */
@@ -46,11 +36,7 @@ export const HMS_MAX_TOKENS_PER_REQUEST = 1000;
 export const DEFAULT_MAX_CONNECTIONS = 32;
 const DEFAULT_TIMEOUT_MS = 15_000;
 const TOKEN_RENEWAL_MS = 5 * 60_000;
-/**
- * The most of an answer read. A partial success lists the refused tokens, up to every token of the
- * request, so a send's answer may be longer by that much (bounded by what we sent); the rest is
- * dropped with the connection.
- */
+/** The most of an answer read; a send's may be longer by its tokens (a partial success lists the refused ones). */
 export const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** Push Kit's result codes that decide an outcome (HMS Core push server API v1). */
@@ -150,19 +136,10 @@ function said(answer: HmsAnswer, note = ''): string {
 }
 
 /**
- * Every token's outcome from Push Kit's answer to one request of `tokens`. Decisions (the code
- * first, the HTTP status for what has none or one we do not know):
- * - 503 is Push Kit's traffic control (flow control) and 429 a front end's rate limit: both about
- *   the app's rate, so `rate-limited` with the Retry-After and scope `credential`, whatever code.
- * - 80000000: every token sent, the requestId as the message id. 80100000: the tokens its msg lists
- *   are dead (`invalid-token`), the others sent; a list that cannot be read counts them all sent
- *   (sending again would repeat the push to those that had it). 80300007: all of them dead.
- * - 80200001/80200003, or any 401: the access token; renewed once, then `auth`.
- *   80300002 (Push Kit not enabled for the app), 403, 404 (no such app or URL): `auth`.
- * - 80300008 and 413: `payload-too-large`; the parameter and structure codes: `payload-invalid`.
- * - 81000001, 502, 500 and the other 5xx, 408: `unavailable`, this request's alone (scope device).
- * - An unknown code: transient on a 5xx, else refused as `payload-invalid`, the code in the message.
- *   A 2xx that is not Push Kit's answer confirms nothing: `unavailable`.
+ * Every token's outcome from Push Kit's answer to one request of `tokens`: by its code first, else
+ * its HTTP status. 503 (traffic control) and 429 are the app's rate, whatever the code. A partial
+ * success whose list of refused tokens cannot be read counts them all sent, since sending again
+ * would repeat the push; a 2xx that is not Push Kit's answer confirms nothing (`unavailable`).
  */
 export function hmsOutcome(answer: HmsAnswer, tokens: readonly string[]): HmsOutcome {
   const all = (error: SendError, tokenRefused = false): HmsOutcome => ({ results: tokens.map(() => ({ ok: false, error })), tokenRefused });
@@ -264,7 +241,7 @@ export function createHmsProvider(options: HmsProviderOptions): PushProvider {
     throw new GrantFailure(sendError('auth', reason));
   }
 
-  const accessToken = accessTokens(grant, now);
+  const accessToken = cachedAccessToken(grant, { renewBeforeMs: TOKEN_RENEWAL_MS, now });
 
   /** One request of a send: the answer's outcome for its tokens, the access token renewed once if refused. */
   function sendRequest(message: HmsMessage, tokens: string[]): Promise<SendResult[]> {
@@ -336,34 +313,6 @@ export function createHmsProvider(options: HmsProviderOptions): PushProvider {
       if (closed) return;
       closed = true;
       await outbound.close();
-    },
-  };
-}
-
-/**
- * The access token, kept until 5 minutes before it expires (halfway through a lifetime of 10
- * minutes or less); every send waiting for it shares one grant. `refused(token)` forgets it when
- * Push Kit refused it, unless a newer one has come meanwhile.
- */
-function accessTokens(grant: () => Promise<{ value: string; lifetimeMs: number }>, now: () => number) {
-  let current: { value: string; renewAt: number } | null = null;
-  let pending: Promise<string> | null = null;
-  return {
-    get(): Promise<string> {
-      if (current && now() < current.renewAt) return Promise.resolve(current.value);
-      pending ??= grant()
-        .then(({ value, lifetimeMs }) => {
-          const early = lifetimeMs > 2 * TOKEN_RENEWAL_MS ? TOKEN_RENEWAL_MS : lifetimeMs / 2;
-          current = { value, renewAt: now() + lifetimeMs - early };
-          return value;
-        })
-        .finally(() => {
-          pending = null;
-        });
-      return pending;
-    },
-    refused(value: string): void {
-      if (current?.value === value) current = null;
     },
   };
 }

@@ -1,3 +1,4 @@
+import pLimit from 'p-limit';
 import { generateRequestDetails, type PushSubscription, type RequestOptions } from 'web-push';
 import { errorReason, matchAllowedOrigin, parseRetryAfter, type AllowedOrigin } from '@operator/config';
 import { answerReason, createOutbound, OutboundError, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
@@ -164,16 +165,8 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
         const error = sendError('payload-too-large', `payload of ${size} bytes is over the ${MAX_WEB_PUSH_PLAINTEXT_BYTES} a push service must accept`);
         return targets.map(() => ({ ok: false, error }));
       }
-      const results: SendResult[] = new Array(targets.length);
-      let next = 0;
-      const worker = async () => {
-        while (next < targets.length) {
-          const index = next++;
-          results[index] = await sendOne(payload, targets[index]);
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(concurrency, targets.length) }, worker));
-      return results;
+      const limited = pLimit(concurrency);
+      return Promise.all(targets.map((target) => limited(() => sendOne(payload, target))));
     },
 
     async close(): Promise<void> {
@@ -219,18 +212,14 @@ function transportError(error: unknown): SendError {
  * keeps connections to the origin, so that none waits in undici's queue with its deadline running.
  */
 function originLimits(limit: number) {
-  const origins = new Map<string, { running: number; waiting: (() => void)[] }>();
+  const origins = new Map<string, pLimit.Limit>();
   return async <T>(origin: string, task: () => Promise<T>): Promise<T> => {
-    let state = origins.get(origin);
-    if (!state) origins.set(origin, (state = { running: 0, waiting: [] }));
-    if (state.running < limit) state.running += 1;
-    else await new Promise<void>((resolve) => state!.waiting.push(resolve));
+    let limited = origins.get(origin);
+    if (!limited) origins.set(origin, (limited = pLimit(limit)));
     try {
-      return await task();
+      return await limited(task);
     } finally {
-      const next = state.waiting.shift();
-      if (next) next();
-      else if (--state.running === 0) origins.delete(origin);
+      if (limited.activeCount === 0 && limited.pendingCount === 0) origins.delete(origin);
     }
   };
 }

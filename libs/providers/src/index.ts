@@ -3,3 +3,4 @@ export * from './mapping';
 export * from './registry';
 export * from './sandbox';
 export * from './stream-pool';
+export * from './access-token';

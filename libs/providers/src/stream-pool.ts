@@ -1,12 +1,10 @@
-// How many sends an HTTP/2 provider client (FCM, APNs) has on the wire: as many as its servers
-// allow. Each connection carries as many streams as its server announces in
-// SETTINGS_MAX_CONCURRENT_STREAMS (FCM: 100); when every open connection is full another is
-// opened, up to `maxConnections`; past that a send waits here, before its deadline starts, until a
-// stream frees up. Until a connection's SETTINGS come it is taken to allow 100 streams (nghttp2's
-// own rule, and curl's), and a send finding it full waits for them rather than open another
-// connection; a server that allows fewer has the rest of that first burst held by nghttp2. So a
-// client has at most maxConnections x the streams its server allows on the wire (each counted at
-// most MAX_STREAMS_PER_CONNECTION), and never sends a server more streams than it takes.
+import pLimit from 'p-limit';
+
+// The streams an HTTP/2 provider client (FCM, APNs) has on the wire: on each connection as many
+// as its server's SETTINGS_MAX_CONCURRENT_STREAMS allows, on at most `maxConnections` connections;
+// past that a send waits here for a free stream, before its deadline starts. Until a connection's
+// SETTINGS come it is taken to allow STREAMS_BEFORE_SETTINGS, and a send finding it full waits for
+// them rather than open another connection the announced limit may not need.
 
 /** Streams assumed until a server's SETTINGS come: HTTP/2's recommended least (RFC 9113 6.5.2), FCM's own. */
 export const STREAMS_BEFORE_SETTINGS = 100;
@@ -145,24 +143,9 @@ export function createStreamPool<C>(options: StreamPoolOptions<C>): StreamPool<C
   };
 }
 
-/**
- * Runs at most `limit` tasks at once, the others in turn as those finish (PUSH_PROVIDER_CONCURRENCY);
- * undefined: no limit of its own.
- */
+/** At most `limit` tasks at once, the others in turn (PUSH_PROVIDER_CONCURRENCY); undefined: no limit of its own. */
 export function inFlightLimit(limit: number | undefined): <T>(task: () => Promise<T>) => Promise<T> {
   if (limit === undefined) return (task) => task();
-  const most = Math.max(1, Math.floor(limit));
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return async (task) => {
-    if (running < most) running += 1;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
-    try {
-      return await task();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running -= 1;
-    }
-  };
+  const limited = pLimit(Math.max(1, Math.floor(limit)));
+  return (task) => limited(task);
 }

@@ -1,0 +1,111 @@
+import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
+import { OutboundError, sanitizeReason, type Outbound, type OutboundAnswer } from '@operator/egress';
+import type { CredentialFailure } from './errors';
+
+// Google's OAuth2 JWT-bearer grant for a service account (what firebase-admin's cert() does): an
+// RS256 assertion signed with the account's key, posted on the house's outbound client, whose
+// connections the provider opens (see connections.ts).
+
+export interface FcmServiceAccount {
+  project_id: string;
+  client_email: string;
+  private_key: string;
+}
+
+export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
+const FCM_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
+const TOKEN_TIMEOUT_MS = 10_000;
+/** The most of the token endpoint's answer read (Google's are well under 2 KiB); the rest is dropped. */
+const MAX_TOKEN_ANSWER_BYTES = 8192;
+/** A kept-alive connection the server had closed, as node and undici report it. */
+const RESET = new Set(['ECONNRESET', 'UND_ERR_SOCKET']);
+
+/** A token request that failed: Google's answer (status, error, Retry-After) or the network error code. */
+export class GoogleTokenError extends Error {
+  constructor(
+    message: string,
+    readonly failure: CredentialFailure,
+  ) {
+    super(message);
+    this.name = 'GoogleTokenError';
+  }
+}
+
+export interface ServiceAccountCredential extends Credential {
+  /** Why the last token request failed; null once one succeeds. */
+  readonly lastFailure: CredentialFailure | null;
+}
+
+/** The grant over `outbound`. Throws GoogleTokenError; one immediate retry when a kept-alive connection was reset. */
+export function serviceAccountCredential(serviceAccount: FcmServiceAccount, outbound: Outbound, tokenUrl = GOOGLE_TOKEN_URL): ServiceAccountCredential {
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(serviceAccount.private_key);
+  } catch (error) {
+    throw new Error(`FCM service account ${serviceAccount.client_email}: unreadable private_key (${(error as Error).message})`);
+  }
+  let lastFailure: CredentialFailure | null = null;
+
+  const assertion = () => {
+    const iat = Math.floor(Date.now() / 1000);
+    const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const unsigned = `${encode({ alg: 'RS256', typ: 'JWT' })}.${encode({ iss: serviceAccount.client_email, scope: FCM_SCOPES.join(' '), aud: tokenUrl, iat, exp: iat + 3600 })}`;
+    return `${unsigned}.${sign('RSA-SHA256', Buffer.from(unsigned), key).toString('base64url')}`;
+  };
+
+  async function request(retried: boolean): Promise<GoogleOAuthAccessToken> {
+    const form = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: assertion() });
+    let answer: OutboundAnswer;
+    try {
+      answer = await outbound.request({
+        url: tokenUrl,
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body: form.toString(),
+        timeoutMs: TOKEN_TIMEOUT_MS,
+        maxBodyBytes: MAX_TOKEN_ANSWER_BYTES,
+      });
+    } catch (error) {
+      const code = (error instanceof OutboundError && error.code) || 'ENETWORK';
+      if (RESET.has(code) && !retried) return request(true);
+      const { message } = error as Error;
+      throw new GoogleTokenError(`token request failed: ${message}`, { code, message });
+    }
+    let json: { access_token?: unknown; expires_in?: unknown; error?: unknown; error_description?: unknown } = {};
+    try {
+      json = JSON.parse(answer.body.toString('utf8'));
+    } catch {
+      // Described below by the status alone.
+    }
+    if (answer.status === 200 && typeof json.access_token === 'string' && typeof json.expires_in === 'number') {
+      return { access_token: json.access_token, expires_in: json.expires_in };
+    }
+    const said =
+      typeof json.error === 'string'
+        ? sanitizeReason(`${json.error}${typeof json.error_description === 'string' ? `: ${json.error_description}` : ''}`)
+        : "an answer that is not Google's JSON error";
+    const retryAfter = answer.headers['retry-after'];
+    throw new GoogleTokenError(`token request answered ${answer.status}: ${said}`, {
+      status: answer.status === 200 ? 502 : answer.status,
+      retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+      message: said,
+    });
+  }
+
+  return {
+    get lastFailure() {
+      return lastFailure;
+    },
+    async getAccessToken() {
+      try {
+        const token = await request(false);
+        lastFailure = null;
+        return token;
+      } catch (error) {
+        lastFailure = error instanceof GoogleTokenError ? error.failure : { message: String(error) };
+        throw error;
+      }
+    },
+  };
+}
