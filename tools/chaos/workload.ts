@@ -10,7 +10,7 @@ import { DELIVERIES_TO_SEND_SQL } from '../../libs/db/src/to-send';
 import { query } from './stores';
 import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
-import { PUSH_TUNING } from '@operator/config';
+import { PUSH_TUNING } from '@operator/provider-registry';
 
 /** The apps, as tools/apps.mjs lists them. */
 export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'push-worker-hms', 'push-worker-onesignal', 'bonus', 'webhook-dispatcher'];
