@@ -1,7 +1,7 @@
 import type { ProviderName } from '@operator/contract';
 import { ConfigError, PER_PROVIDER_KNOBS, PUSH_TUNING_KNOBS, PushProviderTuningEnv, PushSendEnv, PushWorkerEnv, type Env, type PushTuning } from '@operator/config';
 import { loadPushWorkerConfig, PUSH_TUNING, pushTuning } from './config';
-import { PROVIDERS as REGISTERED } from './registry';
+import { PROVIDER_NAMES, PROVIDERS as REGISTERED } from './registry';
 import { configErrorOf } from './test/config-error';
 
 const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
@@ -69,8 +69,8 @@ const settable = (_provider: ProviderName) => Object.keys(VARIABLES) as Tunable[
 
 describe('PUSH_TUNING', () => {
   it('has one row per provider and one column per knob', () => {
-    expect(Object.keys(PUSH_TUNING).sort()).toEqual([...PROVIDERS].sort());
-    for (const provider of PROVIDERS) expect(Object.keys(PUSH_TUNING[provider]).sort()).toEqual(Object.keys(PUSH_TUNING_KNOBS).sort());
+    expect(Object.keys(PUSH_TUNING).sort()).toEqual([...PROVIDER_NAMES].sort());
+    for (const provider of PROVIDER_NAMES) expect(Object.keys(PUSH_TUNING[provider]).sort()).toEqual(Object.keys(PUSH_TUNING_KNOBS).sort());
   });
 
   it.each(PROVIDERS)('holds the values %s ran with before', (provider) => {
