@@ -9,7 +9,7 @@ module.exports = {
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }] },
   transformIgnorePatterns: ['/node_modules/(?!(cookie|content-disposition)/)'],
   moduleFileExtensions: ['ts', 'js', 'json'],
-  moduleNameMapper: { '^@operator/(.*)$': path.join(root, 'libs/$1/src/index.ts') },
+  moduleNameMapper: { '^@operator/(provider-[a-z0-9]+)/descriptor$': path.join(root, 'libs/$1/src/descriptor.ts'), '^@operator/(.*)$': path.join(root, 'libs/$1/src/index.ts') },
   testMatch: ['<rootDir>/src/**/*.spec.ts'],
   // A project's integration tests (*.int.spec.ts) get a database of their own, cloned for the run from
   // a migrated template; its unit tests get none (tools/jest/environment.js).

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TSchema } from '@sinclair/typebox';
 import { parse } from 'yaml';
-import { APP_CONFIG_SCHEMAS, loadDispatcherConfig } from '@operator/config';
+import { loadDispatcherConfig } from '@operator/config';
+import { APP_CONFIG_SCHEMAS } from '@operator/provider-registry';
 import { interpolateAll, productionVariables } from './checks';
 
 // docker-compose.yml against what each app reads, as Compose reads it with an .env that sets only

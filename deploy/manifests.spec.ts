@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TSchema } from '@sinclair/typebox';
-import { APP_CONFIG_SCHEMAS } from '@operator/config';
+import { APP_CONFIG_SCHEMAS } from '@operator/provider-registry';
 import type { ProviderName } from '@operator/contract';
 import { PUSH_QUEUES, queueKey, type PushQueueName } from '@operator/queue';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';

@@ -24,9 +24,11 @@ execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
 
 // Outside production the gateway serves /metrics, /health, /docs and the queue dashboard on PORT
 // (in production on its METRICS_PORT, 9464 unless set); every other app serves /metrics and
-// /health on a METRICS_PORT of its own, unless the environment sets one for all (METRICS_PORT=0:
-// each takes a free port).
-const METRICS_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469, 'push-worker-hms': 9470, 'push-worker-onesignal': 9471 };
+// /health on a METRICS_PORT of its own (these, then 9472 on for any other app), unless the
+// environment sets one for all (METRICS_PORT=0: each takes a free port).
+const KNOWN_PORTS = { 'push-worker-fcm': 9465, 'push-worker-apns': 9466, 'push-worker-webpush': 9467, bonus: 9468, 'webhook-dispatcher': 9469, 'push-worker-hms': 9470, 'push-worker-onesignal': 9471 };
+const OTHER_APPS = APPS.filter((name) => name !== 'gateway' && !(name in KNOWN_PORTS));
+const METRICS_PORTS = { ...KNOWN_PORTS, ...Object.fromEntries(OTHER_APPS.map((name, index) => [name, 9472 + index])) };
 const metricsPort = (name) => (name in METRICS_PORTS ? (process.env.METRICS_PORT || String(METRICS_PORTS[name])) : undefined);
 // The queue dashboard is off by default; on here, for the developer at hand, unless the environment says.
 const gatewayEnv = production ? {} : { ADMIN_UI: process.env.ADMIN_UI || 'true' };

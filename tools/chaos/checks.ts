@@ -2,7 +2,7 @@
 // database holds. Each check says exactly what it counted.
 import { isDeepStrictEqual } from 'node:util';
 import type { CrmRequest } from '@operator/testing';
-import { PROVIDERS } from '@operator/contract';
+import { PROVIDER_NAMES as PROVIDERS } from '@operator/provider-registry';
 import type { Answer, ChaosCredit, ChaosMessage, CrmDriver } from './crm';
 import { FAILOVER_KINDS, type Fault } from './faults';
 import type { ChaosDevice, Receipt } from './providers';

@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PROVIDERS } from '@operator/contract';
+import { PROVIDER_NAMES as PROVIDERS } from '@operator/provider-registry';
 import {
   FakeCrm,
   freePort,

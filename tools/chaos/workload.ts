@@ -10,10 +10,10 @@ import { DELIVERIES_TO_SEND_SQL } from '../../libs/db/src/to-send';
 import { query } from './stores';
 import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
-import { PUSH_TUNING } from '@operator/config';
+import { PROVIDER_NAMES, PUSH_TUNING } from '@operator/provider-registry';
 
 /** The apps, as tools/apps.mjs lists them. */
-export const APPS = ['gateway', 'push-worker-fcm', 'push-worker-apns', 'push-worker-webpush', 'push-worker-hms', 'push-worker-onesignal', 'bonus', 'webhook-dispatcher'];
+export const APPS = ['gateway', ...PROVIDER_NAMES.map((name) => `push-worker-${name}`), 'bonus', 'webhook-dispatcher'];
 // The workers' defaults: a job's messages handed to the provider client at once, its connections
 // deciding how many are on the wire. A player has at most one device per provider, so a killed
 // worker had at most WORKER_CONCURRENCY x WORKER_PARALLEL_MESSAGES sends in flight.

@@ -3,7 +3,7 @@ import { defaultMaxHeapUsedBytes, DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewa
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { loadBonusAppConfig } from './bonus';
 import { loadDispatcherConfig } from './events';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { configErrorOf } from './test/config-error';
 import { webpushAllowedOriginsOf } from './origins';
 

@@ -2,7 +2,7 @@ import { loadBonusAppConfig } from './bonus';
 import { loadGatewayConfig } from './config';
 import type { Env } from './env';
 import { loadDispatcherConfig } from './events';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { configErrorOf } from './test/config-error';
 import { multiHostProblem } from './base';
 

@@ -1,7 +1,7 @@
 import { ConfigError } from './env';
 import { loadBonusAppConfig } from './bonus';
 import { loadDispatcherConfig } from './events';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from '@operator/provider-registry';
 
 function problemsOf(load: () => unknown): string[] {
   try {

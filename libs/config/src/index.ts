@@ -10,7 +10,6 @@ export * from './crm-auth';
 export * from './backoff';
 export * from './retry';
 export * from './shutdown';
-export * from './apps';
 export * from './origins';
 export * from './edge';
 export * from './secrets';

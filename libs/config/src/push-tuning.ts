@@ -1,11 +1,9 @@
 import { Type, type TInteger, type TOptional } from '@sinclair/typebox';
-import type { ProviderName } from '@operator/contract';
-import { ConfigError, parseEnv, type Env } from './env';
+import { parseEnv, type Env } from './env';
 
-// How hard a push worker drives its queue and its provider, in one place: one row per provider,
-// one column per knob, holding the defaults each worker runs with. A knob an operator may change
-// has one environment variable, the same for every provider; each worker reads it against its own
-// row. docs/operating.md, "Worker tuning", shows this table.
+// How hard a push worker drives its queue and its provider: one column per knob, one default row,
+// and each provider's own values where it differs (its descriptor's `tuning`). A knob an operator
+// may change has one environment variable for every provider. docs/operating.md, "Worker tuning".
 
 export interface PushTuning {
   /** Send jobs one worker process runs at once. */
@@ -36,13 +34,31 @@ export interface PushTuning {
   lockDurationMs: number;
 }
 
-export const PUSH_TUNING: Readonly<Record<ProviderName, Readonly<PushTuning>>> = {
-  fcm:     { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 8,   sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  apns:    { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 4,   sendTimeoutMs: 5000,  jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  webpush: { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: 16,   providerConnections: 100, sendTimeoutMs: 10000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  hms:       { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 32,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
-  onesignal: { workerConcurrency: 10, parallelMessages: 100, claimLeaseMs: 60000, reconcileIntervalMs: 30000, reconcileAfterMs: 300000, sendAttempts: 8, sendBackoffMs: 1000, providerConcurrency: null, providerConnections: 32,  sendTimeoutMs: 15000, jobMaxMessages: 100, visibilityGraceMs: 30000, lockDurationMs: 30000 },
+/** The row every provider runs with; a provider's descriptor names only the knobs where it differs. */
+export const DEFAULT_TUNING: Readonly<PushTuning> = {
+  workerConcurrency: 10,
+  parallelMessages: 100,
+  claimLeaseMs: 60000,
+  reconcileIntervalMs: 30000,
+  reconcileAfterMs: 300000,
+  sendAttempts: 8,
+  sendBackoffMs: 1000,
+  providerConcurrency: null,
+  providerConnections: 8,
+  sendTimeoutMs: 15000,
+  jobMaxMessages: 100,
+  visibilityGraceMs: 30000,
+  lockDurationMs: 30000,
 };
+
+/** The knobs a provider may set a default of its own for; every other knob has one default for all. */
+export const PER_PROVIDER_KNOBS = ['providerConcurrency', 'providerConnections', 'sendTimeoutMs'] as const;
+export type PerProviderKnob = (typeof PER_PROVIDER_KNOBS)[number];
+
+/** A provider's row: the default row with its own values. */
+export function tuningRow(own: Partial<Pick<PushTuning, PerProviderKnob>> = {}): PushTuning {
+  return { ...DEFAULT_TUNING, ...own };
+}
 
 export type PushTuningKnob = keyof PushTuning;
 
@@ -104,29 +120,18 @@ export const PUSH_TUNING_KNOBS: Readonly<Record<PushTuningKnob, TunableKnob | Fi
   lockDurationMs: { fixed: true, meaning: "BullMQ's lock on a running job, renewed every half of it while the worker runs" },
 };
 
-/**
- * Knobs a provider's client does not take: the row holds what the client does on its own, and the
- * worker refuses the variable rather than ignore it.
- */
-export const PUSH_TUNING_NOT_SETTABLE: Readonly<Partial<Record<ProviderName, Partial<Record<PushTuningKnob, string>>>>> = {};
-
-const PROVIDERS = Object.keys(PUSH_TUNING) as ProviderName[];
-
 function tunable(knob: PushTuningKnob): TunableKnob {
   const spec = PUSH_TUNING_KNOBS[knob];
   if (!('variable' in spec)) throw new Error(`${knob} has no environment variable`);
   return spec;
 }
 
-/**
- * The schema field of a knob whose variable sits in a schema every worker shares (PushWorkerEnv,
- * and PushSendEnv, which the gateway reads too): one default, so every row must agree on it.
- */
+/** The schema field of a knob with one default for every worker (PushWorkerEnv, and PushSendEnv, which the gateway reads too). */
 export function sharedTuningField(knob: PushTuningKnob): TInteger {
-  const { variable, minimum, meaning } = tunable(knob);
-  const defaults = [...new Set(PROVIDERS.map((provider) => PUSH_TUNING[provider][knob]))];
-  if (defaults.length !== 1 || typeof defaults[0] !== 'number') throw new Error(`${variable} has one default for every worker: PUSH_TUNING must give ${knob} one number in every row`);
-  return Type.Integer({ default: defaults[0], minimum, description: meaning });
+  const { minimum, meaning } = tunable(knob);
+  const value = DEFAULT_TUNING[knob];
+  if (typeof value !== 'number') throw new Error(`${knob} has no number in DEFAULT_TUNING`);
+  return Type.Integer({ default: value, minimum, description: meaning });
 }
 
 /** The schema field of a knob whose default differs by provider: none here, each worker takes its own row's. */
@@ -152,37 +157,18 @@ const PushTuningVariables = Type.Object(
   ),
 );
 
-/** The variables set in `env` that `provider`'s worker refuses, each with why. */
-export function refusedTuning(provider: ProviderName, env: Env): string[] {
-  return Object.entries(PUSH_TUNING_NOT_SETTABLE[provider] ?? {}).flatMap(([knob, why]) => {
-    const { variable } = tunable(knob as PushTuningKnob);
-    return env[variable] ? [`${variable} does not apply to the ${provider} worker: ${why}`] : [];
-  });
-}
-
-/**
- * `provider`'s row of PUSH_TUNING with the variables already parsed (parseEnv) applied: one that is
- * unset, or refused for this provider, keeps the row's value.
- */
-export function tuningOf(provider: ProviderName, values: Readonly<Record<string, unknown>>): PushTuning {
-  const tuning: PushTuning = { ...PUSH_TUNING[provider] };
-  const notSettable = PUSH_TUNING_NOT_SETTABLE[provider] ?? {};
+/** `row` with the variables already parsed (parseEnv) applied: an unset one keeps the row's value. */
+export function tuningOf(row: Readonly<PushTuning>, values: Readonly<Record<string, unknown>>): PushTuning {
+  const tuning: PushTuning = { ...row };
   for (const knob of Object.keys(PUSH_TUNING_KNOBS) as PushTuningKnob[]) {
     const spec = PUSH_TUNING_KNOBS[knob];
-    const value = 'variable' in spec && !notSettable[knob] ? values[spec.variable] : undefined;
+    const value = 'variable' in spec ? values[spec.variable] : undefined;
     if (typeof value === 'number') tuning[knob] = value;
   }
   return tuning;
 }
 
-/**
- * One provider's tuning from the environment: its row of PUSH_TUNING with the variables of `env`
- * applied, validated as parseEnv does (integers, minimums); every problem is reported at once in a
- * ConfigError, refused variables included.
- */
-export function pushTuning(provider: ProviderName, env: Env = process.env): PushTuning {
-  const refused = refusedTuning(provider, env);
-  const values = parseEnv(PushTuningVariables, env, refused);
-  if (refused.length) throw new ConfigError(refused);
-  return tuningOf(provider, values);
+/** A provider's tuning from the environment: its row with the variables of `env` applied, every problem in one ConfigError. */
+export function pushTuning(row: Readonly<PushTuning>, env: Env = process.env): PushTuning {
+  return tuningOf(row, parseEnv(PushTuningVariables, env));
 }

@@ -1,6 +1,6 @@
 import { loadGatewayConfig } from './config';
 import type { Env } from './env';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { describeRedis, parseAddress, redisConnectionOf, redisUrlConnection } from './redis';
 import { configErrorOf } from './test/config-error';
 

@@ -1,7 +1,7 @@
 import { loadBonusAppConfig } from './bonus';
 import { loadGatewayConfig } from './config';
 import { loadDispatcherConfig } from './events';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { MIN_SECRET_LENGTH, secretWeakness, weakSecretProblems } from './secrets';
 import { configErrorOf } from './test/config-error';
 

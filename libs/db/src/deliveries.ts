@@ -94,13 +94,13 @@ export const DELIVERY_OUTCOME = (m: string, d: string, rowColumn: string, pushCo
  */
 async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName, wanted: string[], leaseMs: number, lapsedGraceMs: number): Promise<string[]> {
   await pool.query(
-    `INSERT INTO send_leases (id, provider, push_ids, lease_until) VALUES ($1, $2::"Provider", $3::uuid[], clock_timestamp() + $4 * interval '1 millisecond')`,
+    `INSERT INTO send_leases (id, provider, push_ids, lease_until) VALUES ($1, $2::text, $3::uuid[], clock_timestamp() + $4 * interval '1 millisecond')`,
     [leaseId, provider, wanted, leaseMs],
   );
   try {
     // Through the leases' index, however many dead rows the table holds (send_lease_conflicts(),
     // see the send_lease_lookups migration).
-    const { rows } = await pool.query<{ held: string[] }>(`SELECT send_lease_conflicts($1, $2::uuid[], $3::"Provider", $4) AS held`, [
+    const { rows } = await pool.query<{ held: string[] }>(`SELECT send_lease_conflicts($1, $2::uuid[], $3::text, $4) AS held`, [
       leaseId,
       wanted,
       provider,
@@ -157,7 +157,7 @@ export async function claimDeliveries(pool: Sql, pushIds: string[], provider: Pr
        tried AS MATERIALIZED (
          SELECT x.* FROM pushes p CROSS JOIN LATERAL (
            SELECT d.id, d.message_id, d.device_id, d.attempts, d.status, d.claimed_at FROM deliveries d
-            WHERE d.message_id = p.id AND d.provider = $2::"Provider" AND ${IN_DAYS('d.accepted_on', '$4')}
+            WHERE d.message_id = p.id AND d.provider = $2::text AND ${IN_DAYS('d.accepted_on', '$4')}
            OFFSET 0) x),
        -- The deliveries the push names with no row: untried, or the only one of a push whose tries
        -- are recorded on the push (its attempts; final once the push is closed).
@@ -166,7 +166,7 @@ export async function claimDeliveries(pool: Sql, pushIds: string[], provider: Pr
          UNION ALL
          SELECT u.id, p.id, u.device_id, COALESCE(p.attempts, 0), cardinality(p.delivery_ids) = 1
            FROM pushes p CROSS JOIN LATERAL unnest(p.delivery_ids, p.device_ids, p.providers) AS u(id, device_id, provider)
-          WHERE u.provider = $2::"Provider" AND NOT EXISTS (SELECT 1 FROM tried t WHERE t.id = u.id)
+          WHERE u.provider = $2::text AND NOT EXISTS (SELECT 1 FROM tried t WHERE t.id = u.id)
             AND (cardinality(p.delivery_ids) > 1 OR p.open))
        SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
               v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts + 1 AS attempts,
@@ -499,10 +499,10 @@ export async function takeStrandedPushes(sql: Sql, provider: ProviderName, after
   const { rows } = await sql.query<{ messageId: string; open: boolean | null }>(
     `WITH stranded AS (
        SELECT d.id, d.accepted_on, d.status::text IN ('pending', 'sending') AS open FROM deliveries d
-        WHERE d.open AND d.provider = $1::"Provider"
+        WHERE d.open AND d.provider = $1::text
           AND d.updated_at < now() - $2 * interval '1 millisecond'
           AND (d.status::text <> 'sending' OR d.claimed_at IS NULL OR d.claimed_at < now() - $3 * interval '1 millisecond')
-          AND NOT ${LIVE_LEASE('d.message_id', '$1::"Provider"')}
+          AND NOT ${LIVE_LEASE('d.message_id', '$1::text')}
         ORDER BY d.updated_at LIMIT $4 FOR UPDATE OF d SKIP LOCKED)
      UPDATE deliveries d SET updated_at = now(), open = CASE WHEN s.open THEN true END
        FROM stranded s WHERE d.id = s.id AND d.accepted_on = s.accepted_on
@@ -512,10 +512,10 @@ export async function takeStrandedPushes(sql: Sql, provider: ProviderName, after
   const { rows: untried } = await sql.query<{ messageId: string }>(
     `WITH stranded AS (
        SELECT m.id, m.accepted_on FROM messages m
-        WHERE m.open AND m.updated_at < now() - $2 * interval '1 millisecond' AND $1::"Provider" = ANY(m.providers)
+        WHERE m.open AND m.updated_at < now() - $2 * interval '1 millisecond' AND $1::text = ANY(m.providers)
           AND EXISTS (SELECT 1 FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
-                       WHERE u.provider = $1::"Provider" AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = u.id AND d.accepted_on = m.accepted_on))
-          AND NOT ${LIVE_LEASE('m.id', '$1::"Provider"')}
+                       WHERE u.provider = $1::text AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = u.id AND d.accepted_on = m.accepted_on))
+          AND NOT ${LIVE_LEASE('m.id', '$1::text')}
         ORDER BY m.updated_at LIMIT $3 FOR UPDATE OF m SKIP LOCKED)
      UPDATE messages m SET updated_at = now() FROM stranded s WHERE m.id = s.id AND m.accepted_on = s.accepted_on
      RETURNING m.id AS "messageId"`,

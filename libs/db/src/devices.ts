@@ -24,7 +24,7 @@ export interface DeviceRegistration extends DeviceTarget {
 export async function registerDevice(db: DbTx, id: string, device: DeviceRegistration): Promise<{ device: Device; created: boolean }> {
   const rows = await db.$queryRaw<{ id: string; created: boolean }[]>`
     INSERT INTO devices (id, brand_id, user_id, provider, platform, token, p256dh, auth, active, created_at, updated_at)
-    VALUES (${id}::uuid, ${device.brandId}, ${device.userId}, ${device.provider}::"Provider",
+    VALUES (${id}::uuid, ${device.brandId}, ${device.userId}, ${device.provider}::text,
             ${device.platform}::"Platform", ${device.token}, ${device.p256dh}, ${device.auth}, true, now(), now())
     ON CONFLICT (provider, token) DO UPDATE SET
       brand_id = EXCLUDED.brand_id, user_id = EXCLUDED.user_id,

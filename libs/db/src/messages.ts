@@ -143,7 +143,7 @@ export async function storeMessages(sql: Sql, messages: NewMessage[], window: De
                              trigger_hash, origin, payload, meta, crm_headers, delivery_ids, device_ids, providers)
        SELECT t.id, t.accepted_on, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
               t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers,
-              ARRAY(SELECT uuid_v7() FROM unnest(t.device_ids)), t.device_ids, t.providers::"Provider"[]
+              ARRAY(SELECT uuid_v7() FROM unnest(t.device_ids)), t.device_ids, t.providers::text[]
          FROM targets t
         WHERE t.known_id IS NULL AND t.device_ids IS NOT NULL
         ORDER BY t.brand_id, t.crm_message_id

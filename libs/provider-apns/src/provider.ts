@@ -1,5 +1,6 @@
 import apn from '@parse/node-apn';
-import { parseRetryAfter, type ApnsCredential } from '@operator/config';
+import { parseRetryAfter } from '@operator/config';
+import type { ApnsCredential } from './descriptor';
 import { proxyFor, type ProxySettings } from '@operator/egress';
 import { apnsPayload, createStreamPool, durationSeconds, inFlightLimit, sendError, streamsAllowed, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { patchNodeApn, proxiedConnection, sessionStreams, shareProviderToken, shutdownProvider, type RetryAfterNote } from './node-apn-patches';

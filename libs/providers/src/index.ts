@@ -1,4 +1,5 @@
 export * from './types';
+export * from './descriptor';
 export * from './mapping';
 export * from './registry';
 export * from './sandbox';

@@ -20,11 +20,8 @@ export interface RegistryOptions<C> {
 
 /**
  * How long a credential pauses when the provider said it was over its quota but not for how long.
- * Short on purpose: we know nothing of the quota's window, and the pause holds back every player of
- * the brand. Guessed too short, it costs one round of sends that the provider refuses again (and
- * that answer, if it names a Retry-After, sets a pause of its own); guessed too long, it delays
- * every delivery of the brand on no evidence. The deliveries paused wait at least what is left of
- * the pause before their job's next attempt.
+ * Short on purpose: too short costs one round of refused sends, too long delays every delivery of
+ * the brand on no evidence.
  */
 export const DEFAULT_CREDENTIAL_PAUSE_MS = 1000;
 

@@ -22,14 +22,9 @@ export interface SendTarget {
 }
 
 /**
- * One taxonomy for every provider:
- * - dead-token: the device is gone (deactivate it, never retry);
- * - transient: try again later (429, 5xx, timeouts, network), honouring retryAfterMs;
- * - auth: our credentials or configuration are wrong (fail loudly, stop sending with them);
- * - payload: this message cannot go to this device, and trying again would not change that: the
- *   message itself is refused, or (Web Push) the endpoint is outside the allowed origins, its
- *   host resolves to a non-public address, or its push service refused our authorization for
- *   this one subscription (fail it, do not retry, keep the device: the operator may fix the cause).
+ * One taxonomy for every provider: dead-token (deactivate the device), transient (retry after
+ * retryAfterMs), auth (our credentials are wrong: stop sending with them), payload (this message
+ * cannot go to this device: fail it, keep the device).
  */
 export type ErrorClass = 'dead-token' | 'transient' | 'auth' | 'payload';
 
@@ -53,12 +48,7 @@ export interface SendError {
   message: string;
   /** From a Retry-After header, when the provider gave one, as given: whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
   retryAfterMs?: number;
-  /**
-   * What a transient error is about, and so what waits: `device` (the default) only this target;
-   * `origin` every target on the same push service origin (Web Push: that service is down or
-   * over its limit); `credential` every send with this client's credential (FCM's project quota,
-   * APNs' token-update limit). Never the whole queue.
-   */
+  /** What waits on a transient error: `device` (default) this target, `origin` its push service, `credential` every send with the credential; never the queue. */
   scope?: ErrorScope;
 }
 

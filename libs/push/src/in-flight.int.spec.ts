@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
-import { PUSH_TUNING, redisUrlConnection } from '@operator/config';
+import { redisUrlConnection } from '@operator/config';
+import { PUSH_TUNING } from '@operator/provider-registry';
 import { closeDb, createDb, registerDevice, type Db } from '@operator/db';
 import { createFcmProvider } from '@operator/provider-fcm';
 import type { PushProvider } from '@operator/providers';

@@ -8,3 +8,4 @@ export * from './outage';
 export * from './worker';
 export * from './tracking';
 export * from './engagement';
+export * from './run';

@@ -1,4 +1,4 @@
-import type { Credentials, Logger, PushWorkerConfig } from '@operator/config';
+import type { Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
@@ -22,11 +22,11 @@ export interface PushWorker {
  * /metrics, /health/live and /health/ready answer on METRICS_PORT, readiness while PostgreSQL and
  * Redis do; a port in use throws MetricsPortError.
  */
-export async function startPushWorker<P extends ProviderName>(
-  provider: P,
-  config: PushWorkerConfig<P>,
+export async function startPushWorker<C>(
+  provider: ProviderName,
+  config: PushWorkerConfig<C>,
   log: Logger,
-  createClient: (credential: Credentials[P], label: string) => PushProvider,
+  createClient: (credential: C, label: string) => PushProvider,
 ): Promise<PushWorker> {
   if (config.sandbox) {
     log.warn(
@@ -34,7 +34,7 @@ export async function startPushWorker<P extends ProviderName>(
       `SANDBOX: no ${provider} credentials are configured, so pushes are NOT delivered to devices: each send is accepted here and recorded as sent. Configure credentials before real use; production refuses to start like this.`,
     );
   }
-  const registry = createProviderRegistry<Credentials[P]>({
+  const registry = createProviderRegistry<C>({
     name: provider,
     defaultCredential: config.credentials.default,
     brandCredentials: config.credentials.brands,

@@ -1,17 +1,19 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { UUID_PATTERN, type ProviderName } from '@operator/contract';
+import { PROVIDER_NAMES } from '@operator/provider-registry';
 
 // Queue names and job payloads are a wire contract between the gateway and the workers: they are
 // written once, here. Payloads carry ids, never message content or credentials.
 
-export const PUSH_QUEUES = {
-  fcm: 'push-fcm',
-  apns: 'push-apns',
-  webpush: 'push-webpush',
-  hms: 'push-hms',
-  onesignal: 'push-onesignal',
-} as const satisfies Record<ProviderName, string>;
-export type PushQueueName = (typeof PUSH_QUEUES)[ProviderName];
+export type PushQueueName = `push-${ProviderName}`;
+
+/** A provider's queue: `push-<name>`. */
+export function pushQueueName(provider: ProviderName): PushQueueName {
+  return `push-${provider}`;
+}
+
+/** Every registered provider's queue, by provider. */
+export const PUSH_QUEUES: Readonly<Record<ProviderName, PushQueueName>> = Object.fromEntries(PROVIDER_NAMES.map((name) => [name, pushQueueName(name)]));
 
 export const SEND_PUSH_JOB = 'send';
 

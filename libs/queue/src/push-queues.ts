@@ -1,6 +1,7 @@
 import type { ProviderName } from '@operator/contract';
 import { Queue, type JobsOptions } from 'bullmq';
-import { PUSH_QUEUES, queueKeyPrefix, SEND_PUSH_JOB, sendPushJobId, type SendPushJob } from './jobs';
+import { PROVIDER_NAMES } from '@operator/provider-registry';
+import { pushQueueName, queueKeyPrefix, SEND_PUSH_JOB, sendPushJobId, type SendPushJob } from './jobs';
 import { redisErrorListener, type RedisClient } from './redis';
 
 export type PushQueues = Record<ProviderName, Queue<SendPushJob>>;
@@ -19,8 +20,8 @@ export const SEND_BACKOFF_TYPE = 'provider';
 export function createPushQueues(connection: RedisClient, prefix: string): PushQueues {
   const onError = redisErrorListener(connection);
   const make = (provider: ProviderName) =>
-    new Queue<SendPushJob>(PUSH_QUEUES[provider], { connection, prefix: queueKeyPrefix(prefix, PUSH_QUEUES[provider]) }).on('error', onError);
-  return { fcm: make('fcm'), apns: make('apns'), webpush: make('webpush'), hms: make('hms'), onesignal: make('onesignal') };
+    new Queue<SendPushJob>(pushQueueName(provider), { connection, prefix: queueKeyPrefix(prefix, pushQueueName(provider)) }).on('error', onError);
+  return Object.fromEntries(PROVIDER_NAMES.map((provider) => [provider, make(provider)]));
 }
 
 export interface SendJobRequest {

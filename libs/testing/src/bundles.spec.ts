@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 // What each app's bundle needs at run time, read from esbuild's metafile after building every app as
@@ -23,20 +23,18 @@ beforeAll(() => {
 afterAll(() => rmSync(join(root, outdir), { recursive: true, force: true }));
 
 const PROVIDER_SDKS = ['firebase-admin', '@parse/node-apn', 'web-push'];
-const PROVIDER_LIBS = ['libs/provider-fcm', 'libs/provider-apns', 'libs/provider-webpush', 'libs/provider-hms', 'libs/provider-onesignal'];
+const PROVIDER_LIBS = readdirSync(join(root, 'libs')).filter((dir) => dir.startsWith('provider-') && dir !== 'provider-registry').map((dir) => `libs/${dir}`);
+const PUSH_WORKERS = readdirSync(join(root, 'apps')).filter((dir) => dir.startsWith('push-worker-'));
 // The HTTP server, its docs page and the queue dashboard.
 const GATEWAY_ONLY = ['fastify', '@fastify/swagger', '@fastify/swagger-ui', '@bull-board/api', '@bull-board/fastify', '@bull-board/ui'];
 
-// Per app: the provider code it bundles and the provider SDKs it requires. firebase-admin gives the
-// FCM provider its types only: the FCM worker speaks HTTP/2 itself.
+// The SDK each push worker requires; firebase-admin gives the FCM provider its types only (it speaks
+// HTTP/2 itself), and Push Kit and OneSignal are plain HTTPS APIs: no SDK.
+const SDKS: Record<string, string[]> = { 'push-worker-apns': ['@parse/node-apn'], 'push-worker-webpush': ['web-push'] };
+// Per app: the provider code it bundles (a push worker its own provider's lib) and the provider SDKs it requires.
 const PROVIDERS: Record<string, { libs: string[]; sdks: string[] }> = {
   gateway: { libs: [], sdks: [] },
-  'push-worker-fcm': { libs: ['libs/provider-fcm'], sdks: [] },
-  'push-worker-apns': { libs: ['libs/provider-apns'], sdks: ['@parse/node-apn'] },
-  'push-worker-webpush': { libs: ['libs/provider-webpush'], sdks: ['web-push'] },
-  // Push Kit and OneSignal are plain HTTPS APIs, spoken through @operator/egress: no SDK.
-  'push-worker-hms': { libs: ['libs/provider-hms'], sdks: [] },
-  'push-worker-onesignal': { libs: ['libs/provider-onesignal'], sdks: [] },
+  ...Object.fromEntries(PUSH_WORKERS.map((app) => [app, { libs: [`libs/provider-${app.slice('push-worker-'.length)}`], sdks: SDKS[app] ?? [] }])),
   bonus: { libs: [], sdks: [] },
   'webhook-dispatcher': { libs: [], sdks: [] },
 };

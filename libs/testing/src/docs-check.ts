@@ -11,7 +11,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 export interface DocsCheckInput {
   /** The repository's root. */
   root: string;
-  /** Every variable the apps read (libs/config's APP_CONFIG_SCHEMAS). */
+  /** Every variable the apps read (the provider registry's APP_CONFIG_SCHEMAS). */
   appVariables: Iterable<string>;
   /**
    * Text of the code that reads variables itself (tools/*.mjs, ...): a documented variable found

@@ -1,7 +1,7 @@
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { APP_CONFIG_SCHEMAS } from '@operator/config';
+import { APP_CONFIG_SCHEMAS } from '@operator/provider-registry';
 import { anchorOf, checkDocs, documentFiles } from './docs-check';
 
 // The README and docs/ stay true: links and anchors resolve, every variable the apps read is

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { v7 as uuidv7 } from 'uuid';
-import { BadRequest, checkDeviceCredential, errorResponse, isUuid, DeviceSchema, RegisterDeviceSchema, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
+import { BadRequest, errorResponse, isUuid, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
+import { checkDeviceCredential, DeviceSchema, RegisterDeviceSchema } from '@operator/provider-registry';
 import { matchAllowedOrigin, type AllowedOrigin } from '@operator/config';
 import { deleteDevice, listPlayerDevices, registerDevice, type Db, type Device, type Reads } from '@operator/db';
 import { orUnavailable } from './unavailable';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { APP_CONFIG_SCHEMAS } from './apps';
-import { ApnsEnv, FcmEnv, HmsEnv, OneSignalEnv, WebPushEnv } from './push';
+import { APP_CONFIG_SCHEMAS } from './config';
+import { PROVIDERS } from './registry';
 
 describe('APP_CONFIG_SCHEMAS', () => {
   it('names every app of the stack (tools/apps.mjs)', () => {
@@ -13,7 +13,7 @@ describe('APP_CONFIG_SCHEMAS', () => {
   });
 
   it("gives each push worker its own provider's variables and no other provider's", () => {
-    const providers = { 'push-worker-fcm': FcmEnv, 'push-worker-apns': ApnsEnv, 'push-worker-webpush': WebPushEnv, 'push-worker-hms': HmsEnv, 'push-worker-onesignal': OneSignalEnv };
+    const providers = Object.fromEntries(PROVIDERS.map((provider) => [`push-worker-${provider.name}`, provider.settings.env]));
     for (const [app, own] of Object.entries(providers)) {
       const reads = Object.keys(APP_CONFIG_SCHEMAS[app].properties);
       for (const [other, schema] of Object.entries(providers)) {

@@ -1,6 +1,6 @@
 import { createECDH, randomBytes } from 'node:crypto';
-import { checkDeviceCredential, type RegisterDevice, type WebPushSubscription } from './device';
-import { MAX_DEVICE_TOKEN_BYTES } from './limits';
+import { MAX_DEVICE_TOKEN_BYTES, type RegisterDevice, type WebPushSubscription } from '@operator/contract';
+import { checkDeviceCredential } from './devices';
 
 const APNS_TOKEN = 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90';
 

@@ -1,8 +1,7 @@
 import type { ProviderName } from '@operator/contract';
-import { ConfigError, type Env } from './env';
-import { PushSendEnv } from './base';
-import { PUSH_TUNING, PUSH_TUNING_KNOBS, PUSH_TUNING_NOT_SETTABLE, PushProviderTuningEnv, pushTuning, type PushTuning } from './push-tuning';
-import { loadPushWorkerConfig, PushWorkerEnv } from './push';
+import { ConfigError, PER_PROVIDER_KNOBS, PUSH_TUNING_KNOBS, PushProviderTuningEnv, PushSendEnv, PushWorkerEnv, type Env, type PushTuning } from '@operator/config';
+import { loadPushWorkerConfig, PUSH_TUNING, pushTuning } from './config';
+import { PROVIDER_NAMES, PROVIDERS as REGISTERED } from './registry';
 import { configErrorOf } from './test/config-error';
 
 const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
@@ -70,8 +69,8 @@ const settable = (_provider: ProviderName) => Object.keys(VARIABLES) as Tunable[
 
 describe('PUSH_TUNING', () => {
   it('has one row per provider and one column per knob', () => {
-    expect(Object.keys(PUSH_TUNING).sort()).toEqual([...PROVIDERS].sort());
-    for (const provider of PROVIDERS) expect(Object.keys(PUSH_TUNING[provider]).sort()).toEqual(Object.keys(PUSH_TUNING_KNOBS).sort());
+    expect(Object.keys(PUSH_TUNING).sort()).toEqual([...PROVIDER_NAMES].sort());
+    for (const provider of PROVIDER_NAMES) expect(Object.keys(PUSH_TUNING[provider]).sort()).toEqual(Object.keys(PUSH_TUNING_KNOBS).sort());
   });
 
   it.each(PROVIDERS)('holds the values %s ran with before', (provider) => {
@@ -102,8 +101,8 @@ describe('PUSH_TUNING', () => {
     for (const field of Object.values(PushProviderTuningEnv.properties)) expect(field.default).toBeUndefined();
   });
 
-  it('has no knob a worker refuses: APNs takes the provider concurrency now that its connections are a pool of its own', () => {
-    expect(PUSH_TUNING_NOT_SETTABLE).toEqual({});
+  it('has no knob a worker refuses: a provider sets only the knobs whose default differs by provider', () => {
+    for (const provider of REGISTERED) expect({ provider: provider.name, knobs: Object.keys(provider.tuning).filter((knob) => !(PER_PROVIDER_KNOBS as readonly string[]).includes(knob)) }).toEqual({ provider: provider.name, knobs: [] });
   });
 });
 

@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Env } from './env';
+import type { Env } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
-import { loadPushWorkerConfig } from './push';
+import { loadPushWorkerConfig } from './config';
 import { configErrorOf } from './test/config-error';
 
 const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';

@@ -1,0 +1,3 @@
+export * from './registry';
+export * from './config';
+export * from './devices';
