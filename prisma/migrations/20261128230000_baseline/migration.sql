@@ -7,7 +7,6 @@ CREATE SCHEMA IF NOT EXISTS "public";
 
 -- Types
 
-CREATE TYPE "Provider" AS ENUM ('fcm', 'apns', 'webpush', 'hms', 'onesignal');
 CREATE TYPE "Platform" AS ENUM ('android', 'ios', 'web');
 CREATE TYPE "MessageStatus" AS ENUM ('accepted', 'sent', 'failed', 'delivered', 'opened', 'clicked');
 CREATE TYPE "DeliveryStatus" AS ENUM ('pending', 'sent', 'failed', 'sending');
@@ -41,7 +40,7 @@ CREATE TABLE "devices" (
     "id" UUID NOT NULL,
     "brand_id" BIGINT NOT NULL,
     "user_id" TEXT NOT NULL,
-    "provider" "Provider" NOT NULL,
+    "provider" TEXT NOT NULL,
     "platform" "Platform",
     "token" TEXT NOT NULL,
     "p256dh" TEXT,
@@ -85,7 +84,7 @@ CREATE TABLE "messages" (
     "accepted_on" DATE NOT NULL,
     "delivery_ids" UUID[],
     "device_ids" UUID[],
-    "providers" "Provider"[],
+    "providers" TEXT[],
     "open" BOOLEAN DEFAULT true,
     "attempts" INTEGER,
     "error_code" TEXT,
@@ -114,7 +113,7 @@ CREATE TABLE "deliveries" (
     "id" UUID NOT NULL,
     "message_id" UUID NOT NULL,
     "device_id" UUID,
-    "provider" "Provider" NOT NULL,
+    "provider" TEXT NOT NULL,
     "status" "DeliveryStatus" NOT NULL DEFAULT 'pending',
     "provider_message_id" TEXT,
     "error_code" TEXT,
@@ -143,7 +142,7 @@ ALTER INDEX "deliveries_default_provider_updated_at_idx" RENAME TO "deliveries_d
 
 CREATE TABLE "send_leases" (
     "id" UUID NOT NULL,
-    "provider" "Provider" NOT NULL,
+    "provider" TEXT NOT NULL,
     "push_ids" UUID[] NOT NULL,
     "taken_at" TIMESTAMPTZ(3) NOT NULL DEFAULT now(),
     "lease_until" TIMESTAMPTZ(3) NOT NULL,
@@ -160,7 +159,7 @@ CREATE INDEX "send_leases_push_ids_idx" ON "send_leases" USING GIN ("push_ids") 
 
 -- The pushes among `wanted` that another live lease of `prov` names (one lapsed less than
 -- `grace_ms` ago still counts).
-CREATE FUNCTION "send_lease_conflicts"("lease" UUID, "wanted" UUID[], "prov" "Provider", "grace_ms" DOUBLE PRECISION) RETURNS UUID[]
+CREATE FUNCTION "send_lease_conflicts"("lease" UUID, "wanted" UUID[], "prov" TEXT, "grace_ms" DOUBLE PRECISION) RETURNS UUID[]
 LANGUAGE sql VOLATILE SET enable_seqscan = off AS $$
   SELECT COALESCE(array_agg(DISTINCT h.id), '{}')
     FROM send_leases l CROSS JOIN LATERAL unnest(l.push_ids) AS h(id)
@@ -169,7 +168,7 @@ LANGUAGE sql VOLATILE SET enable_seqscan = off AS $$
 $$;
 
 -- Whether a live lease of `prov` names push `push`.
-CREATE FUNCTION "send_lease_live"("push" UUID, "prov" "Provider") RETURNS BOOLEAN
+CREATE FUNCTION "send_lease_live"("push" UUID, "prov" TEXT) RETURNS BOOLEAN
 LANGUAGE sql STABLE SET enable_seqscan = off AS $$
   SELECT EXISTS (SELECT 1 FROM send_leases l WHERE l.push_ids @> ARRAY["push"] AND l.provider = "prov" AND l.lease_until > now())
 $$;
