@@ -59,7 +59,7 @@ export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } 
     const deliveryId = (i) => uuidV7(at(i), `'${salt}d' || ${i}`);
     const failed = (i) => `(${i} % 20 = 0)`;
     const deviceId = (i) => `md5('old-device-' || ${i})::uuid`;
-    const provider = (i) => `(CASE WHEN ${i} % 2 = 0 THEN 'fcm' ELSE 'apns' END)::"Provider"`;
+    const provider = (i) => `(CASE WHEN ${i} % 2 = 0 THEN 'fcm' ELSE 'apns' END)`;
 
     const chunks = [];
     for (let first = 1; first <= n; first += CHUNK) chunks.push([first, Math.min(n, first + CHUNK - 1)]);
