@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
 import {
   claimDueCredits,
   dueForExpiry,
@@ -28,7 +29,6 @@ import { canMove, EXPIRING_BONUS_STATUSES, FINAL_BONUS_STATUSES, TURNED_REAL_STA
 import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type EventSettings } from './events';
 import type { Wallet } from './wallet';
 import { backoffMs, type LogSink } from '@operator/config';
-
 
 export interface BonusDeps {
   db: Db;
@@ -171,22 +171,22 @@ export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'
 export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<string>()): Promise<number> {
   const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs, deps.owner);
   for (const credit of credits) held.add(credit.id);
-  let next = 0;
-  const worker = async () => {
-    while (next < credits.length) {
-      const credit = credits[next++];
-      // Not held any more: given back at shutdown.
-      if (!held.delete(credit.id)) continue;
-      try {
-        await processCredit(deps, credit);
-      } catch (error) {
-        // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
-        const level = isDbUnavailable(error) ? 'warn' : 'error';
-        deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(Math.max(1, deps.concurrency), credits.length) }, worker));
+  const limit = pLimit(Math.max(1, deps.concurrency));
+  await Promise.all(
+    credits.map((credit) =>
+      limit(async () => {
+        // Not held any more: given back at shutdown.
+        if (!held.delete(credit.id)) return;
+        try {
+          await processCredit(deps, credit);
+        } catch (error) {
+          // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
+          const level = isDbUnavailable(error) ? 'warn' : 'error';
+          deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
+        }
+      }),
+    ),
+  );
   await expireDueBonuses(deps, batch);
   return credits.length;
 }
