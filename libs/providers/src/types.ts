@@ -1,16 +1,14 @@
 import type { Platform, ProviderName, PushRequest } from '@operator/contract';
 
-/** One push, as the provider must render it. */
 export interface Notification {
-  /** Our push_id: every payload carries it so the app can report opens and clicks. */
+  /** Every payload carries it so the app can report opens and clicks. */
   pushId: string;
-  /** The CRM's request as stored (contract 2.1), unknown fields included. */
+  /** As stored, unknown fields included. */
   request: PushRequest;
-  /** Proves a device's open/click report for this push (an HMAC of the push id); sent beside push_id. */
+  /** An HMAC of the push id that proves a device's open/click report; sent beside push_id. */
   trackingToken?: string;
 }
 
-/** One device to send to. */
 export interface SendTarget {
   deliveryId: string;
   /** FCM registration token, APNs device token, or the Web Push endpoint. */
@@ -22,14 +20,9 @@ export interface SendTarget {
 }
 
 /**
- * One taxonomy for every provider:
- * - dead-token: the device is gone (deactivate it, never retry);
- * - transient: try again later (429, 5xx, timeouts, network), honouring retryAfterMs;
- * - auth: our credentials or configuration are wrong (fail loudly, stop sending with them);
- * - payload: this message cannot go to this device, and trying again would not change that: the
- *   message itself is refused, or (Web Push) the endpoint is outside the allowed origins, its
- *   host resolves to a non-public address, or its push service refused our authorization for
- *   this one subscription (fail it, do not retry, keep the device: the operator may fix the cause).
+ * One taxonomy for every provider: dead-token (deactivate the device), transient (try again later),
+ * auth (our credentials are wrong: fail loudly), payload (this message cannot go to this device and
+ * trying again would not help: fail it, keep the device).
  */
 export type ErrorClass = 'dead-token' | 'transient' | 'auth' | 'payload';
 
@@ -49,15 +42,13 @@ export type ErrorCode =
 export interface SendError {
   class: ErrorClass;
   code: ErrorCode;
-  /** The provider's own words (reason, status, error code), for people. */
+  /** The provider's own words, for people. */
   message: string;
-  /** From a Retry-After header, when the provider gave one, as given: whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
+  /** As given; whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
   retryAfterMs?: number;
   /**
-   * What a transient error is about, and so what waits: `device` (the default) only this target;
-   * `origin` every target on the same push service origin (Web Push: that service is down or
-   * over its limit); `credential` every send with this client's credential (FCM's project quota,
-   * APNs' token-update limit). Never the whole queue.
+   * What waits on a transient error: this target (`device`, the default), every target on the push
+   * service `origin`, or every send with this `credential`. Never the whole queue.
    */
   scope?: ErrorScope;
 }
@@ -70,7 +61,6 @@ export interface PushProvider {
   readonly name: ProviderName;
   /** Sends one push to each target; answers one result per target, in order. A per-device failure is a result, not a throw. */
   send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]>;
-  /** Releases connections; the provider is not used afterwards. */
   close(): Promise<void>;
 }
 
