@@ -1,8 +1,6 @@
-// Day partitions of messages, deliveries and events for the scripts that write those rows themselves
-// (seed-old-rows.mjs, bench-dispatcher.mjs), made as the apps make them (libs/db/src/partitions.ts:
-// the same names, bounds, storage parameters and lock), which plain .mjs scripts cannot import.
-// Without them, rows of a day that has no partition go to the default partition, and the apps can
-// no longer make that day's partition.
+// Day partitions made as libs/db/src/partitions.ts makes them, for .mjs scripts that cannot import
+// it: rows of a day without a partition would go to the default one, and the apps could no longer
+// make that day's partition.
 
 const DAY_MS = 86_400_000;
 
@@ -18,11 +16,7 @@ const TABLES = [
   { table: 'events', bound: (day) => `'${day} 00:00:00+00'`, storage: '' },
 ];
 
-/**
- * Makes the partitions of the days from `from` through `to` (YYYY-MM-DD) that are missing, each in
- * a transaction of its own under the apps' lock; answers those made and those that could not be
- * (rows of their day already in the default partition).
- */
+/** Each in a transaction of its own under the apps' lock; answers those made and those that could not be. */
 export async function makeDayPartitions(client, from, to) {
   const made = [];
   const skipped = [];

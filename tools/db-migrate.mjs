@@ -1,9 +1,6 @@
-// Creates the database named by MIGRATE_DATABASE_URL (by default DATABASE_URL) if it is missing,
-// sets its session defaults (DATABASE_SESSION_SETTINGS), then applies the migrations. With --wait it
-// changes nothing: it waits until every migration has been applied (the apps' init containers on
-// Kubernetes, while the migration Job runs). MIGRATE_DATABASE_URL is a direct connection to the
-// primary, not through a transaction pooler: a migration holds a session advisory lock, and its
-// statements may run longer than the apps' statement_timeout.
+// Creates the database if missing, sets its session defaults, then applies the migrations; with
+// --wait it only waits for them (init containers). MIGRATE_DATABASE_URL goes straight to the primary,
+// not through a transaction pooler: a migration holds a session advisory lock.
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -23,7 +20,7 @@ const require = createRequire(import.meta.url);
 export { connectAdmin, DatabaseUnreachable, DatabaseUrlRefused };
 export const DEFAULT_DATABASE_URL = 'postgresql://postgres@127.0.0.1:5432/operator_api';
 
-/** The URL migrations use, and the variable it came from: MIGRATE_DATABASE_URL, else DATABASE_URL, else the default. */
+/** MIGRATE_DATABASE_URL, else DATABASE_URL, else the default, and which it was. */
 export function migrationTarget(env = process.env) {
   if (env.MIGRATE_DATABASE_URL) return { url: env.MIGRATE_DATABASE_URL, variable: 'MIGRATE_DATABASE_URL' };
   return { url: env.DATABASE_URL || DEFAULT_DATABASE_URL, variable: 'DATABASE_URL' };
@@ -44,7 +41,7 @@ export async function ensureDatabase(url, { recreate = false, variable = 'DATABA
   }
 }
 
-/** Applies the migrations, on a session of its own that no statement or idle timeout cuts short. */
+/** On a session of its own that no statement or idle timeout cuts short. */
 export function migrate(url) {
   const cli = require.resolve('prisma/build/index.js');
   execFileSync(process.execPath, [cli, 'migrate', 'deploy'], {
@@ -53,7 +50,7 @@ export function migrate(url) {
   });
 }
 
-/** ensureDatabase for a command line: an unreachable server or a refused URL ends the process with one line. */
+/** An unreachable server or a refused URL ends the process with one line. */
 export async function ensureDatabaseOrExit(url, variable = 'DATABASE_URL') {
   try {
     await ensureDatabase(url, { variable });
@@ -85,7 +82,7 @@ export async function pendingMigrations(url) {
   }
 }
 
-/** Returns once every migration is applied; until then says why it waits, when the reason changes. */
+/** Says why it waits, when the reason changes. */
 export async function waitForMigrations(url, { intervalMs = 2000 } = {}) {
   const where = new URL(url);
   let said;

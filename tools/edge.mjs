@@ -1,11 +1,6 @@
-// `npm run edge [-- --fuzz N]`: the gateway as it faces the internet, started as an operator runs it
-// in production (NODE_ENV=production, built), and tried from outside as an attacker would: weak keys
-// refused at start, operations pages off the public port, scoped internal keys, small bodies on the
-// open routes, no GET token requests, credential guessing throttled per address without ever
-// refusing the CRM's right credentials (clients bound to 127.0.0.2, 127.0.0.3, ... stand for other
-// machines), unauthenticated 5 MiB bodies to unrouted paths never read nor slowing the CRM, a
-// trickling request cut off, a duplicate key smuggling a deep value refused, and N fuzzed requests
-// (default 100,000) answered without a 5xx, the gateway ready at the end.
+// `npm run edge [-- --fuzz N]`: the built gateway as it faces the internet in production, tried from
+// outside as an attacker would, step by step below. Clients bound to 127.0.0.2, 127.0.0.3, ... stand
+// for other machines.
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import net from 'node:net';

@@ -1,6 +1,5 @@
-// `node tools/house-figures.mjs [dir] [--json]`: the figures of the house at `dir` (default: the
-// current directory): non-test source lines and their comment share, the largest files, files over
-// 450 lines, migrations, import circles (file and library level) and the commit subjects.
+// `node tools/house-figures.mjs [dir] [--json]`: the figures of the house at `dir`: source lines
+// and comment share, largest files, migrations, import circles and commit subjects.
 // libs/testing/src/import-circles.spec.ts runs it to keep the house free of import circles.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -40,7 +39,6 @@ function isTestPath(path) {
   );
 }
 
-/** Lines of a text, without the empty one after a final newline. */
 function linesOf(text) {
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
@@ -100,7 +98,6 @@ function resolveImport(from, name, files, aliases) {
   return undefined;
 }
 
-/** Each file to the files of the repository it imports. */
 function fileGraph(root, paths) {
   const files = new Set(paths);
   const aliases = aliasesOf(root);

@@ -11,7 +11,7 @@ export async function redisProblem(env = process.env) {
   return require('../dist/tools/redis-check.js').redisProblem(env);
 }
 
-/** redisProblem for a command line: a problem ends the process with one line. */
+/** A problem ends the process with one line. */
 export async function ensureRedisOrExit(env = process.env) {
   const problem = await redisProblem(env);
   if (problem) {

@@ -1,14 +1,11 @@
-// Old rows for the benchmark: messages settled long ago, each with its delivery and its delivered
-// status event, exactly what retention drops. They fill the tables (and their indexes) the way a
-// few months of traffic would, so that the hot paths can be measured against a grown database:
-// each row in the partition of its day, as the apps would have written it (a message's id is a
-// UUIDv7 of its time and names its day, its delivery goes with it, its event goes by its time).
-// Everything is set-based (INSERT ... SELECT generate_series): millions of rows in a minute or two.
+// Old rows for the benchmark: settled messages with their delivery and status event, exactly what
+// retention drops, each in the partition of its day as the apps would have written it, so the hot
+// paths are measured against a grown database. Set-based, so millions of rows take a minute or two.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { dayOf, makeDayPartitions } from './day-partitions.mjs';
 
-/** The brand the old messages belong to: none of the benchmark's own. */
+/** None of the benchmark's own brands. */
 export const OLD_ROWS_BRAND = 900_000_001;
 
 const CHUNK = 250_000;
@@ -16,11 +13,7 @@ const CHUNK = 250_000;
 // A UUIDv7 (as the gateway makes) for the row's time, so old ids sort before new ones as they would.
 const uuidV7 = (ms, seed) => `(lpad(to_hex(${ms}), 12, '0') || '7' || substr(md5(${seed}), 1, 3) || '8' || substr(md5(${seed}), 4, 15))::uuid`;
 
-/**
- * Inserts `messages` old messages (or a third of `rows`: one message, one delivery and one event
- * each), created over the 30 days before `ageDays` ago, then vacuums and analyzes the three tables
- * so that the measurements after it are not taken while autovacuum works through them.
- */
+/** Then vacuums and analyzes, so measurements are not taken while autovacuum works through the tables. */
 export async function seedOldRows(databaseUrl, { messages, rows, ageDays = 90 } = {}) {
   const n = messages ?? Math.ceil((rows ?? 0) / 3);
   const started = performance.now();

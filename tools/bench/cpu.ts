@@ -1,9 +1,7 @@
-// CPU time used by the processes a bench stage runs on, read from Linux's /proc (0 elsewhere): to
-// say where a stage's time goes (the apps, PostgreSQL, Redis, the bench's own process) per request
-// or message.
+// CPU time of the processes a bench stage runs on, from Linux's /proc (0 elsewhere): where a
+// stage's time goes, per request or message.
 import { readdirSync, readFileSync } from 'node:fs';
 
-/** CPU time a process has used so far, in ms, in user space and in the kernel (0 if it is gone or not on Linux). */
 function userAndKernelMs(pid: number | undefined): { user: number; kernel: number } {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -14,13 +12,11 @@ function userAndKernelMs(pid: number | undefined): { user: number; kernel: numbe
   }
 }
 
-/** CPU time a process has used so far, in ms (its utime and stime; 0 if it is gone or not on Linux). */
 export function cpuMs(pid: number | undefined): number {
   const { user, kernel } = userAndKernelMs(pid);
   return user + kernel;
 }
 
-/** The ids of the running processes whose command name is `name` (PostgreSQL's: `postgres`). */
 function pidsNamed(name: string): number[] {
   try {
     return readdirSync('/proc')
@@ -38,7 +34,6 @@ function pidsNamed(name: string): number[] {
   }
 }
 
-/** The CPU used so far by the named apps, every PostgreSQL process, Redis and this process. */
 export interface CpuSample {
   apps: Map<string, { user: number; kernel: number }>;
   postgres: Map<number, number>;
@@ -46,7 +41,6 @@ export interface CpuSample {
   bench: number;
 }
 
-/** A sample of the CPU used so far by `apps` (name: pid) and the stores. */
 export function sampleCpu(apps: Record<string, number | undefined>): CpuSample {
   const usage = process.cpuUsage();
   return {
@@ -57,7 +51,6 @@ export function sampleCpu(apps: Record<string, number | undefined>): CpuSample {
   };
 }
 
-/** The CPU used between two samples, in ms: each app's (and how much of it in the kernel), PostgreSQL's, Redis's and this process's. */
 export interface CpuUsed {
   apps: { name: string; ms: number; kernelMs: number }[];
   postgres: number;
@@ -65,11 +58,7 @@ export interface CpuUsed {
   bench: number;
 }
 
-/**
- * The CPU used between two samples. PostgreSQL's backends come and go: one that began between the
- * samples (an app started for the stage connects) counts whole; one that ended between them is not
- * counted (the apps' pools keep theirs through a stage).
- */
+/** A PostgreSQL backend that began between the samples counts whole; one that ended is not counted. */
 export function cpuBetween(before: CpuSample, after: CpuSample): CpuUsed {
   let postgres = 0;
   for (const [pid, ms] of after.postgres) postgres += ms - (before.postgres.get(pid) ?? 0);
@@ -80,10 +69,7 @@ export function cpuBetween(before: CpuSample, after: CpuSample): CpuUsed {
   return { apps, postgres, redis: after.redis - before.redis, bench: after.bench - before.bench };
 }
 
-/**
- * "gateway 61 µs (4 µs of it in the kernel), PostgreSQL 80 µs, Redis 2 µs, load generator 5 µs":
- * the CPU per one of `units`; `bench` names what this process did in the stage.
- */
+/** "gateway 61 µs (4 µs of it in the kernel), PostgreSQL 80 µs, ...", per one of `units`. */
 export function cpuPer(used: CpuUsed, units: number, bench: string): string {
   const us = (ms: number) => `${Math.round((ms * 1000) / units)} µs`;
   const apps = used.apps.map((app) => `${app.name} ${us(app.ms)} (${us(app.kernelMs)} of it in the kernel)`);

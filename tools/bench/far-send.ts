@@ -1,6 +1,5 @@
 // The "far provider" stage: one push worker drains one-device pushes to an FCM and an APNs that
-// answer each send BENCH_FAR_DELAY_MS late, as a distant provider would; it reports sends/s and the
-// most kept on the wire. BENCH_ONLY=far-send runs it alone; BENCH_CPU_PROF=<dir> profiles workers.
+// answer BENCH_FAR_DELAY_MS late, as a distant provider would: sends/s and the most on the wire.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,17 +8,13 @@ import { Providers } from '../chaos/providers';
 import { cpuMs } from './cpu';
 
 const env = process.env;
-/** One-device pushes sent through each far provider. */
 export const FAR_SENDS = Number(env.BENCH_FAR_SENDS || 30000);
-/** How long the far providers take to answer. */
 export const FAR_DELAY_MS = Number(env.BENCH_FAR_DELAY_MS || 30);
 const CPU_PROFILES = env.BENCH_CPU_PROF || '';
 
 export interface FarSendDeps {
   dir: string;
-  /** Every app's environment (database, Redis, queue prefix, logs). */
   appEnv: NodeJS.ProcessEnv;
-  /** Accepts `count` one-device pushes through the gateway, to FCM or APNs players. */
   accept(provider: 'fcm' | 'apns', count: number): Promise<void>;
   /** Deliveries still to send (counted once a stage: the count reads every open push). */
   toSend(): Promise<number>;
@@ -69,7 +64,6 @@ async function drain(deps: FarSendDeps, app: string, extra: Record<string, strin
   }
 }
 
-/** sends/s, with the most on the wire, and the CPU per send of the worker and of this process (the fake server, the polls). */
 function figure(result: Awaited<ReturnType<typeof drain>>, fake: { peakInFlight: number; sessions: number }): Figure {
   const rate = result.sends / result.seconds;
   const perSend = (ms: number) => ((ms * 1000) / result.sends).toFixed(0);
@@ -79,7 +73,6 @@ function figure(result: Awaited<ReturnType<typeof drain>>, fake: { peakInFlight:
   };
 }
 
-/** The stage's figures: `farFcm` and `farApns`. */
 export async function farSend(deps: FarSendDeps): Promise<{ farFcm: Figure; farApns: Figure }> {
   // FCM allows 100 streams per connection; APNs announces several hundred.
   const providers = await Providers.start(mkdtempSync(join(deps.dir, 'far-')), {

@@ -46,7 +46,6 @@ function send(agent: http.Agent, port: number, request: Request): Promise<{ stat
   });
 }
 
-/** Sends `next()` requests over `connections` connections for `seconds`. */
 export async function load(port: number, connections: number, seconds: number, next: () => Request, onAnswer?: (status: number, body: string) => void): Promise<LoadResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const latencies: number[] = [];

@@ -1,7 +1,5 @@
-// `npm run bench`: how fast each stage of the stack is on this machine, in one run, printed as one
-// table. The apps run as built, as separate processes, against the real PostgreSQL and Redis (a
-// database and queue prefix of their own); providers are local servers over TLS and the CRM is a
-// local receiver. The same figures are taken again with millions of old rows in the tables.
+// `npm run bench`: each stage of the stack on this machine, as built apps against the real stores,
+// with local provider servers and CRM; taken again with millions of old rows in the tables.
 import { fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -27,7 +25,6 @@ const BATCHES = Number(env.BENCH_BATCHES || 120);
 const BATCH_SIZE = Number(env.BENCH_BATCH_SIZE || 500);
 const SEND = Number(env.BENCH_SEND || 20000);
 const END_TO_END = Number(env.BENCH_END_TO_END || 50000);
-/** CRM_STATUS_WEBHOOK_BATCH_MAX of the end-to-end stage's batched run. */
 const E2E_WEBHOOK_BATCH = Number(env.BENCH_E2E_WEBHOOK_BATCH || 100);
 const OLD_ROWS = Number(env.BENCH_OLD_ROWS ?? 5_000_000);
 const DATABASE_URL = env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench';
@@ -39,11 +36,10 @@ const INTERNAL = { 'x-api-key': 'dev-internal-key' };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
 const count = async (sql: string) => Number((await pool.query(sql)).rows[0].count);
-/** Polled while a stage sends: cheap whatever is queued, where the count of what is left reads every open push. */
+/** Cheap whatever is queued, where a count of what is left would read every open push. */
 const sending = async () => (await pool.query<{ started: boolean; done: boolean }>(SENDING_STATE_SQL)).rows[0];
 const log = (line: string) => console.log(`bench: ${line}`);
 
-/** The CRM's status webhook: counts the pushes reported sent. */
 class Receiver {
   readonly sent = new Set<string>();
   events = 0;
@@ -54,7 +50,6 @@ class Receiver {
     req.on('end', () => {
       this.events += 1;
       try {
-        // One event, or an array of them (CRM_STATUS_WEBHOOK_BATCH_MAX).
         const parsed = JSON.parse(body) as { push_id?: string; status?: string } | { push_id?: string; status?: string }[];
         for (const event of Array.isArray(parsed) ? parsed : [parsed]) if (event.status === 'sent' && event.push_id) this.sent.add(event.push_id);
       } catch {
@@ -75,7 +70,6 @@ class Receiver {
   }
 }
 
-// appEnv is settled further down, before any app starts.
 const start = (name: string, extra: Record<string, string>, nodeArgs?: string[]) => appStarter(appEnv)(name, extra, nodeArgs);
 const stop = stopApp;
 const until = (probe: () => Promise<boolean>, what: string, ms?: number) => waitUntil(probe, what, ms, 100);
@@ -103,13 +97,11 @@ const batchesOf = (total: number, player: (i: number) => string): Request[] =>
 const dir = mkdtempSync(join(tmpdir(), 'operator-bench-'));
 // The seeded rows are 1 to 31 days old: a retention of 32 days keeps them all.
 const appEnv: NodeJS.ProcessEnv = { ...env, NODE_ENV: 'development', DATABASE_URL, REDIS_URL, QUEUE_PREFIX: `bench-${Date.now()}`, LOG_LEVEL: 'warn', RETENTION_DAYS: '32', METRICS_PORT: '0' };
-// Status events not posted yet: past the topic's settled dispatch position, or waiting for a retry.
 const SETTLED = `COALESCE(LEAST((SELECT position FROM dispatch_cursors WHERE topic = 'push.status'),
     (SELECT min(after_position) FROM dispatch_ranges WHERE topic = 'push.status')), 0)`;
 const PENDING_EVENTS = `SELECT (SELECT count(*) FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > ${SETTLED})
   + (SELECT count(*) FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending') AS count`;
-// Whether any is left: what the dispatcher stage polls, ten times a second. It stops at the first
-// event it finds, where a count would read every one still to post.
+// Polled ten times a second: stops at the first event, where a count would read every one.
 const ANY_PENDING_EVENT = `SELECT ((SELECT e.feed_seq FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > ${SETTLED} ORDER BY e.feed_seq LIMIT 1) IS NOT NULL
   OR EXISTS (SELECT 1 FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending'))::int AS count`;
 
@@ -132,7 +124,6 @@ async function baseline(): Promise<{ rate: number; text: string }> {
   return { rate: result.perSecond, text: `${result.perSecond.toFixed(0)} req/s; CPU per request: ${cpuPer(used, result.requests, 'load generator')}` };
 }
 
-/** What the far-provider stage (far-send.ts) needs of this bench. */
 const farDeps = (gatewayPort: number): FarSendDeps => ({
   dir,
   appEnv,
@@ -187,12 +178,7 @@ async function sendStages(gatewayPort: number, providers: Providers) {
   return figures;
 }
 
-/** One pass over every stage; answers one figure per stage. */
-/**
- * Singles and batches through the gateway, each with the CPU it cost per request or message: the
- * gateway's, PostgreSQL's (every server process), Redis's and the load generator's (this process).
- * Nothing else runs during them.
- */
+/** Singles and batches through the gateway, with the CPU each process took per request or message. */
 async function accept(gatewayPort: number, gatewayPid: number | undefined, bare: number) {
   const figures: Record<string, { text: string; rate: number }> = {};
   const apps = { gateway: gatewayPid };
@@ -258,12 +244,8 @@ async function pass(gatewayPort: number, gatewayPid: number | undefined, receive
   return figures;
 }
 
-/**
- * END_TO_END messages in batches of 500, 4 in flight, from the first request until the receiver had
- * every status; with the CPU each of `apps` (name: pid), the stores and the bench took per message.
- */
+/** From the first request until the receiver had every status, with the CPU each process took per message. */
 async function endToEnd(gatewayPort: number, receiver: Receiver, apps: Record<string, number | undefined>): Promise<{ text: string; rate: number; messages: number }> {
-  // Only this run's pushes are looked for (the earlier stages' statuses are all in).
   receiver.sent.clear();
   const ids: string[] = [];
   const cpu = sampleCpu(apps);
@@ -313,7 +295,6 @@ async function main() {
       return;
     }
 
-    // BENCH_ONLY=far-send: that stage alone.
     if (env.BENCH_ONLY === 'far-send') {
       const far = await farSend(farDeps(gatewayPort));
       console.log('');
@@ -323,7 +304,6 @@ async function main() {
       return;
     }
 
-    // BENCH_ONLY=end-to-end: that stage alone (one status per POST), with the apps' CPU per message.
     if (env.BENCH_ONLY === 'end-to-end') {
       const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
       const worker = start('push-worker-fcm', {});
@@ -340,7 +320,6 @@ async function main() {
     const { rate: bare, text: bareText } = await baseline();
     log(`bare Fastify baseline: ${bareText}`);
 
-    // BENCH_ONLY=accept: singles and batches alone, beside the baseline (with BENCH_CPU_PROF, the gateway's profile of them).
     if (env.BENCH_ONLY === 'accept') {
       const accepted = await accept(gatewayPort, gateway.pid, bare);
       console.log('');

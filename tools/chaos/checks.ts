@@ -26,10 +26,7 @@ export interface RunRecord {
   /** A push worker's jobs at once × messages of a job at once: the sends a failover can leave unrecorded (and a kill, without killBound). */
   inFlightBound: number;
   inFlightWindowMs: number;
-  /**
-   * The repeats a kill of a provider's worker at `at` may explain: the sends it can have waiting for
-   * an answer on the wire, and the answers it may not have written yet (see main.ts).
-   */
+  /** The repeats a kill at `at` may explain: sends on the wire and answers not yet written. */
   killBound?: (provider: string, at: number) => { bound: number; how: string };
 }
 
@@ -38,7 +35,7 @@ const STORE_AND_APP_FAULTS: Fault['kind'][] = ['kill', 'crash', 'pg-cut', 'redis
 
 const sample = <T>(items: T[], n = 5) => items.slice(0, n);
 
-/** Where in the run a moment falls: the fault whose window (with a margin) holds it. */
+/** The fault whose window (with a margin) holds a moment. */
 function faultAround(faults: Fault[], at: number, t0: number, marginMs = 2000, kinds?: Fault['kind'][]): string {
   const hit = faults.filter((f) => (!kinds || kinds.includes(f.kind)) && at >= f.at - marginMs && at <= (f.endAt ?? f.at) + marginMs);
   if (!hit.length) return 'no fault nearby';
@@ -59,7 +56,6 @@ function ageBuckets(ages: number[]): string {
   return edges.map((edge, i) => (counts[i] ? `${counts[i]} ${edge === Infinity ? 'older' : `<= ${edge} ms`}` : '')).filter(Boolean).join(', ');
 }
 
-/** Each device's receipts by push id, in arrival order. */
 function receiptIndex(receipts: Receipt[]): Map<string, Map<string, number[]>> {
   const index = new Map<string, Map<string, number[]>>();
   for (const receipt of receipts) {
@@ -133,14 +129,10 @@ export function checkNothingLost(run: RunRecord): Check {
   return { name: 'nothing lost: every acknowledged push reached each device and its status came back, once, with its meta', ok, lines };
 }
 
-/**
- * 2. A device that got the same push twice or more: allowed only for sends in flight when that
- * provider's worker was killed (at most killBound per kill) or a store failed over (at most
- * inFlightBound per provider and failover), the first copy within inFlightWindowMs before it.
- */
 /** Providers that take a repeated send as the same one (its idempotency key): no duplicate of theirs is explained. */
 const IDEMPOTENT_PROVIDERS = new Set(['onesignal']);
 
+/** 2. A push received twice only for sends in flight at a worker's kill or a store's failover, within their bounds. */
 export function checkDuplicates(run: RunRecord): Check {
   const index = receiptIndex(run.receipts);
   const explainers = run.faults.flatMap((f) => {
@@ -163,10 +155,8 @@ export function checkDuplicates(run: RunRecord): Check {
         copies += 1;
         const first = times[j - 1];
         const again = times[j];
-        // A send the killed worker wrote just before SIGKILL may be read here after the kill was
-        // recorded; until its replacement is started (endAt), no other process sends for that
+        // Until the killed worker's replacement starts (endAt) no other process sends for that
         // provider, so a first copy up to then is still one of the killed worker's.
-        // OneSignal's requests are idempotent: a send repeated after a kill or a failover is not delivered again.
         const explainer = IDEMPOTENT_PROVIDERS.has(provider) ? undefined : explainers.find(
           (k) =>
             k.provider === provider &&

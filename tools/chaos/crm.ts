@@ -1,7 +1,5 @@
-// The CRM: sends pushes (singles and batches) and credits the way the contract says it does, and
-// records every answer. A 2xx single is acknowledged, a 4xx skipped, anything else (5xx, other
-// statuses, a connection that fails) sent again until acknowledged; in a batch, `fatal` and
-// unlisted messages are sent again; some acknowledged messages and credits are sent again on purpose.
+// The CRM: sends pushes and credits as the contract says it does, and records every answer. What
+// is neither acknowledged nor refused (4xx) is sent again until it is.
 import type { SeededRandom as Random } from '@operator/testing';
 import { sleep } from './util';
 
@@ -19,12 +17,10 @@ export interface ChaosMessage {
   body: Record<string, unknown>;
   /** The meta sent, which every status event must carry back. */
   meta: Record<string, unknown>;
-  /** Set when acknowledged. */
   pushId?: string;
   ackAt?: number;
   /** 4xx single or `failed` in a batch: skipped by the CRM. */
   refused?: string;
-  /** Still unacknowledged when the CRM gave up (the run's deadline). */
   gaveUp?: boolean;
 }
 
@@ -56,7 +52,6 @@ export interface Answer {
 export class CrmDriver {
   /** Answers by endpoint and status ('network' for a connection that failed). */
   readonly statuses = new Map<string, Map<string, number>>();
-  /** Every answer of the CRM's requests, in order. */
   readonly answers: Answer[] = [];
   /** Answers 5xx other than 503, with the body. */
   readonly bad5xx: { at: number; path: string; status: number; body: string }[] = [];
@@ -75,7 +70,6 @@ export class CrmDriver {
     this.bases = Array.isArray(base) ? base : [base];
   }
 
-  /** No more retries after this (the hard deadline of the run). */
   stop(): void {
     this.stopped = true;
   }
@@ -87,7 +81,6 @@ export class CrmDriver {
     byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
   }
 
-  /** One request; undefined status for a connection that failed. */
   async call(path: string, body: unknown, headers: Record<string, string> = {}, key = OPERATOR_KEY): Promise<{ status?: number; json?: any; retryAfterMs: number }> {
     const gateway = this.turn++ % this.bases.length;
     try {
@@ -145,7 +138,6 @@ export class CrmDriver {
     if (message.expect === 'accept') this.anomalies.push({ at: Date.now(), what: `activity ${message.activityId} refused: ${reason}` });
   }
 
-  /** POST /channels/push/single until a 2xx or a 4xx. */
   async single(message: ChaosMessage): Promise<void> {
     for (let attempt = 0; ; attempt += 1) {
       const answer = await this.call('/channels/push/single', message.body);
@@ -203,7 +195,6 @@ export class CrmDriver {
     if (before && message.pushId !== before) this.anomalies.push({ at: Date.now(), what: `activity ${message.activityId}: resend answered ${message.pushId}, first ${before}` });
   }
 
-  /** POST /bonus/credit or /bonus/credit/funds until 200. */
   async credit(credit: ChaosCredit, resend = false): Promise<void> {
     if (resend) this.resends.credits += 1;
     const path = credit.kind === 'bonus' ? '/bonus/credit' : '/bonus/credit/funds';
@@ -239,7 +230,7 @@ export class CrmDriver {
   }
 }
 
-/** Runs tasks with at most `limit` at once; `add` waits while the pool is full. */
+/** `add` waits while the pool is full. */
 export class Pool {
   private running = 0;
   private readonly waiters: (() => void)[] = [];

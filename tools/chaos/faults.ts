@@ -14,7 +14,6 @@ export const FAILOVER_KINDS: FailoverKind[] = ['redis-failover', 'redis-master-k
 
 export interface Fault {
   kind: FaultKind;
-  /** The app killed (kill, crash). */
   target?: string;
   at: number;
   /** When it was over (the app running again, the store back). */
@@ -75,7 +74,6 @@ export interface FaultDeps {
   aofLossMs: number;
 }
 
-/** Carries out the plan from `t0`; answers when every fault is over. */
 export async function runFaults(plan: Planned[], t0: number, deps: FaultDeps, faults: Fault[], stopped: () => boolean): Promise<void> {
   const running: Promise<void>[] = [];
   for (const step of plan) {

@@ -81,7 +81,6 @@ async function main(): Promise<number> {
   const topology = options.cluster ? 'Redis Cluster (3 masters, a replica each)' : 'Redis master, replica and 3 Sentinels';
   log(`HA run (${topology}; PostgreSQL primary and synchronous standby behind PgBouncer), seed ${options.seed}: ${scale.messages} messages, ${scale.credits} credits, ${scale.sendMs / 1000} s of sending; files in ${dir}`);
 
-  // The stores.
   const postgres: PostgresPair = await startPostgresPair({ synchronous: true });
   stores.push(postgres);
   const named = (url: string) => {
@@ -143,7 +142,6 @@ async function main(): Promise<number> {
   const work = await planWorkload(primaryUrl, devices, scale, rng);
   const { messages, credits } = work;
 
-  // The run: sending, and the failovers at their times.
   t0 = Date.now();
   const at = (ms: number) => sleep(t0 + ms - Date.now());
   const port = (server: RedisServerAddress) => server.port;

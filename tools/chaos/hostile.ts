@@ -1,7 +1,6 @@
-// `npm run chaos -- --hostile [--proxy]`: the service among endpoints it cannot trust. Beside 300
-// normal Web Push players, allowed push services turn bad (long Retry-After, trickled or huge
-// bodies, 401/403, redirects to an internal address), and so does the wallet. With --proxy every
-// peer is named by a host only the proxy resolves, so a connection around it could not reach them.
+// `npm run chaos -- --hostile [--proxy]`: the service among push services and a wallet that turn
+// bad. With --proxy every peer is named by a host only the proxy resolves, so no connection can
+// go around it.
 import { readFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -45,7 +44,7 @@ setTimeout(() => {
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
-/** A server on 127.0.0.1 that counts its connections and requests (https with the test certificate, or http). */
+/** Counts its connections and requests. */
 async function server(handler: Handler, secure = true) {
   const tls = testTls();
   const sockets = new Set<Socket>();
@@ -73,7 +72,6 @@ async function server(handler: Handler, secure = true) {
   return { port, connections: () => connections, requests: () => requests };
 }
 
-/** The hostile push services, each on an origin of its own. */
 const HOSTILE: Record<string, (internal: string) => Handler> = {
   'rate-limited': () => (_req, res) => res.writeHead(429, { 'retry-after': '3600' }).end('{"reason":"slow down"}'),
   unavailable: () => (_req, res) => res.writeHead(503, { 'retry-after': '3600' }).end('<html>down for maintenance</html>'),
@@ -223,12 +221,10 @@ async function main(): Promise<number> {
   const outsideAnswers = await Promise.all(outside.map(async (origin) => [origin, await register({ user_id: 'intruder', brand_id: BRAND_ID, provider: 'webpush', platform: 'web', subscription: subscriptionAt(origin, 'intruder') })] as const));
   log(`${players.length} players registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
 
-  // A funds credit, carried out by the wallet platform that answers 301.
   const credit: ChaosCredit = { serviceId: `hostile-credit-${Date.now()}`, kind: 'funds', userId: 'player-2', amountMinor: 500, body: { user_id: 'player-2', amount: 5, currency: 'EUR', type: 'cashback' } };
   await driver.credit(credit);
   const creditSentAt = Date.now();
 
-  // Two batches to every player, 20 s apart.
   const rounds: { answeredAt: number; pushIds: Map<string, string> }[] = [];
   let activity = 1000;
   const sendRound = async (round: number) => {

@@ -87,7 +87,6 @@ async function main(): Promise<number> {
   const work = await planWorkload(databaseUrl, devices, scale, rng);
   const { messages, units, credits } = work;
 
-  // The run: sending and faults side by side.
   const plan = planFaults(scale, APPS, rng);
   t0 = Date.now();
   const faulting = runFaults(plan, t0, { apps, pgProxy, redis, crm, aofLossMs: scale.aofLossMs }, faults, () => stopping);
@@ -100,7 +99,6 @@ async function main(): Promise<number> {
   await sleep(1000);
   driver.stop();
 
-  // Every app stops on SIGTERM, after all that.
   stopping = true;
   const stops = await Promise.all([...apps.values()].map(async (app) => [app.name, await app.stop(30000)] as const));
 
@@ -154,7 +152,6 @@ async function main(): Promise<number> {
 
   await Promise.all([providers.close(), crm.close(), pgProxy.stop()]);
 
-  // The report.
   const kills = faults.filter((f) => f.kind === 'kill');
   console.log(`\n=== chaos report (${scale.name}, seed ${options.seed}) ===`);
   console.log(`messages: ${messages.length} sent by the CRM (${units.filter((u) => u.length === 1).length} singles, ${units.filter((u) => u.length > 1).length} batches), ${messages.filter((m) => m.pushId).length} acknowledged, ${driver.resends.messages} re-sent after acknowledgement`);

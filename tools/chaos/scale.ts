@@ -22,13 +22,11 @@ export interface Scale {
   settleMs: number;
   /** Give up settling when nothing moved for this long. */
   stallMs: number;
-  /** Nothing runs longer than this. */
   hardTimeoutMs: number;
   /** A duplicate is blamed on a kill only if its first send was at most this long before the kill. */
   inFlightWindowMs: number;
 }
 
-/** What the CRM sends and how long the suite waits for it, as the workload reads it. */
 export type Load = Pick<Scale, 'messages' | 'credits' | 'players' | 'sendMs' | 'settleMs' | 'stallMs'>;
 
 /** The HA run: the load, and when each store fails over (from the start of the sending). */

@@ -7,7 +7,6 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { killGroup, sleep } from './util';
 
-/** Creates the database from scratch, migrates and seeds it with the tools npm test uses. */
 export function freshDatabase(url: string): void {
   const script = [
     "import { ensureDatabase, migrate } from './tools/db-migrate.mjs';",

@@ -1,6 +1,5 @@
-// What the CRM does in a run, shared by the fault suite and its HA run: the players and devices the
-// operator registers, the pushes and credits the CRM sends (on a timeline, with resends), the wait
-// for everything to settle, and the rows the verdicts read.
+// What the CRM does in a run, shared by the fault suite and its HA run: devices, pushes and credits
+// on a timeline with resends, the wait to settle, and the rows the verdicts read.
 import type { FakeCrm, SeededRandom as Random } from '@operator/testing';
 import { BRAND_ID, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage, type CrmDriver } from './crm';
 import type { ChaosDevice, Providers } from './providers';
@@ -12,7 +11,6 @@ import { since, sleep } from './util';
 import type { ProviderName } from '@operator/contract';
 import { PROVIDER_NAMES, PUSH_TUNING } from '@operator/provider-registry';
 
-/** The apps, as tools/apps.mjs lists them. */
 export const APPS = ['gateway', ...PROVIDER_NAMES.map((name) => `push-worker-${name}`), 'bonus', 'webhook-dispatcher'];
 // The workers' defaults: a job's messages handed to the provider client at once, its connections
 // deciding how many are on the wire. A player has at most one device per provider, so a killed
@@ -21,26 +19,17 @@ export const WORKER_CONCURRENCY = 10;
 export const WORKER_PARALLEL_MESSAGES = 100;
 /** PUSH_RECORD_INTERVAL_MS of the workers: an answer waits this long at most before its write starts. */
 export const RECORD_INTERVAL_MS = 100;
-/**
- * How long an answer may go unrecorded in a run: the interval, and a write under way (a transaction
- * of the run's loaded PostgreSQL, on a machine the whole suite shares).
- */
+/** The interval and a write under way, on a loaded, shared machine. */
 export const RECORD_WINDOW_MS = RECORD_INTERVAL_MS + 900;
 
-/**
- * The sends a provider's worker can have waiting for an answer at once: bound by its connections
- * (Web Push, HMS: one request each), else by its jobs' messages (FCM and APNs: no stream limit here).
- */
+/** Bound by the connections (one request each), else by the jobs' messages (HTTP/2 providers). */
 export function sendsOnTheWire(provider: ProviderName): number {
   const all = WORKER_CONCURRENCY * WORKER_PARALLEL_MESSAGES;
   if (provider === 'webpush' || provider === 'hms') return Math.min(all, PUSH_TUNING[provider].providerConnections);
   return all;
 }
 
-/**
- * What every app of a run is started with, besides its stores: short polls, backoffs, leases and
- * reconciliation, so that a run settles in minutes, and the local provider servers and CRM.
- */
+/** Short polls, backoffs, leases and reconciliation, so that a run settles in minutes. */
 export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string): NodeJS.ProcessEnv {
   return {
     ...process.env,
@@ -73,7 +62,7 @@ export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string):
   };
 }
 
-/** Polls `probe` every 200 ms until it answers true; false after `ms` (a failed probe counts as false). */
+/** False after `ms`; a failed probe counts as false. */
 export async function until(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
@@ -102,12 +91,10 @@ const DEVICE_LAYOUTS: ProviderName[][] = [
 export interface Workload {
   devices: Map<string, ChaosDevice[]>;
   messages: ChaosMessage[];
-  /** What the CRM sends in one request: a single message, or a batch of 20 to 200. */
   units: ChaosMessage[][];
   credits: ChaosCredit[];
 }
 
-/** The players and their devices, registered by the operator's back end. */
 export async function registerDevices(driver: CrmDriver, providers: Providers, scale: Load, rng: Random): Promise<Map<string, ChaosDevice[]>> {
   const devices = new Map<string, ChaosDevice[]>();
   for (let i = 0; i < scale.players; i += 1) {
@@ -128,7 +115,7 @@ export async function registerDevices(driver: CrmDriver, providers: Providers, s
   return devices;
 }
 
-/** What the CRM will send: messages (2% to players with no device, 1% invalid), as singles and batches, and credits. */
+/** 2% of messages to players with no device, 1% invalid. */
 export async function planWorkload(databaseUrl: string, devices: Map<string, ChaosDevice[]>, scale: Load, rng: Random): Promise<Workload> {
   const players = [...devices.keys()];
   const messages: ChaosMessage[] = [];
@@ -179,11 +166,7 @@ export async function planWorkload(databaseUrl: string, devices: Map<string, Cha
   return { devices, messages, units, credits };
 }
 
-/**
- * The CRM's sending from `t0`, spread evenly over the scale's window, with 5% of acknowledged
- * messages and 10% of credits sent again later on purpose. Resolves when every request is answered
- * (or given up at the deadline) and a progress line is logged every 15 s.
- */
+/** Spread over the scale's window, with 5% of acknowledged messages and 10% of credits sent again on purpose. */
 export async function send(driver: CrmDriver, work: Workload, scale: Load, rng: Random, t0: number, log: (text: string) => void, faultCount: () => number): Promise<void> {
   const { messages, units, credits } = work;
   const resends: Promise<void>[] = [];
@@ -239,14 +222,12 @@ export async function send(driver: CrmDriver, work: Workload, scale: Load, rng: 
 export interface Settling {
   settled: boolean;
   settleMs: number;
-  /** What was left at the last look. */
   last: string;
 }
 
 /**
- * Waits until every acknowledged message is final, every event dispatched and every credit carried
- * out, for at most settleMs from `from`; stops early when what is left does not move (each count is
- * zero or has not changed for stallMs). `databaseUrl` is asked at each look (it moves in a failover).
+ * Waits until everything acknowledged is final, or what is left stops moving. `databaseUrl` is
+ * asked at each look: it moves in a failover.
  */
 export async function settle(databaseUrl: () => string, scale: Load, from: number, log: (text: string) => void): Promise<Settling> {
   let last = '';
@@ -281,7 +262,6 @@ export async function settle(databaseUrl: () => string, scale: Load, from: numbe
   return { settled, settleMs, last };
 }
 
-/** The credits, their ledger transactions, the balances and the player bonuses, for checkCredits. */
 export async function creditRows(databaseUrl: string): Promise<CreditRows> {
   return {
     credits: await query(databaseUrl, `SELECT id, idempotency_key AS "idempotencyKey", kind, user_id AS "userId", amount_minor::text AS "amountMinor", status, error FROM credits`),
@@ -300,7 +280,7 @@ export async function creditRows(databaseUrl: string): Promise<CreditRows> {
   };
 }
 
-/** Prints the verdicts and the closing line; answers how many failed. */
+/** Answers how many failed. */
 export function printChecks(checks: Check[], suite: string): number {
   console.log('checks:');
   checks.forEach((check, i) => {

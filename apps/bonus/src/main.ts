@@ -1,6 +1,5 @@
-// The bonus app: carries out the credits the gateway recorded (through the built-in ledger or the
-// operator's platform), expires bonuses past their validity, and writes every bonus and balance
-// event to the outbox for the webhook dispatcher. Several instances may run side by side.
+// The bonus app: carries out the credits the gateway recorded, expires bonuses, and writes bonus and
+// balance events to the outbox. Several instances may run side by side.
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
 import { createLogger, loadBonusAppConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
 import { closeDb, closeReads, countCreditsByState, createDb, createPoller, createReads, pingDb, releaseCredits, startPartitionKeeper } from '@operator/db';
@@ -20,11 +19,9 @@ async function main() {
   });
   log.info({ wallet: config.bonus.platformUrl ? 'platform' : 'ledger', readReplica: reads.separate ? urlOrigin(config.DATABASE_READ_URL) : undefined, metricsPort: metrics.port }, 'bonus app started');
 
-  // The credits claimed and not yet started (runBonusRound).
   const held = new Set<string>();
   const poller = createPoller({ what: 'bonus', log, idleMs: config.BONUS_POLL_MS, round: async () => (await runBonusRound(deps, undefined, held)) > 0 });
   poller.start();
-  // Bonus and balance events go to the day partitions of events (libs/db/src/partitions.ts).
   const partitions = startPartitionKeeper({ db, log });
 
   onShutdown({

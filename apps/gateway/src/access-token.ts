@@ -1,10 +1,8 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
-// The access tokens of /oauth/token: compact JWTs signed with HMAC-SHA256 (RFC 7519, 7515). They
-// carry all a replica needs to verify them (the client, when issued, when expired, which key
-// signed), so every gateway verifies every token with no state shared between them.
+// The access tokens of /oauth/token: HS256 JWTs carrying all a replica needs to verify them, so
+// gateways share no state.
 
-/** Seconds since the epoch. */
 export type Clock = () => number;
 export const systemClock: Clock = () => Math.floor(Date.now() / 1000);
 
@@ -15,13 +13,11 @@ const hmac = (key: string, text: string) => createHmac('sha256', key).update(tex
 export const keyId = (key: string) => createHash('sha256').update(`crm-oauth-signing-key:${key}`).digest('base64url').slice(0, 16);
 
 export interface TokenClaims {
-  /** The client the token was issued to. */
   sub: string;
   iat: number;
   exp: number;
 }
 
-/** A token for `clientId`, valid `ttlSeconds` from now, signed with `key`. */
 export function issueAccessToken(key: string, clientId: string, ttlSeconds: number, clock: Clock = systemClock): string {
   const iat = clock();
   const signed = `${encode({ alg: 'HS256', typ: 'JWT', kid: keyId(key) })}.${encode({ sub: clientId, iat, exp: iat + ttlSeconds } satisfies TokenClaims)}`;
@@ -41,10 +37,7 @@ function decodeJson(segment: string): Record<string, unknown> | undefined {
   }
 }
 
-/**
- * Verifies `token` against `keys` (any of them may have signed it: the key rotates without
- * downtime) and its expiry. The signature is checked before the claims are read, in constant time.
- */
+/** Any of `keys` may have signed it, so the key rotates without downtime; the signature is checked first. */
 export function verifyAccessToken(keys: string[], token: string, clock: Clock = systemClock): TokenCheck {
   const parts = token.split('.');
   if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) return { ok: false, error: 'malformed' };

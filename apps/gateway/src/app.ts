@@ -28,15 +28,14 @@ import { answerUnroutedEarly, closeOnUnreadBodies, INTERNAL_BODY_LIMIT_BYTES } f
 
 export { REDACTED_PATHS };
 
-/** The gateway's logger: the level of LOG_LEVEL, every secret redacted. */
 function loggerOf(config: GatewayDeps['config'], logger: FastifyServerOptions['logger']): FastifyServerOptions['logger'] {
   return logger === false ? false : { level: config.LOG_LEVEL, redact: REDACTED_PATHS, serializers: { req: loggedRequest }, ...(logger === true ? {} : logger) };
 }
 
-/** Path parameters are read percent-encoded: room for the longest user_id with every byte of its UTF-8 encoded (3 bytes a character, 3 characters a byte). */
+/** Room for the longest user_id percent-encoded: 3 UTF-8 bytes a character, 3 characters a byte. */
 const MAX_PARAM_LENGTH = MAX_USER_ID_LENGTH * 9;
 
-/** The body limit of every route of `scope` that sets none; read only once the scope's credentials have passed (onRequest). */
+/** Read only once the scope's credentials have passed. */
 function bodyLimitOf(scope: FastifyInstance, bytes: number) {
   scope.addHook('onRoute', (route) => {
     route.bodyLimit ??= bytes;
@@ -51,11 +50,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     logger: loggerOf(config, logger),
     // A few KiB unless a route takes more: the CRM's routes take BODY_LIMIT_BYTES, once authenticated.
     bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
-    // X-Forwarded-For is believed only from the proxies TRUST_PROXY lists.
     trustProxy: config.edge.trustedProxies.length ? config.edge.trustedProxies : false,
     return503OnClosing: true,
-    // Node would answer an HTTP/1.1 request without Host itself, 400 with an empty body; the hook
-    // below answers it like every other refusal, with {"error", "code"}.
+    // Node would answer a request without Host itself, with an empty body; the hook below answers it.
     http: { requireHostHeader: false, ...httpTimeouts },
     ...timeouts,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
@@ -82,7 +79,6 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   closeOnUnreadBodies(app);
   shedUnderPressure(app, { maxEventLoopDelayMs: config.MAX_EVENT_LOOP_DELAY_MS, maxHeapUsedBytes: config.MAX_HEAP_USED_BYTES });
 
-  // Before the routes: the OpenAPI document collects each route as it is added.
   registerApiDocument(app);
 
   app.register(healthRoutes, { db, reads, redis, servers: false });
@@ -107,7 +103,6 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     await crm.register(bonusRoutes, { db, reads, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
   });
 
-  // The CRM's token endpoint, when it may authenticate with OAuth 2.0 (404 otherwise).
   if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth, allowGet: config.edge.oauthAllowGet });
 
   // The operator's back end: device keys register devices; admin keys open these and the rest.
@@ -126,17 +121,12 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   // Devices report with the push's tracking token, never an API key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
 
-  // /metrics, /docs, /openapi.json and the queue dashboard: here, or on the operations server.
   if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, reads, api: app });
 
   return app;
 }
 
-/**
- * The operations server of a production gateway (see operationsApart), for METRICS_PORT: the
- * operations routes of `api`, and /health/live and /health/ready as on PORT and on every other
- * app's METRICS_PORT. Its answers are not counted in the request histogram, which is the API's.
- */
+/** The operations server of a production gateway; its answers stay out of the API's request histogram. */
 export function buildOperationsApp(deps: GatewayDeps & { api: FastifyInstance }, logger: FastifyServerOptions['logger'] = false) {
   const app = Fastify({
     logger: loggerOf(deps.config, logger),

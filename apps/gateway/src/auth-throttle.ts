@@ -2,11 +2,11 @@ import ipaddr from 'ipaddr.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { UnavailableOrThrottled } from '@operator/contract';
 
-/** Addresses kept at most: past it the one that failed longest ago is forgotten, so memory stays bounded. */
+/** Past it the address that failed longest ago is forgotten, so memory stays bounded. */
 export const MAX_TRACKED_KEYS = 20_000;
 
 export interface FailureLimits {
-  /** Failures within `windowMs` past which a key is throttled; 0: never. */
+  /** 0: never throttled. */
   limit: number;
   windowMs: number;
   maxKeys?: number;
@@ -19,9 +19,8 @@ interface Entry {
 }
 
 /**
- * Failed authentications per key (a client's address), in memory: the `limit`-th failure within a
- * window throttles the key for a window, which each later failure starts again. Successes neither
- * count nor reset, so a working credential never buys more guesses at another.
+ * Failed authentications per client address, in memory. Successes neither count nor reset, so a
+ * working credential never buys more guesses at another.
  */
 export class FailureLimiter {
   private readonly entries = new Map<string, Entry>();
@@ -34,12 +33,11 @@ export class FailureLimiter {
     this.maxKeys = limits.maxKeys ?? MAX_TRACKED_KEYS;
   }
 
-  /** Milliseconds until `key` is no longer throttled: 0 when it is not. */
   lockedFor(key: string): number {
     return Math.max(0, (this.entries.get(key)?.lockedUntil ?? 0) - this.now());
   }
 
-  /** Counts a failure of `key`; answers whether this failure is the one that throttles it. */
+  /** Answers whether this failure is the one that throttles `key`. */
   fail(key: string): boolean {
     if (this.limits.limit === 0) return false;
     const now = this.now();
@@ -78,7 +76,6 @@ export function addressKey(ip: string): string {
   return `address ${network.join(':')}::/64`;
 }
 
-/** Whether `ip` is in one of `ranges` (CIDR ranges or bare addresses, as AUTH_THROTTLE_EXEMPT has them). */
 export function inRanges(ranges: string[]): (ip: string) => boolean {
   const parsed = ranges.map((entry) => {
     if (entry.includes('/')) return ipaddr.parseCIDR(entry);
@@ -99,9 +96,8 @@ export function inRanges(ranges: string[]): (ip: string) => boolean {
 const throttledText = (seconds: number) => `too many failed authentications from this address; retry in ${seconds} s`;
 
 /**
- * Counts every 401 against the client's address (outside AUTH_THROTTLE_EXEMPT), never a user name a
- * stranger could lock. Past AUTH_FAILURE_LIMIT its wrong credentials get 503 with Retry-After and its
- * right ones are still served, so a shared address never costs the CRM a request.
+ * Counts every 401 against the client's address, never a user name a stranger could lock. Past the
+ * limit wrong credentials get 503 and right ones are still served, so a shared address costs nothing.
  */
 export function throttleAuthFailures(app: FastifyInstance, limits: FailureLimits, exemptRanges: string[] = []) {
   // Every route that answers 401 may answer 503 for this too; the OpenAPI document says so.

@@ -5,11 +5,7 @@ import type { SecurityScheme } from './docs';
 
 const digest = (key: string) => createHash('sha256').update(key).digest();
 
-/**
- * Whether `presented` is one of `keys`. Several keys are accepted so one can be rotated without
- * downtime. Digests have a fixed length, so the comparison takes the same time whatever the key,
- * and every configured key is compared.
- */
+/** Several keys, so one can be rotated without downtime; digests compared against every key, in constant time. */
 export function keyMatcher(keys: string[]) {
   const allowed = keys.map(digest);
   return (presented: string) => {
@@ -20,7 +16,6 @@ export function keyMatcher(keys: string[]) {
   };
 }
 
-/** An onRequest hook that admits requests whose X-Api-Key is one of `keys`. */
 export function apiKeyGuard(keys: string[]) {
   const isKey = keyMatcher(keys);
   return async (request: FastifyRequest, reply: FastifyReply) => {
@@ -32,7 +27,6 @@ export function apiKeyGuard(keys: string[]) {
   };
 }
 
-/** What an internal key opens: the device routes only, or every internal route. */
 export type InternalScope = keyof InternalKeys;
 
 /** The keys each scope takes, as the OpenAPI document says it: an admin key opens the device routes too. */
@@ -41,11 +35,7 @@ const INTERNAL_SECURITY: Record<InternalScope, Partial<Record<SecurityScheme, []
   admin: [{ internalAdminKey: [] }],
 };
 
-/**
- * Guards every route of `scope` with the keys of the operator's back end that open `needed`, and
- * says so in the OpenAPI document. A key of no class answers 401, like a missing one; a device key
- * on a route that takes an admin key answers 403: the key is known, and retrying it cannot help.
- */
+/** An unknown key answers 401; a device key on an admin route 403: it is known, and retrying cannot help. */
 export function requireInternalKey(scope: FastifyInstance, keys: InternalKeys, needed: InternalScope) {
   const isInternalKey = apiKeyGuard(keys.devices);
   const opens = keyMatcher(keys[needed]);
@@ -61,7 +51,6 @@ export function requireInternalKey(scope: FastifyInstance, keys: InternalKeys, n
   });
 }
 
-/** The password of an `Authorization: Basic` header (any user name), or undefined. */
 function basicPassword(header: string | undefined): string | undefined {
   const match = header === undefined ? null : /^Basic\s+(\S+)\s*$/i.exec(header);
   if (!match) return undefined;
@@ -70,10 +59,7 @@ function basicPassword(header: string | undefined): string | undefined {
   return colon === -1 ? undefined : credentials.slice(colon + 1);
 }
 
-/**
- * An onRequest hook for pages a person opens in a browser: admits X-Api-Key, or HTTP Basic with
- * any user name and the key as password. A refusal asks the browser for credentials.
- */
+/** For pages opened in a browser: X-Api-Key, or HTTP Basic with the key as password. */
 export function browserKeyGuard(keys: string[], realm: string) {
   const isKey = keyMatcher(keys);
   return async (request: FastifyRequest, reply: FastifyReply) => {

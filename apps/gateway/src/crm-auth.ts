@@ -8,33 +8,25 @@ const SCHEMES: Record<CrmAuthMethod, SecurityScheme> = { 'api-key': 'crmApiKey',
 const PRESENTED_AS: Record<CrmAuthMethod, string> = { 'api-key': 'X-Api-Key', basic: 'Authorization: Basic', oauth2: 'Authorization: Bearer' };
 const REALM = 'realm="crm"';
 
-/**
- * Whether an id and secret are one of `credentials`, compared in constant time against every one
- * (see keyMatcher). The pair is encoded unambiguously, so no split of one text matches another pair.
- */
+/** As keyMatcher does; the pair is encoded unambiguously, so no split of one text matches another pair. */
 export function credentialMatcher(credentials: Credential[]) {
   const isPair = keyMatcher(credentials.map(({ id, secret }) => JSON.stringify([id, secret])));
   return (id: string, secret: string) => isPair(JSON.stringify([id, secret]));
 }
 
-/** The scheme (lower case) and value of an Authorization header, or undefined. */
 export function authorizationOf(header: string | undefined): { scheme: string; value: string } | undefined {
   const match = header === undefined ? null : /^(\S+)\s+(\S+)\s*$/.exec(header);
   return match ? { scheme: match[1].toLowerCase(), value: match[2] } : undefined;
 }
 
-/** The user and password of a Basic value, split at the first colon (RFC 7617), or undefined. */
+/** Split at the first colon (RFC 7617). */
 export function basicCredentials(value: string): { id: string; secret: string } | undefined {
   const text = Buffer.from(value, 'base64').toString('utf8');
   const colon = text.indexOf(':');
   return colon === -1 ? undefined : { id: text.slice(0, colon), secret: text.slice(colon + 1) };
 }
 
-/**
- * An onRequest hook for the CRM's endpoints: admits a request that any method of `auth.methods`
- * admits (an X-Api-Key of `apiKeys`, HTTP Basic with a user of CRM_BASIC_USERS, or a bearer token
- * of /oauth/token whose client is still listed). A refusal says why, and which schemes are taken.
- */
+/** Admits what any method of `auth.methods` admits; a refusal says why, and which schemes are taken. */
 export function crmAuthGuard(apiKeys: string[], auth: CrmAuthSettings) {
   const enabled = new Set(auth.methods);
   const isApiKey = keyMatcher(apiKeys);
@@ -77,7 +69,6 @@ export function crmAuthGuard(apiKeys: string[], auth: CrmAuthSettings) {
   };
 }
 
-/** Guards every route of `scope` with the CRM's credentials, and says which schemes in the OpenAPI document. */
 export function requireCrmAuth(scope: FastifyInstance, apiKeys: string[], auth: CrmAuthSettings) {
   scope.addHook('onRequest', crmAuthGuard(apiKeys, auth));
   const security = auth.methods.map((method) => ({ [SCHEMES[method]]: [] }));

@@ -3,10 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import pkg from '../../../package.json';
 
-/**
- * How each kind of caller authenticates: which routes take which is set where each guard is added
- * (auth.ts, crm-auth.ts). The CRM's routes take any of the methods CRM_AUTH enables.
- */
+/** How each kind of caller authenticates; which routes take which is set where each guard is added. */
 export const SECURITY_SCHEMES = {
   crmApiKey: { type: 'apiKey', in: 'header', name: 'X-Api-Key', description: "The CRM's key: one of OPERATOR_API_KEYS" },
   crmBasic: { type: 'http', scheme: 'basic', description: 'The CRM as a user:password of CRM_BASIC_USERS' },
@@ -42,16 +39,11 @@ const TAGS = [
   { name: 'Health', description: 'Probes for the orchestrator' },
 ];
 
-/** Paths that are no part of the API (this page, its document, the queue dashboard, metrics): left out of the document. */
 const NOT_API = /^\/(docs|openapi\.json|admin|metrics)(\/|$)/;
 
-/** Where the document is served as JSON. */
 export const OPENAPI_PATH = '/openapi.json';
 
-/**
- * Builds the OpenAPI document from the route schemas (`app.swagger()` once the app is ready).
- * Register it before the routes: the document collects each route as it is added.
- */
+/** Register it before the routes: the document collects each route as it is added. */
 export function registerApiDocument(app: FastifyInstance) {
   app.register(swagger, {
     openapi: {
@@ -66,11 +58,7 @@ export function registerApiDocument(app: FastifyInstance) {
   });
 }
 
-/**
- * The document of `api` at /openapi.json and its page at /docs (swagger-ui, its assets served
- * from node_modules): on `api` itself, or on another server (the operations port), which serves
- * a copy of the document made once `api` is ready.
- */
+/** /openapi.json and /docs of `api`, on `api` itself or on the operations port (a copy made once `api` is ready). */
 export function apiDocsPages(api: FastifyInstance): FastifyPluginAsync {
   return async (app) => {
     if (!app.hasDecorator('swagger')) {

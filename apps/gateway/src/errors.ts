@@ -7,11 +7,7 @@ const isErrorBody = (payload: unknown): payload is { error: unknown; code?: unkn
 /** How long a client is asked to wait before retrying a 503. */
 export const RETRY_AFTER_SECONDS = 5;
 
-/**
- * Every error becomes `{"error": "...", "code": <status>}`: the message for a client's mistake, a
- * generic text otherwise. Handlers send `{ error }`; the hook adds the status as `code`, so no
- * refusal can leave it out, and the routes' response schemas keep anything else out.
- */
+/** Every error becomes `{"error", "code"}`; the hook adds `code`, so no refusal can leave it out. */
 export function registerErrorHandling(app: FastifyInstance) {
   app.addHook('preSerialization', async (_request, reply, payload) => {
     if (reply.statusCode >= 400 && isErrorBody(payload) && payload.code === undefined) return { ...payload, code: reply.statusCode };

@@ -3,7 +3,7 @@ import { Harness } from './test/harness';
 
 // The operator's back end holds keys of two classes: a device key (INTERNAL_DEVICE_KEYS) registers,
 // lists and removes devices and nothing else; an admin key (INTERNAL_ADMIN_KEYS) opens every
-// internal route. INTERNAL_API_KEYS, from before the classes, opens everything as an admin key does.
+// internal route. INTERNAL_API_KEYS are back-end keys that open every internal route, as admin keys do.
 
 const NO_SUCH_ID = '00000000-0000-7000-8000-000000000000';
 

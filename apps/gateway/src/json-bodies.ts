@@ -3,23 +3,18 @@ import { checkJsonText, ValidationError } from '@operator/contract';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The request body as received, for the JSON bodies of this API. */
     rawBody?: string;
-    /** Of an array body, on a route that answers each item itself: why items were refused, by index. */
+    /** Why items of an array body were refused, by index. */
     itemProblems?: Map<number, string>;
   }
   interface FastifyContextConfig {
-    /**
-     * The route answers each item of an array body on its own (the push batch): an item's problem
-     * is left in `request.itemProblems` for it, rather than refusing the whole body.
-     */
+    /** An item's problem is left in `itemProblems` for the route, rather than refusing the whole body. */
     answersEachItem?: boolean;
   }
 }
 
 const FORBIDDEN_PROTOTYPE = 'request body has a key named "__proto__", or a "constructor" object with a "prototype" key; neither is accepted';
 
-/** Whether the text is JSON, read as JSON.parse reads it. */
 function isValidJson(text: string): boolean {
   try {
     JSON.parse(text);
@@ -39,9 +34,8 @@ function parseWithoutPrototypeKeys(text: string): unknown {
 }
 
 /**
- * Every body is JSON, whatever its Content-Type, read once and its text kept (`meta` is returned
- * byte for byte). A text that would not read the same everywhere is refused with 400 (checkJsonText
- * says which); on a route that answers each item of an array body, such an item is refused alone.
+ * Every body is JSON whatever its Content-Type, its text kept (`meta` is returned byte for byte). A
+ * text that would not read the same everywhere is refused with 400.
  */
 export function registerJsonBodies(app: FastifyInstance) {
   const parseJson = app.getDefaultJsonParser('error', 'error');

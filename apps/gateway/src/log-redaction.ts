@@ -17,10 +17,7 @@ export const redactedUrl = (url: string) =>
     SECRET_PARAMETERS.has(decodedName(name)) ? `${separator}${name}=[Redacted]` : parameter,
   );
 
-/**
- * Fastify's request serializer for the logs, with the secrets of the query left out. It also
- * serializes whatever else is logged as `req`, which need not be a request.
- */
+/** The logs' request serializer; whatever is logged as `req` need not be a request. */
 export function loggedRequest(request: FastifyRequest) {
   return {
     method: request.method,

@@ -15,10 +15,8 @@ async function main() {
   // A Redis outage is answered with 503 per request; it does not stop the process.
   const redis = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(redis, config.QUEUE_PREFIX);
-  // Day partitions of messages, deliveries and events, made ahead (libs/db/src/partitions.ts).
   const partitions = startPartitionKeeper({ db, log });
   const app = buildApp({ config, db, reads, redis, queues }, true);
-  // In production /metrics, /docs and the queue dashboard are on METRICS_PORT, apart from the API.
   const operations = operationsApart(config) ? buildOperationsApp({ config, db, reads, redis, queues, api: app }, true) : undefined;
 
   // The gateway holds no claims: past the deadline there is nothing to give back.

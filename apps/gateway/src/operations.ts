@@ -7,24 +7,17 @@ import { apiDocsPages } from './docs';
 import { metricsRoutes } from './routes/metrics';
 import { queueDashboardRoutes } from './routes/queue-dashboard';
 
-/**
- * Whether /metrics, /docs, /openapi.json and the queue dashboard have a server of their own on
- * METRICS_PORT: in production, so that whatever forwards PORT to the world shows none of them.
- * Elsewhere they stay on PORT beside the API, where `npm start` and the tools find them.
- */
+/** In production the operations routes move to METRICS_PORT, so whatever forwards PORT to the world shows none. */
 export const operationsApart = (config: GatewayConfig) => config.NODE_ENV === 'production';
 
-/**
- * What the gateway serves its operators rather than the CRM: Prometheus metrics, the API's page and
- * document (those of `api`), and with ADMIN_UI the queue dashboard, behind an admin key.
- */
+/** What the gateway serves its operators rather than the CRM; the queue dashboard behind an admin key. */
 export const operationsRoutes: FastifyPluginAsync<GatewayDeps & { api: FastifyInstance }> = async (app, { config, db, reads, queues, api }) => {
   await app.register(metricsRoutes, { reads: reads ?? primaryReads(db), queues });
   await app.register(apiDocsPages(api));
   if (config.ADMIN_UI) await app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
 };
 
-/** Listens on METRICS_PORT; a port that cannot be listened on stops the start with one line that names it. */
+/** A port that cannot be listened on stops the start with one line that names it. */
 export async function listenOperations(app: FastifyInstance, config: GatewayConfig) {
   try {
     await app.listen({ host: config.HOST, port: config.METRICS_PORT });

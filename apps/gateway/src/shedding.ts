@@ -12,9 +12,9 @@ declare module 'fastify' {
 }
 
 export interface PressureLimits {
-  /** Mean event-loop delay over a sample past which requests are shed; 0: not looked at. */
+  /** 0: not looked at. */
   maxEventLoopDelayMs: number;
-  /** Live JavaScript heap past which requests are shed; 0: not looked at. */
+  /** 0: not looked at. */
   maxHeapUsedBytes: number;
   sampleIntervalMs?: number;
 }
@@ -23,9 +23,8 @@ export interface PressureLimits {
 const RESOLUTION_MS = 10;
 
 /**
- * The collector, to tell live memory from garbage. The heap in use counts garbage until the next
- * full collection, and while requests are shed the gateway allocates little, so that collection
- * could be far off and shedding would outlast its cause.
+ * The heap in use counts garbage until the next full collection, which may be far off while the
+ * gateway sheds (it allocates little): without one, shedding would outlast its cause.
  */
 function fullCollection(): () => void {
   const exposed = (globalThis as { gc?: () => void }).gc;
@@ -36,11 +35,7 @@ function fullCollection(): () => void {
   return gc;
 }
 
-/**
- * Answers 503 with Retry-After, from the headers, while the last sample finds the mean event-loop
- * delay or the live heap over its limit; each sample starts afresh, so shedding ends with the
- * pressure. Routes with `config.shed: false` (/health/live) are always answered.
- */
+/** 503 with Retry-After while the last sample is over a limit; each sample starts afresh, so shedding ends with the pressure. */
 export function shedUnderPressure(app: FastifyInstance, limits: PressureLimits) {
   const { maxEventLoopDelayMs, maxHeapUsedBytes, sampleIntervalMs = 1000 } = limits;
   if (maxEventLoopDelayMs <= 0 && maxHeapUsedBytes <= 0) return;

@@ -6,13 +6,12 @@ import type { GatewayConfig } from '@operator/config';
 // How long a client may hold a connection: without deadlines a body trickling in a byte at a time
 // holds its socket for as long as the client likes.
 
-/** A request's headers, a few hundred bytes, must arrive within this (or REQUEST_TIMEOUT_MS, if shorter). */
+/** Or REQUEST_TIMEOUT_MS, if shorter. */
 export const HEADERS_TIMEOUT_MS = 10_000;
 
 /**
- * How long a connection stays open between two requests. Longer than the idle timeout of the load
- * balancers usually in front (60 s for AWS's and for ingress-nginx's upstream connections): a
- * balancer that sends a request on a connection the gateway is closing answers the CRM 502.
+ * Longer than the idle timeout of the load balancers usually in front (60 s): one that sends a
+ * request on a connection the gateway is closing answers the CRM 502.
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
@@ -21,18 +20,16 @@ const DEADLINE_CHECK_INTERVAL_MS = 1000;
 
 type TimeoutConfig = Pick<GatewayConfig, 'REQUEST_TIMEOUT_MS'>;
 
-/** Fastify's server options: the deadlines, and how Node's own refusals are answered. */
 export function serverTimeouts(config: TimeoutConfig) {
   const headersTimeoutMs = Math.min(HEADERS_TIMEOUT_MS, config.REQUEST_TIMEOUT_MS);
   const timedOut = `the request did not arrive in time: its headers must arrive within ${headersTimeoutMs} ms and the whole of it within ${config.REQUEST_TIMEOUT_MS} ms`;
   return {
-    // Headers and body, however slowly they come: 408 past it.
     requestTimeout: config.REQUEST_TIMEOUT_MS,
     // A connection on which nothing moves for as long (a client that stops reading its answer) is closed.
     connectionTimeout: config.REQUEST_TIMEOUT_MS,
     keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     http: { headersTimeout: headersTimeoutMs, connectionsCheckingInterval: DEADLINE_CHECK_INTERVAL_MS },
-    /** Node's refusals of what it could not read answered like every other refusal, with {"error", "code"}; the connection is closed. */
+    /** Node's refusals answered like every other refusal; the connection is closed. */
     clientErrorHandler(this: FastifyInstance, error: ConnectionError, socket: Socket) {
       if (error.code === 'ECONNRESET' || socket.destroyed) return;
       const [status, message] =

@@ -5,8 +5,7 @@ import { formatMinor, isCurrency, parseAmount } from './money';
 
 export type Prepared = { ok: true; credit: NewCredit } | { ok: false; status: 400 | 404 | 422; error: string };
 
-// Text PostgreSQL cannot store as sent (NUL, an unpaired surrogate) is refused here (400); it would
-// fail the insert or be stored altered (a 500 is retried by the CRM forever).
+// Text PostgreSQL cannot store as sent (NUL, a lone surrogate) is a 400 here: a 500 the CRM retries forever.
 export const isText = (value: unknown, max = MAX_USER_ID_LENGTH): value is string =>
   typeof value === 'string' && value.length > 0 && value.length <= max && isStorableText(value);
 
@@ -17,17 +16,14 @@ function amountText(raw: string | undefined, parsed: unknown): string | undefine
   return undefined;
 }
 
-/**
- * The contract's uniqueness rule (5.2): one action per activity, action, player and trigger hash.
- * Kept as the SHA-256 (hex) of the four, so its unique index holds 64 bytes whatever their size.
- */
+/** The contract's uniqueness rule (5.2), hashed so its unique index holds 64 bytes whatever the size. */
 export function tupleKey(headers: CrmHeaders, userId: string): string | null {
   const { activity_id, action_id, trigger_hash } = headers;
   if (!activity_id || !action_id || !trigger_hash) return null;
   return createHash('sha256').update(JSON.stringify([activity_id, action_id, userId, trigger_hash]), 'utf8').digest('hex');
 }
 
-/** JSON with every object's keys sorted, at every depth: the same for a body however it is spaced or ordered. */
+/** JSON with every object's keys sorted at every depth. */
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
@@ -40,17 +36,13 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/**
- * What one request asked for, as the SHA-256 (hex) of its endpoint and canonical body: a repeat
- * under the same key or tuple must match. The amount counts in exact minor units, so 12.5, 12.50
- * and "12.50" are the same.
- */
+/** Hash of a request's endpoint and canonical body, the amount in minor units (12.5 = "12.50"). */
 export function requestFingerprint(kind: NewCredit['kind'], body: Record<string, unknown>, amountMinor: bigint | undefined): string {
   const named = amountMinor === undefined ? body : { ...body, amount: amountMinor.toString() };
   return createHash('sha256').update(canonicalJson([kind, named]), 'utf8').digest('hex');
 }
 
-/** Why the ledger could not carry a catalog bonus (rows stored before the catalog was bounded), or null. */
+/** Why the ledger could not carry a catalog bonus, or null. */
 function uncreditable(bonus: BonusRow, amountMinor: bigint, currency: string): string | null {
   if (amountMinor > MAX_AMOUNT_MINOR) return `bonus ${bonus.code} is over the largest amount a credit may have (${formatMinor(MAX_AMOUNT_MINOR, currency)} ${currency})`;
   if (!(Number(bonus.wageringRequirement) <= MAX_WAGERING_MULTIPLE)) return `bonus ${bonus.code} has a wagering requirement over ${MAX_WAGERING_MULTIPLE}`;
@@ -59,7 +51,6 @@ function uncreditable(bonus: BonusRow, amountMinor: bigint, currency: string): s
 
 interface Common {
   body: Record<string, unknown>;
-  /** The body as sent. */
   text: string;
   /** The raw JSON text of `amount`, when it was a number. */
   rawAmount: string | undefined;

@@ -14,7 +14,6 @@ export interface BonusConfigLike {
   BONUS_BACKOFF_MS: number;
   BONUS_CONCURRENCY: number;
   bonus: { platformUrl: string | undefined; exchangeRates: Record<string, number> };
-  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY (the bonus app's; the gateway calls no wallet). */
   egress?: ProxySettings;
 }
 

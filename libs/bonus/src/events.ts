@@ -7,7 +7,6 @@ export const BALANCE_TOPIC = 'balance';
 export interface EventSettings {
   /** The CRM's header word: the references object is `<word>_references` (service_references). */
   headerWord: string;
-  /** The `origin` of every event (who reports it). */
   origin: string;
   /** Rate of each currency to the CRM's base currency; 1 when not listed. */
   exchangeRates: Record<string, number>;
@@ -18,7 +17,6 @@ class Decimal {
   constructor(readonly text: string) {}
 }
 
-/** JSON text in which Decimal values appear as exact numbers (no binary floating point on the way). */
 function json(value: object): string {
   const marks: string[] = [];
   const text = JSON.stringify(value, (_key, item) => {

@@ -5,7 +5,7 @@ import { MAX_AMOUNT_MINOR } from '@operator/contract';
 
 const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 
-/** True for an ISO 4217 code this runtime knows (upper case, three letters). */
+/** An ISO 4217 code this runtime knows. */
 export function isCurrency(code: unknown): code is string {
   return typeof code === 'string' && /^[A-Z]{3}$/.test(code) && CURRENCIES.has(code);
 }
@@ -19,11 +19,7 @@ const DECIMAL = /^(\d+)(?:\.(\d+))?$/;
 
 export type ParsedAmount = { ok: true; minor: bigint } | { ok: false; error: string };
 
-/**
- * A positive amount in the currency's minor units, from its decimal text as sent ("10.5", "10.50",
- * "1000"). More decimals than the currency has, zero, or more than MAX_AMOUNT_MINOR (what the
- * ledger holds) is an error; trailing zeros are fine.
- */
+/** A positive amount in minor units from its decimal text; more decimals than the currency has is an error. */
 export function parseAmount(text: string, currency: string): ParsedAmount {
   const match = DECIMAL.exec(text.trim());
   if (!match) return { ok: false, error: 'must be a positive decimal number' };

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
 import {
   claimDueCredits,
   dueForExpiry,
@@ -29,25 +30,20 @@ import { BALANCE_TOPIC, BONUS_TOPIC, balanceEventBody, bonusEventBody, type Even
 import type { Wallet } from './wallet';
 import { backoffMs, type LogSink } from '@operator/config';
 
-
 export interface BonusDeps {
   db: Db;
   wallet: Wallet;
   events: EventSettings;
   log: LogSink;
-  /** Attempts before a credit the wallet keeps refusing transiently is failed. */
   maxAttempts: number;
   backoffMs: number;
   /** How long a claimed credit stays this worker's before it is taken for its post. */
   leaseMs: number;
-  /** This process's id on the leases it takes (credits.lease_owner): one per bonus app process. */
+  /** credits.lease_owner: one per bonus app process. */
   owner: string;
   /** Credits of a round carried out at once. */
   concurrency: number;
-  /**
-   * What a post's lease has over its longest post, at each end: room for the statement that takes
-   * it, and for a process that notices its deadline late (a busy event loop).
-   */
+  /** Room a post's lease keeps at each end: for the statement that takes it and a late event loop. */
   postMarginMs: number;
 }
 
@@ -67,11 +63,7 @@ async function writeBonusEvent(sql: Sql, deps: BonusDeps, bonus: PlayerBonusRow,
   });
 }
 
-/**
- * Finishes a credit the wallet carried out, in one transaction: the ledger legs (built-in wallet),
- * the player's bonus (bonus credits) and the events. The credit row is locked and must still be
- * accepted, so a credit is finished once however many workers race for it.
- */
+/** Finishes a carried-out credit in one transaction, under the credit's row lock, so it is finished once. */
 async function complete(deps: BonusDeps, credit: CreditRow, reference: string | null): Promise<void> {
   const bonus = credit.kind === 'bonus' && credit.bonusCode ? await getBonus(deps.db.pool, credit.bonusCode) : undefined;
   await inTransaction(deps.db, async (sql) => {
@@ -106,7 +98,6 @@ async function complete(deps: BonusDeps, credit: CreditRow, reference: string | 
   });
 }
 
-/** A credit the wallet could not carry out: tried again later, or failed for good after BONUS_MAX_ATTEMPTS. */
 async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean, error: string): Promise<'retry' | 'failed'> {
   const attempt = credit.attempts + 1;
   if (retry && attempt < deps.maxAttempts) {
@@ -131,21 +122,19 @@ async function notCarriedOut(deps: BonusDeps, credit: CreditRow, retry: boolean,
   return 'failed';
 }
 
-/** The lease a post is taken with: the longest post (the wallet's two deadlines) and a margin at each end, so the post ends inside it. */
+/** The longest post (the wallet's two deadlines) and a margin at each end, so the post ends inside its lease. */
 export const postLeaseMs = (deps: BonusDeps) => 2 * deps.wallet.timeoutMs + 2 * deps.postMarginMs;
 
 /**
- * Carries out one accepted credit: completed, retried later, failed for good, or skipped (another
- * bonus app holds it, or it changed since read). The post's deadline counts from the hold, so it
- * ends inside the lease. A carried-out credit's completion is retried in memory, never redone.
+ * Carries out one accepted credit. The post's deadline counts from the hold, so it ends inside the
+ * lease; a carried-out credit's completion is retried in memory, never redone.
  */
 export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'completed' | 'retry' | 'failed' | 'skipped'> {
   const leaseMs = postLeaseMs(deps);
   const sentAt = Date.now();
   const credit = await holdCreditForPost(deps.db.pool, read, deps.owner, leaseMs);
   if (!credit) return 'skipped';
-  // Both of the wallet's deadlines end a margin before the lease does; a statement that took most
-  // of the margin and more leaves too little for a fair try: given back, untried.
+  // A hold that took most of the margin leaves too little for a fair try: given back, untried.
   const timeoutMs = Math.min(deps.wallet.timeoutMs, Math.floor((sentAt + leaseMs - deps.postMarginMs - Date.now()) / 2));
   if (timeoutMs < deps.wallet.timeoutMs / 2) {
     await releaseCredits(deps.db.pool, [credit.id], deps.owner);
@@ -164,39 +153,35 @@ export async function processCredit(deps: BonusDeps, read: CreditRow): Promise<'
 }
 
 /**
- * One round of the bonus worker: the due credits, `deps.concurrency` at a time, then the expired
- * bonuses. `held` is the claimed credits not yet started, given back at shutdown; a credit leaves
- * it before its post, so a post in flight is never given back.
+ * One round: the due credits, `deps.concurrency` at a time, then the expired bonuses. `held` is
+ * what shutdown gives back; a credit leaves it before its post, so a post in flight never is.
  */
 export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<string>()): Promise<number> {
   const credits = await claimDueCredits(deps.db.pool, batch, deps.leaseMs, deps.owner);
   for (const credit of credits) held.add(credit.id);
-  let next = 0;
-  const worker = async () => {
-    while (next < credits.length) {
-      const credit = credits[next++];
-      // Not held any more: given back at shutdown.
-      if (!held.delete(credit.id)) continue;
-      try {
-        await processCredit(deps, credit);
-      } catch (error) {
-        // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
-        const level = isDbUnavailable(error) ? 'warn' : 'error';
-        deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(Math.max(1, deps.concurrency), credits.length) }, worker));
+  const limit = pLimit(Math.max(1, deps.concurrency));
+  await Promise.all(
+    credits.map((credit) =>
+      limit(async () => {
+        // Not held any more: given back at shutdown.
+        if (!held.delete(credit.id)) return;
+        try {
+          await processCredit(deps, credit);
+        } catch (error) {
+          // Only an outage gets here (a wallet call that throws is a bug, also retried after the lease).
+          const level = isDbUnavailable(error) ? 'warn' : 'error';
+          deps.log[level]({ err: error, creditId: credit.id }, 'credit not processed; it is retried after its lease');
+        }
+      }),
+    ),
+  );
   await expireDueBonuses(deps, batch);
   return credits.length;
 }
 
 export type StatusChange = { ok: true; changed: boolean; bonus: PlayerBonusRow } | { ok: false; error: 'not-found' | 'not-allowed'; from?: string };
 
-/**
- * Moves a player's bonus to another status and reports it; final statuses settle the bonus money
- * in the built-in ledger. A status it already has, or a move out of a final one, changes nothing.
- */
+/** Moves a player's bonus to another status and reports it; final statuses settle the bonus money. */
 export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status: string, userId?: string): Promise<StatusChange> {
   return inTransaction(deps.db, async (sql) => {
     const bonus = await lockPlayerBonus(sql, bonusId);
@@ -227,7 +212,6 @@ export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status
   });
 }
 
-/** Expires the live bonuses past their validity: a status change like any other. */
 export async function expireDueBonuses(deps: BonusDeps, limit = 100): Promise<number> {
   const due = await dueForExpiry(deps.db.pool, EXPIRING_BONUS_STATUSES, limit);
   let expired = 0;

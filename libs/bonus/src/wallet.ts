@@ -11,14 +11,10 @@ export type WalletResult = { ok: true; reference: string | null } | { ok: false;
  */
 export interface Wallet {
   readonly postsToLedger: boolean;
-  /**
-   * How long a post waits for the platform (0: no post). Like every HTTP/1.1 call out (libs/egress),
-   * that long to get onto a connection and that long for the exchange: twice this in all at most.
-   */
+  /** 0: no post. That long to get a connection and that long for the exchange (libs/egress). */
   readonly timeoutMs: number;
-  /** Carries the credit out; `timeoutMs`, when given, shortens the wallet's own. */
+  /** `timeoutMs`, when given, shortens the wallet's own. */
   carryOut(credit: CreditRow, timeoutMs?: number): Promise<WalletResult>;
-  /** Closes its connections. */
   close?(): Promise<void>;
 }
 
@@ -34,13 +30,12 @@ export interface HttpWalletOptions {
   url: string;
   apiKey?: string;
   timeoutMs: number;
-  /** HTTPS_PROXY, HTTP_PROXY, NO_PROXY. */
   proxy?: ProxySettings;
   /** Extra certificate authorities to trust (a local test server's). */
   ca?: string;
 }
 
-/** Bytes of the platform's answer read: its JSON reference or reason; the rest is not read. */
+/** Enough of the platform's answer for its reference or reason; the rest is not read. */
 const ANSWER_READ_BYTES = 16 * 1024;
 
 /** What a credit is, as the operator's platform and the back office see it. */
@@ -66,10 +61,8 @@ function referenceOf(body: Buffer): string | null {
 }
 
 /**
- * Forwards each credit to the operator's platform as a JSON POST, the credit id as Idempotency-Key
- * so a retry never credits twice. 2xx: done; 5xx, 408, 425, 429 and network errors: retried; any
- * other answer, a redirect included (following one could record a credit never made, or send the
- * API key elsewhere): refused for good.
+ * Posts each credit to the operator's platform, the credit id as Idempotency-Key so a retry never
+ * credits twice. A redirect is refused for good: following one could send the API key elsewhere.
  */
 export function httpWallet(options: HttpWalletOptions): Wallet {
   const outbound = createOutbound({ proxy: options.proxy, ca: options.ca });

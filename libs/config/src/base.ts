@@ -3,14 +3,10 @@ import { sharedTuningField } from './push-tuning';
 
 // Settings every process shares, one schema per concern.
 
-/**
- * The environments a process runs in. Unset is development (`npm start` needs no settings); any
- * other value is refused at boot, so that a `prod` never passes for a development set-up.
- */
+/** Unset is development; any other value is refused at boot, so a `prod` never passes for development. */
 export const NODE_ENVS = ['development', 'test', 'production'] as const;
 export type NodeEnv = (typeof NODE_ENVS)[number];
 
-/** NODE_ENV as the checks read it: unset (or empty) is development; undefined for a value not in NODE_ENVS. */
 export function nodeEnvOf(env: Record<string, string | undefined>): NodeEnv | undefined {
   const value = env.NODE_ENV || 'development';
   return (NODE_ENVS as readonly string[]).includes(value) ? (value as NodeEnv) : undefined;
@@ -63,7 +59,7 @@ export const ReadDatabaseEnv = Type.Object({
   }),
 });
 
-/** DATABASE_READ_URL's problems, which never quote it: it holds a password. */
+/** Never quoted: it holds a password. */
 export function readDatabaseProblems(env: { DATABASE_READ_URL: string }): string[] {
   const url = env.DATABASE_READ_URL;
   if (!url) return [];
@@ -75,7 +71,6 @@ export function readDatabaseProblems(env: { DATABASE_READ_URL: string }): string
   return problem ? [problem] : [];
 }
 
-/** The URL the reads that may lag use: DATABASE_READ_URL, or DATABASE_URL when it is empty. */
 export function readDatabaseUrl(env: { DATABASE_URL: string; DATABASE_READ_URL: string }): string {
   return env.DATABASE_READ_URL || env.DATABASE_URL;
 }
@@ -100,14 +95,12 @@ export const EgressEnv = Type.Object({
   NO_PROXY: Type.String({ default: '', description: 'Hosts reached directly: comma-separated names (subdomains included), addresses, host:port, or * for all' }),
 });
 
-/** The proxy settings every outbound client takes (@operator/egress's ProxySettings). */
 export interface EgressSettings {
   httpsProxy?: string;
   httpProxy?: string;
   noProxy?: string;
 }
 
-/** EgressEnv with the lower-case fallbacks, and its problems (a proxy that is not an http(s) URL). */
 export function egressSettings(raw: { HTTPS_PROXY: string; HTTP_PROXY: string; NO_PROXY: string }, env: Record<string, string | undefined>): { egress: EgressSettings; problems: string[] } {
   const pick = (name: 'HTTPS_PROXY' | 'HTTP_PROXY' | 'NO_PROXY') => raw[name] || env[name.toLowerCase()] || undefined;
   const egress: EgressSettings = { httpsProxy: pick('HTTPS_PROXY'), httpProxy: pick('HTTP_PROXY'), noProxy: pick('NO_PROXY') };
@@ -121,7 +114,7 @@ export function egressSettings(raw: { HTTPS_PROXY: string; HTTP_PROXY: string; N
   return { egress, problems };
 }
 
-/** A URL the service sends to on its own (wallet, CRM): http(s), and https in production, where credits and keys must not cross in clear. */
+/** https in production: credits and keys must not cross in clear. */
 export function outboundUrlProblems(name: string, value: string, nodeEnv: NodeEnv): string[] {
   if (!value) return [];
   if (!URL.canParse(value)) return [`${name} must be a URL`];

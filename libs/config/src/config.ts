@@ -60,9 +60,7 @@ export const GatewayEnv = Type.Object({
 export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
-/** The CRM's credentials are read into `crmAuth` only. */
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
-/** The keys are read into `operatorApiKeys` and `internalKeys` only. */
 type KeyVariable = 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | 'INTERNAL_DEVICE_KEYS' | 'INTERNAL_ADMIN_KEYS';
 
 /** The X-Api-Key values of the operator's own back end, by the routes they open. */
@@ -82,7 +80,6 @@ export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | Red
   webhookMaxAgeMs: number;
   bonus: BonusSettings;
   crmAuth: CrmAuthSettings;
-  /** WEBPUSH_ALLOWED_ORIGINS: where a registered Web Push subscription may point. */
   webpushAllowedOrigins: AllowedOrigin[];
   /** Proxies believed, authentication failures, GET /oauth/token, tracking tokens' lifetime. */
   edge: EdgeSettings;
@@ -96,7 +93,6 @@ export function defaultMaxHeapUsedBytes(): number {
   return Math.floor(v8.getHeapStatistics().heap_size_limit * 0.75);
 }
 
-/** Each class of key, by its variable. */
 type KeyLists = Record<KeyVariable, string[]>;
 
 /**
@@ -115,10 +111,7 @@ function keyListsOf(env: Env): KeyLists {
   };
 }
 
-/**
- * Checks that span variables: keys exist, each class apart, and in production neither the
- * development ones nor weak. Run before the schema so they are listed with its problems.
- */
+/** Keys exist, each class apart, and in production neither the development ones nor weak. */
 function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   const problems: string[] = [];
   const internal = [...keys.INTERNAL_API_KEYS, ...keys.INTERNAL_DEVICE_KEYS, ...keys.INTERNAL_ADMIN_KEYS];

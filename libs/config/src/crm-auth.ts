@@ -23,7 +23,6 @@ export const CrmAuthEnv = Type.Object({
 });
 type CrmAuthRaw = Static<typeof CrmAuthEnv> & { NODE_ENV: NodeEnv };
 
-/** A user name and password, or a client id and secret. */
 export interface Credential {
   id: string;
   secret: string;
@@ -38,10 +37,7 @@ export interface CrmAuthSettings {
   signingKeys: string[];
 }
 
-/**
- * `id:secret` pairs, split at the first colon: an id never holds one (RFC 7617 forbids it in a
- * Basic user name), a secret may. A problem names the entry by its place, never by its text.
- */
+/** Split at the first colon: RFC 7617 forbids one in a Basic user name, a secret may hold one. */
 function credentials(name: string, text: string, problems: string[]): Credential[] {
   return splitList(text).flatMap((entry, index) => {
     const colon = entry.indexOf(':');
@@ -53,10 +49,6 @@ function credentials(name: string, text: string, problems: string[]): Credential
   });
 }
 
-/**
- * Checks CrmAuthEnv values that the schema cannot: the method names, the pairs, the keys, and in
- * production the strength of every password, client secret and signing key.
- */
 export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; problems: string[] } {
   const problems: string[] = [];
   const words = splitList(raw.CRM_AUTH);
@@ -79,8 +71,7 @@ export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; p
       if (key.length < MIN_SIGNING_KEY_LENGTH) problems.push(`CRM_OAUTH_SIGNING_KEYS: the ${ordinal(index)} key is shorter than ${MIN_SIGNING_KEY_LENGTH} characters`);
     });
   }
-  // Unused without oauth2, so only then refused; outside development (production, and tests that
-  // run with oauth2), since the key is published and a token it signs is one anyone can make.
+  // Refused outside development with oauth2: the key is published, so anyone could sign a token.
   if (raw.NODE_ENV !== 'development' && methods.includes('oauth2') && signingKeys.includes(DEV_OAUTH_SIGNING_KEY)) {
     problems.push(`CRM_OAUTH_SIGNING_KEYS holds the development key, which anyone can sign with; set keys of your own when CRM_AUTH has oauth2 and NODE_ENV is ${raw.NODE_ENV}`);
   }

@@ -34,9 +34,8 @@ export const EdgeEnv = Type.Object({
 type EdgeRaw = Static<typeof EdgeEnv>;
 
 export interface EdgeSettings {
-  /** Past `limit` failed authentications within `windowMs` an address is throttled (see auth-throttle.ts); limit 0: never. */
+  /** Limit 0: never throttled. */
   authFailures: { limit: number; windowMs: number };
-  /** AUTH_THROTTLE_EXEMPT: CIDR ranges never throttled, as `address/prefix`. */
   authThrottleExempt: string[];
   /** The proxies whose X-Forwarded-For is believed; none: the client is whoever opened the connection. */
   trustedProxies: string[];
@@ -44,7 +43,6 @@ export interface EdgeSettings {
   trackingTokenTtlMs: number;
 }
 
-/** The names @fastify/proxy-addr gives to ranges. */
 const RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
 
 /** An address, a CIDR range (`10.0.0.0/8`, `fd00::/8`) or a range's name: what Fastify's trustProxy takes. */
@@ -56,7 +54,6 @@ function isProxyEntry(entry: string): boolean {
   return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 
-/** A CIDR range as ipaddr.js reads it; a bare address is its own range (/32, /128). */
 function isCidr(entry: string): boolean {
   try {
     if (entry.includes('/')) ipaddr.parseCIDR(entry);
@@ -67,7 +64,6 @@ function isCidr(entry: string): boolean {
   }
 }
 
-/** Checks EdgeEnv values that the schema cannot: durations above zero, proxy entries. */
 export function edgeSettings(raw: EdgeRaw): { settings: EdgeSettings; problems: string[] } {
   const problems: string[] = [];
   const windowMs = durationMs(raw.AUTH_FAILURE_WINDOW);

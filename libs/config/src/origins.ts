@@ -2,14 +2,12 @@ import net from 'node:net';
 import { Type } from '@sinclair/typebox';
 import type { Env } from './env';
 
-// WEBPUSH_ALLOWED_ORIGINS: the push services a Web Push subscription may point at. Read by the
-// gateway (a subscription outside the list is refused at registration) and by the Web Push worker
-// (one stored before the list changed fails without a connection).
+// WEBPUSH_ALLOWED_ORIGINS: the push services a subscription may point at, checked at registration
+// and again by the worker (the list may have changed since).
 
 /** The public browser push services: Chrome/Edge/Opera (FCM), Firefox, Safari, Windows. */
 export const DEFAULT_WEBPUSH_ALLOWED_ORIGINS = 'https://fcm.googleapis.com,https://updates.push.services.mozilla.com,https://web.push.apple.com,https://*.notify.windows.com';
 
-/** Read by the gateway and the Web Push worker (part of WebPushEnv there). */
 export const WebPushOriginsEnv = Type.Object({
   WEBPUSH_ALLOWED_ORIGINS: Type.String({
     default: DEFAULT_WEBPUSH_ALLOWED_ORIGINS,
@@ -17,22 +15,20 @@ export const WebPushOriginsEnv = Type.Object({
   }),
 });
 
-/** One entry of the list. */
 export interface AllowedOrigin {
-  /** As written, for messages: `https://*.notify.windows.com`. */
+  /** As written, for messages. */
   text: string;
   /** Lower-case host without brackets; for a wildcard, the part after `*.`. */
   host: string;
   /** `*.host`: any subdomain of host (not host itself). */
   wildcard: boolean;
   port: number;
-  /** Named by a loopback or private address (or `localhost`): the worker may connect to such addresses for it, and only for it. */
+  /** Named by a private address or `localhost`: the worker may connect to such addresses for it alone. */
   privateAllowed: boolean;
 }
 
 const HOST_LABEL = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
-/** A host name of letters, digits and hyphens in dot-separated labels, or an IP literal. */
 function isPlainHost(host: string): boolean {
   return net.isIP(host) !== 0 || host.split('.').every((label) => HOST_LABEL.test(label));
 }
@@ -50,7 +46,6 @@ function isPrivateName(host: string): boolean {
   return net.isIP(host) !== 0;
 }
 
-/** Parses one entry, or says why it is not an origin this list can hold. */
 function parseEntry(entry: string): AllowedOrigin | string {
   const wildcard = /^https:\/\/\*\./i.test(entry);
   let url: URL;
@@ -71,7 +66,6 @@ function parseEntry(entry: string): AllowedOrigin | string {
   return { text: entry, host, wildcard, port: Number(url.port || 443), privateAllowed: !wildcard && isPrivateName(host) };
 }
 
-/** The list from the variable's text (comma-separated), or every problem with it. */
 export function parseAllowedOrigins(text: string): { ok: true; origins: AllowedOrigin[] } | { ok: false; problems: string[] } {
   const entries = text
     .split(',')
@@ -89,10 +83,8 @@ export function parseAllowedOrigins(text: string): { ok: true; origins: AllowedO
 }
 
 /**
- * The entry an endpoint falls under, or why none: https only, no user info, the entry's port, a
- * plain host. The host must read the same to every URL parser (web-push uses the legacy
- * `url.parse`, which reads `169.254.169.254;x.notify.windows.com` otherwise), so it must be written
- * as WHATWG gives it back: no escapes, no Unicode, no IPv4 shorthand.
+ * The entry an endpoint falls under, or why none. The host must read the same to every URL parser
+ * (web-push uses the legacy `url.parse`), so it must be written as WHATWG gives it back.
  */
 export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOrigin[]): { ok: true; origin: AllowedOrigin } | { ok: false; reason: string } {
   let url: URL;
@@ -114,7 +106,6 @@ export function matchAllowedOrigin(endpoint: string, origins: readonly AllowedOr
   return { ok: false, reason: `origin ${url.protocol}//${url.host} is not in WEBPUSH_ALLOWED_ORIGINS` };
 }
 
-/** WEBPUSH_ALLOWED_ORIGINS from the environment (unset or empty: the default), or its problems, each naming the variable. */
 export function webpushAllowedOriginsOf(env: Env): { origins: AllowedOrigin[]; problems: string[] } {
   const parsed = parseAllowedOrigins(env.WEBPUSH_ALLOWED_ORIGINS || DEFAULT_WEBPUSH_ALLOWED_ORIGINS);
   return parsed.ok ? { origins: parsed.origins, problems: [] } : { origins: [], problems: parsed.problems.map((problem) => `WEBPUSH_ALLOWED_ORIGINS: ${problem}`) };

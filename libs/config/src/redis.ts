@@ -18,10 +18,9 @@ export const RedisEnv = Type.Object({
   QUEUE_PREFIX: Type.String({ default: 'operator', description: 'Prefix of every BullMQ key' }),
 });
 
-/** The Redis variables that only redisConnectionOf reads: the configs hand out `redis` instead. */
+/** Only redisConnectionOf reads these: the configs hand out `redis` instead. */
 export type RedisVariable = Exclude<keyof Static<typeof RedisEnv>, 'QUEUE_PREFIX'>;
 
-/** A parsed configuration without the Redis variables, which it hands out as one RedisConnection. */
 export function withoutRedisVariables<T extends Record<RedisVariable, unknown>>(raw: T): Omit<T, RedisVariable> {
   const rest: Record<string, unknown> = { ...raw };
   for (const name of Object.keys(RedisEnv.properties)) if (name !== 'QUEUE_PREFIX') delete rest[name];
@@ -40,7 +39,6 @@ interface RedisAccess {
   tls: boolean;
 }
 
-/** Where Redis is and how to log in: what every connection of every app is made from. */
 export type RedisConnection =
   | (RedisAccess & { mode: 'standalone'; address: RedisAddress; db: number })
   | (RedisAccess & { mode: 'sentinel'; sentinels: RedisAddress[]; name: string; sentinelPassword?: string; db: number })
@@ -50,7 +48,6 @@ export type RedisMode = RedisConnection['mode'];
 
 const DEFAULT_PORT = 6379;
 
-/** `host:port`, `[v6]:port`; undefined when it is neither. */
 export function parseAddress(text: string): RedisAddress | undefined {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s[\]]+)):(\d{1,5})$/.exec(text);
   const port = Number(match?.[3]);
@@ -76,11 +73,7 @@ export function formatAddress({ host, port }: RedisAddress): string {
 
 const decoded = (text: string) => (text ? decodeURIComponent(text) : undefined);
 
-/**
- * The Redis connection the environment describes, and its problems (every one, to be listed with
- * the others). REDIS_URL always gives the user, the password, the database and TLS (rediss://);
- * it gives the address only when neither REDIS_SENTINELS nor REDIS_CLUSTER_NODES is set.
- */
+/** REDIS_URL always gives the credentials, database and TLS; the address only without Sentinels or Cluster nodes. */
 export function redisConnectionOf(env: Env): { connection: RedisConnection; problems: string[] } {
   const problems: string[] = [];
   const text = (name: RedisVariable) => env[name]?.trim() ?? '';
@@ -130,7 +123,7 @@ export function redisConnectionOf(env: Env): { connection: RedisConnection; prob
   return { connection, problems };
 }
 
-/** The connection of one server at `url` (tests and tools); a bad URL throws ConfigError. */
+/** For tests and tools; a bad URL throws ConfigError. */
 export function redisUrlConnection(url: string): RedisConnection {
   const { connection, problems } = redisConnectionOf({ REDIS_URL: url });
   if (problems.length) throw new ConfigError(problems);

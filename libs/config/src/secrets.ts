@@ -2,7 +2,6 @@
 // characters to carry the entropy of a random string (`openssl rand -base64 32` gives 44), and not
 // one character repeated, the placeholder nobody meant to keep.
 
-/** The fewest characters a secret may have in production. */
 export const MIN_SECRET_LENGTH = 32;
 
 /** "1st", "2nd", "3rd", "4th": an entry of a list, named by its place rather than its text. */
@@ -16,10 +15,7 @@ export function secretWeakness(secret: string): string | undefined {
   return undefined;
 }
 
-/**
- * The problems of one variable's weak secrets (a value, or a list named by place and `what`),
- * naming the variable, never the value. `development` is passed over: it has a problem of its own.
- */
+/** Names the variable, never the value; `development` is passed over: it has a problem of its own. */
 export function weakSecretProblems(name: string, secrets: string | readonly string[], { what = 'key', development }: { what?: string; development?: string } = {}): string[] {
   const list = typeof secrets === 'string' ? [secrets].filter(Boolean) : secrets;
   return list.flatMap((secret, index) => {

@@ -4,21 +4,16 @@ import type { LogSink } from './logger';
 
 export interface ShutdownOptions {
   log: LogSink;
-  /** SHUTDOWN_TIMEOUT_MS: the process has exited by then, whatever `close` and `abandon` do. */
+  /** The process has exited by then, whatever `close` and `abandon` do. */
   timeoutMs: number;
-  /** The graceful close: stop taking work, finish the work in flight, close the clients. */
   close: () => Promise<void>;
-  /**
-   * Gives back what the process still holds when `close` misses its deadline or fails (claimed
-   * rows, leases), so that another instance takes it over now rather than when the lease runs out.
-   */
+  /** Gives back claimed rows and leases when `close` fails, so another instance takes them over now. */
   abandon?: () => Promise<void>;
 }
 
 export interface Shutdown {
   /** Shuts down now, as a signal would. */
   close(): void;
-  /** Removes the signal and error handlers again. */
   uninstall(): void;
 }
 
@@ -27,11 +22,7 @@ export function abandonReserveMs(timeoutMs: number): number {
   return Math.min(5000, Math.floor(timeoutMs / 5));
 }
 
-/**
- * Installs the one shutdown path of a process: SIGTERM or SIGINT runs `close` and exits 0; if it
- * fails or misses the deadline, `abandon` runs and the process exits 1 by `timeoutMs`. A second
- * signal exits at once; an uncaught error is logged and ends the process the same way.
- */
+/** The one shutdown path of a process: `close`, else `abandon` and exit 1 by `timeoutMs`; a second signal exits at once. */
 export function onShutdown({ log, timeoutMs, close, abandon }: ShutdownOptions): Shutdown {
   const closeMs = timeoutMs - abandonReserveMs(timeoutMs);
   return closeWithGrace(
@@ -77,13 +68,9 @@ async function settleWithin(work: Promise<void>, ms: number): Promise<Settled> {
   }
 }
 
-/** An error class whose message says all an operator needs (a bad setting, a taken port). */
 export type PlainErrorClass = abstract new (...args: never[]) => Error;
 
-/**
- * Runs an app's `main`. If it fails, the process exits 1: a ConfigError or an instance of one of
- * `plain` is printed as its message alone, anything else with its stack.
- */
+/** Runs an app's `main`; a ConfigError or one of `plain` is printed as its message alone, without a stack. */
 export function runMain(main: () => Promise<unknown>, ...plain: PlainErrorClass[]): void {
   main().catch((error: unknown) => {
     const explained = error instanceof ConfigError || plain.some((type) => error instanceof type);

@@ -3,9 +3,8 @@ import { MAX_USER_ID_LENGTH, MAX_WAGERING_MULTIPLE } from './limits';
 import { UUID_PATTERN } from './ids';
 import { PageLimit } from './paging';
 
-// The CRM's bonus endpoints (contract 4.3-4.5) and the operator's back office for its catalog,
-// wallets, players' bonuses and credits. Credit bodies keep fields no schema lists, as sent; an
-// amount's digits are read from the text, and rules a schema cannot say are libs/bonus's.
+// The CRM's bonus endpoints (contract 4.3-4.5) and the operator's back office. Credit bodies keep
+// fields no schema lists; rules a schema cannot say are libs/bonus's.
 
 // The values the CRM's bonus events accept; they are case-sensitive.
 export const BONUS_TYPES = ['NoDeposit', 'WelcomeBonus', 'CashbackBonus', 'ReloadBonus', 'WagerFree', 'FreeSpins', 'RiskFreeBet', 'Undefined'] as const;

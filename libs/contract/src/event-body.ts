@@ -1,7 +1,4 @@
-/**
- * A push status event as the store keeps it: the event, and the ids and meta of its message.
- * Ids are text (bigint columns), `meta` the CRM's raw JSON text or null.
- */
+/** A push status event and its message's ids (text, of bigint columns) and raw `meta`. */
 export interface PushEventSource {
   id: string;
   pushId: string;
@@ -18,10 +15,7 @@ export interface PushEventSource {
   triggerHash: string;
 }
 
-/**
- * The JSON body of a push status event, as text. `meta` is spliced in as the exact JSON the CRM
- * sent with the push, so it comes back byte for byte; a push sent without meta carries `{}`.
- */
+/** `meta` is spliced in as the exact JSON the CRM sent, so it comes back byte for byte. */
 export function pushEventBody(row: PushEventSource): string {
   const head = {
     event_id: row.id,

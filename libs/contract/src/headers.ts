@@ -16,7 +16,6 @@ export const CRM_HEADER_FIELDS = {
 } as const;
 
 export type CrmHeaderField = keyof typeof CRM_HEADER_FIELDS;
-/** The headers as stored with a message or a credit: absent headers are left out. */
 export type CrmHeaders = Partial<Record<CrmHeaderField, string>>;
 
 /** Lower-case header names (as Node gives them) for a given middle word. */
@@ -42,10 +41,7 @@ const MEANINGS: Record<CrmHeaderField, string> = {
   trigger_hash: 'Identifies a unique send from the same event',
 };
 
-/**
- * The CRM headers as a request schema, named with the configured word. Each is stored as sent;
- * what a schema cannot say (the size in bytes, storable text) readCrmHeaders checks.
- */
+/** What a schema cannot say (the size in bytes, storable text) readCrmHeaders checks. */
 export function crmHeadersSchema(names: Record<CrmHeaderField, string>, required: CrmHeaderField[] = []) {
   const properties: Record<string, TSchema> = {};
   for (const field of Object.keys(names) as CrmHeaderField[]) {
@@ -55,11 +51,7 @@ export function crmHeadersSchema(names: Record<CrmHeaderField, string>, required
   return Type.Object(properties);
 }
 
-/**
- * The CRM headers of a request, or an error naming the first one that cannot be stored as sent
- * (over MAX_CRM_HEADER_BYTES, or not storable text). A value is never cut: X-<Word>-Id is an
- * idempotency key, and two keys that differ only past a cut are different keys.
- */
+/** The CRM headers of a request, or an error naming the first that cannot be stored as sent. */
 export function readCrmHeaders(
   headers: Record<string, string | string[] | undefined>,
   names: Record<CrmHeaderField, string>,

@@ -1,14 +1,12 @@
 import { MAX_JSON_DEPTH } from './limits';
 
-// What JSON.parse lets through silently, found in the text it parsed: a key written twice (the
-// checks would read one value, PostgreSQL the other), nesting deeper than MAX_JSON_DEPTH, and the
-// keys secure-json-parse refuses, each named so that one item of an array can be refused alone.
+// What JSON.parse lets through silently: a key written twice (the checks would read one value,
+// PostgreSQL the other), nesting past MAX_JSON_DEPTH, and the keys secure-json-parse refuses.
 // The text is valid JSON already; it is read once, without recursion.
 
 export interface JsonTextProblems {
-  /** The first problem of the document (of an array: `item <i>: ` and its item's problem), or null. */
   problem: string | null;
-  /** For an array: each item's first problem, by index, each item read as a document of its own. */
+  /** For an array: each item's first problem, so one item can be refused alone. */
   items: Map<number, string>;
 }
 
@@ -30,7 +28,6 @@ function skipWhitespace(text: string, at: number): number {
   return at;
 }
 
-/** Index just past the scalar (number, true, false, null) starting at `at`. */
 function scalarEnd(text: string, at: number): number {
   let end = at;
   while (end < text.length) {
@@ -41,7 +38,6 @@ function scalarEnd(text: string, at: number): number {
   return end;
 }
 
-/** The decoded text of the valid JSON string whose opening quote is at `at`. */
 function stringAt(text: string, at: number): string {
   let i = at + 1;
   while (text.charCodeAt(i) !== QUOTE) i += text.charCodeAt(i) === BACKSLASH ? 2 : 1;
@@ -52,22 +48,18 @@ function stringAt(text: string, at: number): string {
 class Reader {
   /** Index of the first backslash after the last string read began (text.length: none). */
   private backslash = -1;
-  /** Whether the string closingQuote last read has escapes. */
   private escaped = false;
-  // One entry per open container, the outermost first: whether it is an object; in an object,
-  // where the key being read starts (its opening quote), in an array the index being read; and,
-  // for an object, how many keys it has, and the Set of them once it has many or one has escapes.
+  // One entry per open container, outermost first; an object's keys go into a Set once it has many
+  // or one has escapes.
   private readonly isObject: boolean[] = [];
   private readonly position: number[] = [];
   private readonly keyCount: number[] = [];
   private readonly keySet: (Set<string> | undefined)[] = [];
   private readonly keysFrom: number[] = [];
-  // Where the keys of the open objects not yet in a Set lie in the text, the innermost last:
-  // compared where they lie, nothing is copied out of the text.
+  // Keys not yet in a Set are compared where they lie in the text: nothing is copied out.
   private readonly keyStart: number[] = [];
   private readonly keyEnd: number[] = [];
-  // Per open object: whether the key being read is "constructor"; whether the object is the value
-  // of a "constructor" key (where a "prototype" key is refused).
+  // Where a "prototype" key is refused: in the value of a "constructor" key.
   private readonly atConstructor: boolean[] = [];
   private readonly ofConstructor: boolean[] = [];
 
@@ -76,7 +68,6 @@ class Reader {
     private readonly maxDepth: number,
   ) {}
 
-  /** Index of the quote that ends the string whose opening quote is at `at`. */
   closingQuote(at: number): number {
     const { text } = this;
     const quote = text.indexOf('"', at + 1);
@@ -95,13 +86,11 @@ class Reader {
     throw new SyntaxError('unterminated string');
   }
 
-  /** Whether the key between the quotes at `start` and `end` is `name` (`escaped`: decoded first). */
   private keyIs(start: number, end: number, name: string): boolean {
     if (this.escaped) return stringAt(this.text, start) === name;
     return end - start - 1 === name.length && this.text.startsWith(name, start + 1);
   }
 
-  /** A key secure-json-parse refuses, the key at `start` of an object at `level`: its problem, or null. */
   private prototypeProblem(start: number, end: number, level: number): string | null {
     this.atConstructor[level] = this.keyIs(start, end, 'constructor');
     if (this.keyIs(start, end, '__proto__')) return `${this.pathTo(level)} is not accepted: no key may be named "__proto__"`;
@@ -111,7 +100,7 @@ class Reader {
     return null;
   }
 
-  /** `meta.a[2].b`, as the validation messages name a field: the path to `level`'s key. */
+  /** `meta.a[2].b`, as the validation messages name a field. */
   private pathTo(level: number): string {
     let path = '';
     for (let l = 0; l <= level; l++) {
@@ -120,7 +109,6 @@ class Reader {
     return path;
   }
 
-  /** Whether the key between `start` and `end` (its quotes excluded) is among those at `from` and after. */
   private isListed(start: number, end: number, from: number, to: number): boolean {
     const { text, keyStart, keyEnd } = this;
     const length = end - start;
@@ -134,10 +122,7 @@ class Reader {
     return false;
   }
 
-  /**
-   * Reads the object or array that starts at `at` (level 0) and answers the index just past it
-   * and its first problem. With `untilProblem`, stops at the first problem (the end is then not known).
-   */
+  /** Reads the container at `at`; with `untilProblem`, stops at the first problem (the end is then unknown). */
   container(at: number, untilProblem: boolean): { end: number; problem: string | null } {
     const { text, maxDepth, isObject, position, keyCount, keySet, keysFrom, keyStart, keyEnd } = this;
     let keysTop = 0;
@@ -217,11 +202,7 @@ class Reader {
   }
 }
 
-/**
- * The problems of a valid JSON text that JSON.parse does not report (see above; the document is
- * level 0, as in checkStorable). Each item of an array is read on its own, so a batch's bad message
- * is refused alone.
- */
+/** Each item of an array is read on its own, so a batch's bad message is refused alone. */
 export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {
   const items = new Map<number, string>();
   const reader = new Reader(text, maxDepth);

@@ -18,7 +18,7 @@ export const RedisServerSchema = Type.Object(
   { description: 'Which Redis answered, and its role' },
 );
 
-/** DATABASE_READ_URL's server, when it is not DATABASE_URL's: reported, never a reason to be not ready (its reads go to the primary meanwhile). */
+/** A separate read server: reported, never a reason to be not ready (its reads go to the primary meanwhile). */
 const ReadProbe = Type.Optional(
   Type.Union([Type.Literal('up'), Type.Literal('down')], { description: 'The replica of DATABASE_READ_URL, when set apart: reported only; while it is down its reads go to the primary' }),
 );
@@ -26,7 +26,6 @@ const ReadProbe = Type.Optional(
 /** Readiness on the public port (PORT): each store up or down, and nothing that names a server. */
 export const ReadySchema = Type.Object({ status: Type.Literal('ready'), postgres: Probe, postgres_read: ReadProbe, redis: Probe });
 
-/** Not ready on the public port: the one error shape, naming the stores down and no server. */
 export const NotReadySchema = errorResponse('Not ready: names the stores that do not answer (or the process is shedding load or closing)', {
   headers: { 'Retry-After': { type: 'integer', description: 'Seconds to wait before asking again' } },
 });
@@ -34,7 +33,6 @@ export const NotReadySchema = errorResponse('Not ready: names the stores that do
 /** Readiness on the operations port (METRICS_PORT): also which Redis server answered. */
 export const ReadyDetailSchema = Type.Composite([ReadySchema, Type.Object({ redis_server: Type.Optional(RedisServerSchema) })]);
 
-/** Not ready on the operations port (METRICS_PORT): each store up or down, and which Redis server answered. */
 export const NotReadyDetailSchema = Type.Object(
   {
     error: Type.String(),

@@ -1,10 +1,8 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { MAX_JSON_DEPTH, MAX_USER_ID_LENGTH } from './limits';
 
-// Contract sections 2.1 to 2.6. Objects accept fields the contract does not list (the CRM adds
-// fields over time and a rejected push is lost); those fields are kept with the message. What no
-// schema can say (no NUL or unpaired surrogate in any text, nesting within MAX_JSON_DEPTH) is
-// checked by checkStorable, which checkPushRequest and the single route apply.
+// Contract sections 2.1 to 2.6. Objects accept and keep fields the contract does not list: the CRM
+// adds fields over time, and a rejected push is lost. What no schema can say, checkStorable checks.
 
 const MAX_SAFE_ID = Number.MAX_SAFE_INTEGER;
 const Id = (description: string) => Type.Integer({ minimum: 0, maximum: MAX_SAFE_ID, description });

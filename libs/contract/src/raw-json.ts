@@ -1,6 +1,5 @@
-// Finds where each top-level member's value sits in a JSON text, so a value can be kept byte for
-// byte as the client sent it (the CRM's `meta` goes back to it exactly). The text must already be
-// valid JSON (it was parsed first); this only measures it.
+// Finds where a top-level member's value sits in a valid JSON text, so it can be kept byte for byte
+// as the client sent it (the CRM's `meta` goes back to it exactly).
 
 const WHITESPACE = new Set([' ', '\t', '\n', '\r']);
 
@@ -9,7 +8,6 @@ function skipWhitespace(text: string, at: number): number {
   return at;
 }
 
-/** Index just past the string starting at `at` (a double quote). */
 function skipString(text: string, at: number): number {
   for (let i = at + 1; i < text.length; i++) {
     if (text[i] === '\\') i++;
@@ -18,7 +16,6 @@ function skipString(text: string, at: number): number {
   throw new SyntaxError('unterminated string');
 }
 
-/** Index just past the value starting at `at`. */
 function skipValue(text: string, at: number): number {
   const first = text[at];
   if (first === '"') return skipString(text, at);
@@ -40,11 +37,7 @@ function skipValue(text: string, at: number): number {
   return end;
 }
 
-/**
- * The raw text of `field`'s value in the object starting at `at` (the last one wins, as in
- * JSON.parse), and the index just past the object: one pass, and a key is decoded only when it has
- * escapes (otherwise its text is compared as it is).
- */
+/** The last `field` wins, as in JSON.parse; a key is decoded only when it has escapes. */
 function member(text: string, at: number, field: string): { value: string | undefined; end: number } {
   const quoted = JSON.stringify(field);
   let value: string | undefined;
@@ -64,10 +57,7 @@ function member(text: string, at: number, field: string): { value: string | unde
   }
 }
 
-/**
- * For a JSON object: the raw text of `field`'s value. For a JSON array: the raw text of `field` in
- * each element that is an object (undefined for others and where the field is absent).
- */
+/** For an array: `field`'s raw text in each element that is an object. */
 export function rawField(text: string, field: string): string | undefined | (string | undefined)[] {
   const start = skipWhitespace(text, 0);
   if (text[start] === '{') return member(text, start, field).value;

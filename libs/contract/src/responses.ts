@@ -1,26 +1,20 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { OPEN_ROUTE_BODY_LIMIT_BYTES } from './limits';
 
-// Every refusal of the gateway is `{"error": "...", "code": <HTTP status>}` and nothing else, the
-// shape of the CRM's published error schema. One schema per meaning, so the OpenAPI page says, for
-// each status a route can answer, when it does.
+// Every refusal is `{"error": "...", "code": <HTTP status>}`, the CRM's published error schema; one
+// schema per meaning, so the OpenAPI page says when each status is answered.
 
 const errorFields = {
   error: Type.String({ description: 'What went wrong' }),
   code: Type.Integer({ description: 'The HTTP status of the answer' }),
 };
 
-/**
- * The wire schema says both fields, and nothing else; the type lets a handler send `{ error }`
- * alone, since the gateway's error hook (apps/gateway/src/errors.ts) adds `code` to every refusal.
- */
+/** A handler may send `{ error }` alone: the gateway's error hook adds `code`. */
 const refusal = (options: object) => Type.Unsafe<{ error: string; code?: number }>(Type.Object(errorFields, { additionalProperties: false, ...options }));
 
-/** Any refusal: the shape every 4xx and 5xx body of the gateway has. */
 export const ErrorSchema = refusal({ $id: 'Error' });
 export type ErrorBody = Static<typeof ErrorSchema>;
 
-/** A refusal, described for this route and status. */
 export const errorResponse = (description: string, extra: object = {}) => refusal({ description, ...extra });
 
 export const BadRequest = errorResponse('The request is wrong: the message names the field or header and the rule');

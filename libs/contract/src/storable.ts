@@ -15,18 +15,13 @@ export function textProblem(text: string): string | null {
 
 export const isStorableText = (text: string) => textProblem(text) === null;
 
-/** Size of `text` as PostgreSQL stores it. */
 export const utf8Bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
 const isContainer = (value: unknown): value is object => value !== null && typeof value === 'object';
 
 const childPath = (path: string, key: string | number) => (typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key);
 
-/**
- * The first reason a parsed document cannot be stored, naming the field, or null: text that is not
- * storable (keys too), or nesting past `maxDepth` (the document is level 0). Walks with its own
- * stack, so no input overflows the call stack.
- */
+/** Why a parsed document cannot be stored, naming the field; its own stack, so no input overflows the call stack. */
 export function checkStorable(document: unknown, maxDepth = MAX_JSON_DEPTH): string | null {
   if (typeof document === 'string') {
     const problem = textProblem(document);

@@ -17,10 +17,7 @@ function withoutNulls(value: Record<string, unknown>): Record<string, unknown> {
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
-/**
- * `null` in an optional field means the field is absent: null-valued fields are dropped from the
- * request and from its contract objects (activity, android, ios, web), never from inside `meta`.
- */
+/** `null` in an optional field means absent: dropped from the request and its contract objects, never inside `meta`. */
 export function dropNulls(value: unknown): unknown {
   if (!isPlainObject(value)) return value;
   const out = withoutNulls(value);
@@ -97,10 +94,7 @@ export function compileChecker<T extends TSchema>(schema: T, nameOf = fieldName)
   };
 }
 
-/**
- * Validates one push request (contract 2.1) after dropping null fields: its schema, then that it
- * can be stored as sent (checkStorable: text and nesting depth).
- */
+/** Validates one push request after dropping null fields: its schema, then checkStorable. */
 export const checkPushRequest = (() => {
   const check = compileChecker(PushRequestSchema);
   return (value: unknown): Checked<PushRequest> => {
@@ -111,10 +105,7 @@ export const checkPushRequest = (() => {
   };
 })();
 
-/**
- * A headers schema as Node gives the headers, with lower-case names (fastify leaves the schemas of a
- * custom compiler as written, so the documentation keeps the names' usual case).
- */
+/** Lower-case names as Node gives them: fastify leaves a custom compiler's schemas as written. */
 function lowerCaseNames(schema: TObject): TObject {
   const properties = Object.entries(schema.properties).map(([name, property]) => [name.toLowerCase(), property]);
   return Type.Object(Object.fromEntries(properties));
@@ -122,7 +113,6 @@ function lowerCaseNames(schema: TObject): TObject {
 
 const headerName = (pointer: string) => `${displayHeaderName(fieldName(pointer))} header`;
 
-/** Fastify validator compiler: the TypeBox checks above, with the same error wording. */
 export function typeboxValidatorCompiler({ schema, httpPart }: { schema: TSchema; httpPart?: string }) {
   const check = httpPart === 'headers' ? compileChecker(lowerCaseNames(schema as TObject), headerName) : compileChecker(schema);
   return (value: unknown) => {

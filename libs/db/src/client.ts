@@ -3,31 +3,25 @@ import pg from 'pg';
 import type { LogSink } from '@operator/config';
 import { PrismaClient } from './generated/client';
 
-/**
- * The Prisma client, for typed queries, and the `pg` pool under it, for the few hot-path
- * statements (bulk inserts with unnest) where the ORM's per-query work would dominate.
- */
+/** The Prisma client, and the `pg` pool under it for hot-path statements where the ORM's per-query work would dominate. */
 export type Db = InstanceType<typeof PrismaClient> & { readonly pool: pg.Pool };
 /** The client or an interactive transaction's client: repositories accept either. */
 export type DbTx = Omit<Db, '$connect' | '$disconnect' | '$on' | '$transaction' | '$extends' | 'pool'>;
-/** A pool or one connection of it (inside a transaction). */
 export type Sql = pg.Pool | pg.PoolClient;
 
 export interface DbOptions {
   url: string;
   poolSize?: number;
-  /** How long to wait for a connection before failing (and answering 503). */
   connectTimeoutMs?: number;
-  /** Where a lost connection is reported (once per outage). */
+  /** Where a lost connection is reported, once per outage. */
   log?: LogSink;
-  /** The `store` of those log lines: `postgres`, or `postgres-read` for a replica's pool. */
+  /** `postgres`, or `postgres-read` for a replica's pool. */
   store?: string;
 }
 
 /**
- * No startup parameters beyond what every pooler passes on: PgBouncer in transaction mode refuses
- * others. Session limits are the database's defaults, set by the migration tool
- * (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs). Nothing here relies on session state.
+ * No startup parameters: PgBouncer in transaction mode refuses them. Session limits are the
+ * database's defaults (DATABASE_SESSION_SETTINGS in tools/pg-admin.cjs).
  */
 export function createDb({ url, poolSize = 10, connectTimeoutMs = 3000, log, store = 'postgres' }: DbOptions): Db {
   const pool = new pg.Pool({
@@ -87,7 +81,6 @@ function watchConnections(pool: pg.Pool, log: LogSink | undefined, store: string
   });
 }
 
-/** Resolves when PostgreSQL answers a query through the app's pool: what readiness checks. */
 export async function pingDb(db: Db): Promise<void> {
   await db.pool.query('SELECT 1');
 }
@@ -97,7 +90,6 @@ export async function closeDb(db: Db): Promise<void> {
   await db.pool.end();
 }
 
-/** Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws. */
 export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.pool.connect();
   let broken: Error | undefined;
@@ -117,10 +109,8 @@ export async function inTransaction<T>(db: Db, work: (sql: pg.PoolClient) => Pro
   }
 }
 
-// What says "the database cannot serve this now, try again" rather than "this statement is wrong":
-// driver socket errors, Prisma's connection codes, SQLSTATEs for shutdown, overload, conflicts, a
-// lost connection (08) and a read-only server (25006, around a failover). PgBouncer's own 08P01
-// messages are matched too, for an error that arrives without its code.
+// "The database cannot serve this now, try again" rather than "this statement is wrong". The
+// messages also catch PgBouncer's, which may arrive without a code.
 const TRANSIENT_CODES = new Set([
   ...['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN'],
   ...['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2028', 'P2034'],
@@ -148,7 +138,6 @@ const TRANSIENT_MESSAGES = new RegExp(
 
 type ErrorLike = { code?: unknown; originalCode?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown } };
 
-/** Walks an error, its causes and Prisma's driver-adapter error, until `test` holds for one. */
 function someInChain(error: unknown, test: (item: ErrorLike) => boolean): boolean {
   const seen = new Set<unknown>();
   const queue: unknown[] = [error];
@@ -162,7 +151,7 @@ function someInChain(error: unknown, test: (item: ErrorLike) => boolean): boolea
   return false;
 }
 
-/** True when an error says the database is unreachable or busy (answer 503, the client retries), not that a query is wrong. */
+/** The database is unreachable or busy (answer 503, the client retries), not that a query is wrong. */
 export function isDbUnavailable(error: unknown): boolean {
   return someInChain(
     error,
@@ -173,8 +162,7 @@ export function isDbUnavailable(error: unknown): boolean {
   );
 }
 
-// What says "this server cannot be reached" rather than "busy" or "this statement failed"; a replica
-// that fails so is passed over for the primary (reads.ts).
+// "This server cannot be reached", not "busy": a replica that fails so is passed over (reads.ts).
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'P1001', 'P1002', 'P1017', '57P01', '57P02', '57P03', '53300']);
 const CONNECTION_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
 const CONNECTION_MESSAGES = new RegExp(
@@ -186,7 +174,6 @@ const CONNECTION_MESSAGES = new RegExp(
   'i',
 );
 
-/** True when an error says the server could not be reached or its connection was lost. */
 export function isConnectionFailure(error: unknown): boolean {
   return someInChain(
     error,
@@ -197,7 +184,7 @@ export function isConnectionFailure(error: unknown): boolean {
   );
 }
 
-/** True when PostgreSQL refused text it cannot store (a NUL character): the client's mistake. */
+/** PostgreSQL refused text it cannot store (a NUL character): the client's mistake. */
 export function isUnstorableText(error: unknown): boolean {
   return someInChain(error, (item) => item.code === '22021' || item.code === '22P05' || item.originalCode === '22021' || item.originalCode === '22P05');
 }

@@ -8,7 +8,7 @@ export interface CreditRow {
   idempotencyKey: string;
   tupleKey: string | null;
   kind: 'bonus' | 'funds';
-  /** What the first request asked for (endpoint and canonical body, hashed): a repeat must match it. */
+  /** Hash of the first request (endpoint and canonical body): a repeat must match it. */
   fingerprint: string;
   userId: string;
   bonusCode: string | null;
@@ -34,17 +34,15 @@ function toCredit(row: Omit<CreditRow, 'amountMinor'> & { amountMinor: string })
 }
 
 export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'fingerprint' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
-  /** The request body as sent (JSON text), extra fields included. */
+  /** The body as sent, extra fields included. */
   requestText: string;
 };
 
-/** What recording a credit found: a new credit, a repeat of a credit's request, or another request under its key or tuple. */
 export type Recorded = { credit: CreditRow; replay: false } | { credit: CreditRow; replay: true; conflict: null | 'key' | 'tuple' };
 
 /**
- * Records a credit once: a repeat under the same X-Service-Id, or the same activity, action, player
- * and trigger hash, gets the first credit back (`replay`), also when they race; one asking something
- * else under either is a `conflict` and changes nothing.
+ * Records a credit once: a repeat under the same X-Service-Id or the same tuple (activity, action,
+ * player, trigger hash) gets the first credit back; one asking something else is a `conflict`.
  */
 export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorded> {
   const id = uuidv7();
@@ -81,11 +79,7 @@ export async function listCredits(sql: Sql, filter: { userId?: string; status?: 
   return rows.map(toCredit);
 }
 
-/**
- * Takes accepted credits that are due for `owner` (one id per bonus app process) until `leaseMs`
- * passes. A claim only says which credits to look at: a credit is posted only once
- * holdCreditForPost has taken it for the post.
- */
+/** Claims due credits for `owner`: only which to look at; holdCreditForPost takes one for its post. */
 export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, owner: string): Promise<CreditRow[]> {
   const { rows } = await sql.query(
     `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()
@@ -98,9 +92,8 @@ export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, 
 }
 
 /**
- * Takes or keeps `credit` for `owner` for `leaseMs`, to carry it out; undefined when another owner's
- * lease is live or it was finished or retried since it was read. One statement decides, so of two
- * bonus apps only one gets it.
+ * Takes `credit` for its post; undefined when another owner's lease is live or it changed since it
+ * was read. One statement decides, so of two bonus apps only one gets it.
  */
 export async function holdCreditForPost(sql: Sql, credit: Pick<CreditRow, 'id' | 'attempts'>, owner: string, leaseMs: number): Promise<CreditRow | undefined> {
   const { rows } = await sql.query(
@@ -113,7 +106,7 @@ export async function holdCreditForPost(sql: Sql, credit: Pick<CreditRow, 'id' |
   return rows[0] ? toCredit(rows[0]) : undefined;
 }
 
-/** Gives back `owner`'s claims on credits it will not post after all (shutdown, or a lease too short to post in). */
+/** Gives back claims on credits `owner` will not post after all. */
 export async function releaseCredits(sql: Sql, ids: string[], owner: string): Promise<number> {
   if (!ids.length) return 0;
   const { rowCount } = await sql.query(
@@ -123,13 +116,13 @@ export async function releaseCredits(sql: Sql, ids: string[], owner: string): Pr
   return rowCount ?? 0;
 }
 
-/** Locks an accepted credit for finishing it; false when another worker finished it first. */
+/** False when another worker finished it first. */
 export async function lockAcceptedCredit(sql: Sql, id: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' FOR UPDATE`, [id]);
   return rows.length > 0;
 }
 
-/** Locks an accepted credit `owner` holds; false when another owner has taken it, or it is finished. */
+/** False when another owner has taken it, or it is finished. */
 export async function lockHeldCredit(sql: Sql, id: string, owner: string): Promise<boolean> {
   const { rows } = await sql.query(`SELECT 1 FROM credits WHERE id = $1 AND status = 'accepted' AND lease_owner = $2 FOR UPDATE`, [id, owner]);
   return rows.length > 0;
@@ -143,7 +136,7 @@ export async function finishCredit(sql: Sql, id: string, outcome: { status: 'com
   );
 }
 
-/** Puts a credit `owner` holds off until `nextAttemptAt`; false (nothing changed) when it no longer holds it. */
+/** False (nothing changed) when `owner` no longer holds it. */
 export async function retryCredit(sql: Sql, id: string, nextAttemptAt: Date, error: string, owner: string): Promise<boolean> {
   const { rowCount } = await sql.query(
     `UPDATE credits SET attempts = attempts + 1, next_attempt_at = $2, error = $3, locked_until = NULL, lease_owner = NULL, updated_at = now()

@@ -11,9 +11,8 @@ export interface Leg {
 }
 
 /**
- * Posts one double-entry transaction: its legs must sum to zero. Each account's balance moves in
- * the same statement as its entry, so a balance always equals the sum of its entries. Posting the
- * same transaction id again changes nothing (answers false).
+ * Posts legs that sum to zero. Balances move in the same statement as their entries, so a balance
+ * always equals the sum of its entries. A transaction id posted again changes nothing (false).
  */
 export async function postTransaction(sql: Sql, transactionId: string, reason: string, legs: Leg[]): Promise<boolean> {
   const sum = legs.reduce((total, leg) => total + leg.amountMinor, 0n);

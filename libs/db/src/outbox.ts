@@ -2,10 +2,9 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
 import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 
-// The outbox: events are written once, in the transaction of the change they report. A dispatcher
-// takes a topic's events by range of feed positions and deletes the range once every result is in;
-// only an event that fails its first try (or waits behind its key) gets a dispatch_retries row, so
-// an event delivered at once costs no write after its insert. View event_dispatch shows each fate.
+// The outbox: an event is written in the transaction of the change it reports. Dispatchers take
+// events by range of feed positions; only an event not delivered at its first try gets a
+// dispatch_retries row, so a prompt delivery costs no write after the insert.
 
 /** An outbox event whose body is fixed now (bonus and balance events). */
 export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
@@ -19,25 +18,20 @@ export interface DueEvent {
   id: string;
   topic: string;
   orderingKey: string;
-  /** Insert order; the events of one ordering key go out in this order. */
+  /** Insert order: a key's events go out in this order. */
   seq: string;
   pushId: string | null;
   status: string;
   error: string | null;
-  /** Fixed body (bonus and balance events), raw JSON text. */
+  /** Raw JSON of a fixed body (bonus and balance events). */
   body: string | null;
   occurredAt: Date;
-  /** Tries made before this one. */
   attempts: number;
   expiresAt: Date | null;
-  /** Its first try (taken with a range) or a retry (taken from dispatch_retries). */
   source: 'range' | 'retry';
-  /**
-   * An earlier event of its key is not through yet (being posted elsewhere, waiting for a retry, or
-   * not handed out yet): this one must wait behind it, as a retry.
-   */
+  /** An earlier event of its key is not through yet: this one waits behind it, as a retry. */
   blocked: boolean;
-  /** A push event with its message, for its body; null for other topics (or a push that is gone). */
+  /** A push event's message, for its body; null for other topics or a push that is gone. */
   push: PushEventRow | null;
 }
 
@@ -48,14 +42,10 @@ export interface DispatchRange {
   after: string;
   through: string;
   leaseUntil: Date;
-  /** The window its events, and the events it waits for, are read in. */
   window?: EventWindow;
 }
 
-/**
- * Bounds of occurred_at [from, to) holding every event of some topics not through yet. Events are
- * partitioned by day, so a statement given these bounds plans and reads only those days.
- */
+/** Bounds of occurred_at [from, to) around the events not through yet, so a statement reads only those day partitions. */
 export interface EventWindow {
   from: string;
   to: string;
@@ -65,10 +55,8 @@ export interface EventWindow {
 export const ANY_TIME: EventWindow = { from: '-infinity', to: 'infinity' };
 
 /**
- * The window of these topics' events not through yet: from a day before the oldest (first past the
- * settled position, first pending retry) to a day ahead. The day of slack covers events dated when
- * their transaction began; a dispatcher opens a fresh window every few seconds. Retries are claimed
- * whatever their age: only the wait behind an earlier event of the key looks within the window.
+ * From a day before the oldest event not through yet to a day ahead. The day of slack covers events
+ * dated when their transaction began.
  */
 export async function openEventWindow(sql: Sql, topics: string[]): Promise<EventWindow> {
   const { rows } = await sql.query<{ from: Date; to: Date }>(
@@ -86,7 +74,6 @@ export async function openEventWindow(sql: Sql, topics: string[]): Promise<Event
   return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString() };
 }
 
-/** `e.occurred_at` within the window whose bounds are parameters `from` and `to`. */
 const IN_WINDOW = (e: string, from: string, to: string) => `${e}.occurred_at >= ${from}::timestamptz AND ${e}.occurred_at < ${to}::timestamptz`;
 
 type EventRow = Omit<DueEvent, 'push'> & Omit<PushEventRow, 'crmMessageId'> & { crmMessageId: string | null };
@@ -119,20 +106,15 @@ function toDueEvent(row: EventRow): DueEvent {
 export const MESSAGE_OF = (e: string) =>
   `LATERAL (SELECT * FROM messages WHERE id = ${e}.push_id AND accepted_on = uuid_v7_day(${e}.push_id) OFFSET 0) m ON true`;
 
-/**
- * The topic's settled position (SQL, for the topic named by the expression `topic`): every event
- * of the topic at or below it was handed out and its range completed (a range other than
- * `exceptRange`). Events above it are still being posted, or not handed out yet.
- */
+/** SQL for the position at or below which every event of `topic` was handed out and its range completed. */
 export const settledPosition = (topic: string, exceptRange = 'NULL::uuid') =>
   `COALESCE(LEAST((SELECT sc.position FROM dispatch_cursors sc WHERE sc.topic = ${topic}),
                   (SELECT min(sr.after_position) FROM dispatch_ranges sr WHERE sr.topic = ${topic} AND sr.id IS DISTINCT FROM ${exceptRange})), 0)`;
 
 /**
- * Whether an earlier event of `e`'s key is not through yet: unsettled and not a retry, or a pending
- * retry. The range being read is left out (its dispatcher orders a key's events itself). Only the
- * key's own conditions sit inside the OFFSET 0 fence, so the planner cannot pull the (topic,
- * feed_seq) index into the probe, which in a partition without statistics reads the whole topic.
+ * Whether an earlier event of `e`'s key (outside the range being read) is not through yet. The
+ * OFFSET 0 fence keeps the planner from probing by (topic, feed_seq), which reads the whole topic
+ * in a partition without statistics.
  */
 const BLOCKED = (settled: string, after: string, through: string, window: [string, string], e = 'e') =>
   `EXISTS (SELECT 1 FROM (SELECT p.id, p.topic, p.feed_seq FROM events p
@@ -143,9 +125,8 @@ const BLOCKED = (settled: string, after: string, through: string, window: [strin
                    OR EXISTS (SELECT 1 FROM dispatch_retries x WHERE x.event_id = p.id AND x.state = 'pending')))`;
 
 /**
- * Takes the next range of up to `limit` events: a lapsed range if any, else the events after the
- * topic's cursor. Only events below the snapshot's xmin horizon are taken, so none can later appear
- * behind the cursor; concurrent takers queue on the cursor row. Null when there is nothing to take.
+ * Takes a lapsed range, else the next events after the topic's cursor. Only events below the
+ * snapshot's xmin horizon are taken, so none can later commit behind the cursor.
  */
 export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<DispatchRange | null> {
   const columns = `id, topic, after_position::text AS after, through_position::text AS through, lease_until AS "leaseUntil"`;
@@ -186,11 +167,7 @@ export async function takeRange(sql: Sql, topic: string, limit: number, leaseMs:
   return null;
 }
 
-/**
- * The events of a range, in seq order, with their messages, each with whether an earlier event of
- * its key (outside the range) is not through yet. Events the range's earlier holder already moved
- * to the retries are left out.
- */
+/** A range's events in seq order, without those its earlier holder already moved to the retries. */
 export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEvent[]> {
   const { rows } = await sql.query<EventRow>(
     `WITH settled AS (SELECT ${settledPosition('$1', '$4::uuid')} AS position)
@@ -205,17 +182,12 @@ export async function rangeEvents(sql: Sql, range: DispatchRange): Promise<DueEv
   return rows.map(toDueEvent);
 }
 
-/** A retry a dispatcher claimed, until `lease`. */
 export interface ClaimedRetry {
   event: DueEvent;
   lease: Date;
 }
 
-/**
- * Takes up to `limit` retries that are due, for the given topics, oldest first: only the first
- * pending retry of each key, and only when no earlier event of its key is still being posted or
- * not handed out yet. A retry whose event is gone (past the retention) comes with a null event.
- */
+/** Due retries, oldest first: only the first pending retry of a key, and only when nothing earlier of the key is in flight. */
 export async function claimRetries(sql: Sql, topics: string[], limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<ClaimedRetry[]> {
   if (!topics.length) return [];
   const { rows } = await sql.query<EventRow & { lease: Date }>(
@@ -243,19 +215,15 @@ export async function claimRetries(sql: Sql, topics: string[], limit: number, le
 
 export type DispatchOutcome = 'delivered' | 'retry' | 'dead' | 'held';
 
-/**
- * What became of one event: delivered; to retry at nextAttemptAt; dead (a dead letter); or held
- * (not posted: it waits behind an earlier event of its key, as a retry due now).
- */
+/** `held`: not posted, it waits behind an earlier event of its key as a retry due now. */
 export type DispatchResult =
   | { event: DueEvent; outcome: 'delivered' | 'held' }
   | { event: DueEvent; outcome: 'retry'; nextAttemptAt: Date; error: string }
   | { event: DueEvent; outcome: 'dead'; error: string };
 
 /**
- * Records what became of dispatched events, in one statement. A first try that went through writes
- * nothing; one that did not becomes a retry or a dead letter; a retry is updated. `completed`
- * ranges are deleted in the same statement, which makes their events count as through.
+ * Records results in one statement: a delivered first try writes nothing. Deleting the `completed`
+ * ranges in the same statement is what makes their events count as through.
  */
 export async function recordDispatch(sql: Sql, results: DispatchResult[], completed: string[] = []): Promise<void> {
   const written = results.filter((r) => !(r.event.source === 'range' && r.outcome === 'delivered'));
@@ -296,10 +264,7 @@ export async function recordDispatch(sql: Sql, results: DispatchResult[], comple
   );
 }
 
-/**
- * Keeps a dispatcher's ranges and retries its own while it posts them. Answers the ranges still its
- * own: one missing was taken by another dispatcher after its lease lapsed.
- */
+/** Renews a dispatcher's leases; a range missing from the answer was taken by another after it lapsed. */
 export async function extendDispatchLeases(sql: Sql, rangeIds: string[], retryIds: string[], leaseMs: number): Promise<Map<string, Date>> {
   const kept = new Map<string, Date>();
   if (rangeIds.length) {
@@ -319,10 +284,7 @@ export async function extendDispatchLeases(sql: Sql, rangeIds: string[], retryId
   return kept;
 }
 
-/**
- * Gives back what a dispatcher will not post (shutdown, or its lease too near): its ranges are free
- * to take at once (reposted with the same event ids), its retries claimable again.
- */
+/** Gives back what a dispatcher will not post: its ranges and retries are free to take at once. */
 export async function releaseDispatch(sql: Sql, rangeIds: string[], retries: { id: string; lease: Date }[]): Promise<number> {
   let released = 0;
   if (rangeIds.length) {

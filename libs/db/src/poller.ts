@@ -2,14 +2,13 @@ import { backoffMs, type LogSink } from '@operator/config';
 import { isDbUnavailable } from './client';
 
 export interface PollerOptions {
-  /** What the rounds do, for the logs ("dispatch", "bonus"). */
+  /** For the logs ("dispatch", "bonus"). */
   what: string;
   log: LogSink;
   /** One round; answers true when there is more to do at once (it took a full batch). */
   round(): Promise<boolean>;
   /** Pause after a round that found little to do. */
   idleMs: number;
-  /** Longest pause between rounds while PostgreSQL is unreachable. */
   maxBackoffMs?: number;
 }
 
@@ -19,10 +18,7 @@ export interface Poller {
   stop(): Promise<void>;
 }
 
-/**
- * Runs rounds until stopped: again at once while there is more to do, after `idleMs` otherwise, and
- * with a growing pause while PostgreSQL is unreachable (logged once per outage, not once per round).
- */
+/** Runs rounds until stopped: at once while there is more, after `idleMs` otherwise, backing off in an outage. */
 export function createPoller({ what, log, round, idleMs, maxBackoffMs = 5000 }: PollerOptions): Poller {
   let running = false;
   let loop: Promise<void> | undefined;

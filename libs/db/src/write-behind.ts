@@ -5,28 +5,22 @@ export interface WriteBehindOptions<T> {
   /** Writes one batch in one go (one statement or one transaction); throws to have it retried. */
   write(items: T[]): Promise<void>;
   log: LogSink;
-  /** What is being written, for the logs ("send outcomes"). */
+  /** For the logs ("send outcomes"). */
   what: string;
-  /** How long items are gathered before a write: at most this long after the first one waiting. */
+  /** A write goes at most this long after the first item waiting. */
   flushMs?: number;
-  /** Most items in one write. */
   maxBatch?: number;
-  /**
-   * Writes in flight at once. 1 (the default) keeps batches in order; more lets a batch go out on
-   * another connection while a slow write runs (batches may then commit in any order).
-   */
+  /** Writes in flight at once; above 1 (the default), batches may commit out of order. */
   maxWriting?: number;
-  /** First retry delay; doubles (jittered) up to retryMaxMs. */
   retryMs?: number;
   retryMaxMs?: number;
-  /** Tries of a write that fails for a reason other than an unreachable database, before its items are given up (rejected). */
+  /** Tries of a write failing for a reason other than an outage before its items are rejected. */
   maxFailures?: number;
 }
 
 export interface WriteBehind<T> {
-  /** Resolves once the item is written; rejects only when a write keeps failing for a reason that is not an outage. */
+  /** Rejects only when a write keeps failing for a reason that is not an outage. */
   add(items: T[]): Promise<void>;
-  /** Items added and not written yet. */
   readonly pending: number;
   /** Resolves once everything added so far is written (or given up). */
   drain(): Promise<void>;
@@ -34,26 +28,22 @@ export interface WriteBehind<T> {
 
 interface Entry<T> {
   item: T;
-  /** When it was added (ms, monotonic). */
   at: number;
   done(error?: Error): void;
 }
 
 /**
- * Holds work done but not yet recorded (a push sent, a webhook delivered, a credit carried out) and
- * writes it in batches, at most `flushMs` after the first item. While PostgreSQL cannot take a write
- * the items stay in memory and the write is retried: work is never redone because a write failed.
+ * Records work already done (a push sent, a credit carried out) in batches. While PostgreSQL cannot
+ * take a write the items stay in memory and are retried: work is never redone because a write failed.
  */
 export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehind<T> {
   const { write, log, what, flushMs = 5, maxBatch = 500, maxWriting = 1, retryMs = 100, retryMaxMs = 5000, maxFailures = 5 } = options;
-  /** Items not taken by a write yet, oldest first (a failed write puts its batch back in front). */
+  /** Oldest first: a failed write puts its batch back in front. */
   const queue: Entry<T>[] = [];
-  /** Items in the writes in flight. */
   let inFlight = 0;
   let writing = 0;
-  /** The next write round: `flushMs` after the first item waiting, or a retry's backoff. */
   let timer: NodeJS.Timeout | undefined;
-  /** Set while a failed write waits for its retry: nothing else is written meanwhile. */
+  /** While a failed write waits for its retry, nothing else is written. */
   let retrying = false;
   let failures = 0;
   let outage = false;
@@ -64,7 +54,7 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
     for (const resolve of drained.splice(0)) resolve();
   }
 
-  /** Starts writes of what is waiting, as many as may run at once (one at a time while PostgreSQL fails them). */
+  /** Starts as many writes as may run at once: one while PostgreSQL fails them. */
   function flush() {
     while (queue.length && writing < (outage ? 1 : maxWriting) && !retrying) {
       const batch = queue.splice(0, maxBatch);
@@ -80,7 +70,6 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
     }
   }
 
-  /** Runs `flush` after `delayMs`, unless a round is already due. */
   function schedule(delayMs: number) {
     if (timer) return;
     timer = setTimeout(() => {
@@ -104,7 +93,6 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
       }
       if (!outage) log.warn({ err: (error as Error).message, items: queue.length + inFlight }, `could not record ${what} yet; holding them and retrying`);
       outage = true;
-      // Back in front, and written again after the backoff, with whatever came meanwhile.
       queue.unshift(...batch);
       if (!retrying) {
         retrying = true;
@@ -150,11 +138,7 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
   };
 }
 
-/**
- * Runs one write (a statement or a transaction) until PostgreSQL takes it: retried with backoff
- * while the database is unreachable, so work already done is recorded rather than redone. Any
- * other error is thrown at once.
- */
+/** Retries one write while the database is unreachable, so work already done is recorded, not redone. */
 export async function untilStored<T>(work: () => Promise<T>, log: LogSink, what: string, retryMs = 100, retryMaxMs = 5000): Promise<T> {
   for (let failures = 1; ; failures++) {
     try {

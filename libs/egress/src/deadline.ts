@@ -1,8 +1,7 @@
 /**
  * Calls `expire` once `ms` have passed, but only after input that came meanwhile has been read: a
- * busy process runs due timers before reading sockets, and would fail an answer already waiting
- * (for a push, a send made again). The timer hands over to `setImmediate`, which runs after the
- * poll phase. Answers the function that cancels the deadline.
+ * busy process runs due timers before reading sockets, and would fail an answer already waiting.
+ * Answers the function that cancels the deadline.
  */
 export function setDeadline(ms: number, expire: () => void): () => void {
   let immediate: NodeJS.Immediate | undefined;
@@ -18,7 +17,7 @@ export function setDeadline(ms: number, expire: () => void): () => void {
   };
 }
 
-/** `pending`, or `late()` thrown once `ms` have passed (see setDeadline); `pending` goes on, for whoever else waits on it. */
+/** `pending`, or `late()` thrown once `ms` have passed; `pending` goes on, for whoever else waits on it. */
 export function before<T>(pending: Promise<T>, ms: number, late: () => unknown): Promise<T> {
   let cancel: (() => void) | undefined;
   const deadline = new Promise<never>((_, reject) => {

@@ -5,7 +5,6 @@ import ipaddr from 'ipaddr.js';
 // Server-side request forgery is stopped where the socket is opened: a `lookup` of our own resolves
 // the name, checks each address and connects to a checked one, so DNS rebinding cannot slip past.
 
-/** Why a connection was refused before it was made. */
 export class AddressRefusedError extends Error {
   readonly code = 'EADDRREFUSED';
   constructor(
@@ -18,20 +17,19 @@ export class AddressRefusedError extends Error {
   }
 }
 
-/** The range ipaddr.js puts an address in (`unicast`, `private`, `loopback`, `linkLocal`, ...); IPv4-mapped IPv6 as IPv4. */
+/** ipaddr.js's range; IPv4-mapped IPv6 as IPv4. */
 export function addressRange(address: string): string {
   let parsed = ipaddr.parse(address);
   if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   return parsed.range();
 }
 
-/** A public address: ipaddr.js's `unicast` range, IPv4-mapped IPv6 checked as IPv4; loopback, private, link-local (cloud metadata) and the rest refused. */
+/** ipaddr.js's `unicast` range only: link-local (cloud metadata) and the rest are refused. */
 export function isPublicAddress(address: string): boolean {
   if (!net.isIP(address)) return false;
   return addressRange(address) === 'unicast';
 }
 
-/** Throws AddressRefusedError for an address that is not public. */
 export function checkAddress(host: string, address: string): void {
   if (!isPublicAddress(address)) throw new AddressRefusedError(host, address, net.isIP(address) ? addressRange(address) : 'not an address');
 }
@@ -53,7 +51,6 @@ export function publicOnlyLookup(hostname: string, options: dns.LookupOptions, c
   });
 }
 
-/** Resolves `host` (or takes it as an address) and throws AddressRefusedError unless every address is public. */
 export async function assertPublicHost(host: string): Promise<void> {
   const bare = host.replace(/^\[(.*)\]$/, '$1');
   if (net.isIP(bare)) return checkAddress(bare, bare);

@@ -6,27 +6,20 @@ import { setDeadline } from './deadline';
 import { assertPublicHost, publicOnlyLookup } from './guard';
 import { proxyFor, type ProxySettings } from './proxy';
 
-// Every HTTP/1.1 call to a peer we do not control goes through here: a deadline for the whole
-// exchange, at most `maxBodyBytes` read, and a 3xx is an answer, never followed. Connections go
-// through the operator's proxy, kept alive per origin: https tunnelled, plain http in absolute form
-// (most proxies refuse CONNECT to ports other than 443).
+// Every HTTP/1.1 call to a peer we do not control: one deadline, a capped body, a 3xx is an answer,
+// never followed. Plain http goes to the proxy in absolute form: most refuse CONNECT to other than 443.
 
 export interface OutboundOptions {
   proxy?: ProxySettings;
-  /** Extra certificate authorities to trust (a local test server's); the system roots otherwise. */
+  /** A local test server's CA; the system roots otherwise. */
   ca?: string | Buffer | (string | Buffer)[];
-  /** Connections kept per origin (undici's `connections`); default unlimited. */
+  /** Default unlimited. */
   connectionsPerOrigin?: number;
-  /** How long an idle kept connection stays open. Default 4000 ms (undici's). */
   keepAliveTimeoutMs?: number;
-  /**
-   * Opens every connection itself, TLS included (one endpoint taking a provider's hosts, a test's
-   * agent): `proxy`, `ca` and `publicOnly` are then its own business.
-   */
+  /** Opens every connection itself, TLS included: `proxy`, `ca` and `publicOnly` are then its business. */
   connect?: (target: OutboundTarget) => Duplex;
 }
 
-/** Where a connection goes: the URL's host and port, and the TLS server name it is to present. */
 export interface OutboundTarget {
   host: string;
   port: number;
@@ -38,31 +31,25 @@ export interface OutboundRequest {
   method?: 'POST' | 'GET' | 'PUT';
   headers?: Record<string, string>;
   body?: string | Buffer;
-  /** The whole exchange: connecting (through the proxy), sending, the answer's headers and the body read. */
   timeoutMs: number;
-  /** The most of the answer's body read; the rest is dropped with the connection. */
+  /** The rest is dropped with the connection. */
   maxBodyBytes: number;
-  /** Refuse non-public addresses, checked where the socket is opened; through a proxy, names are the proxy's to check. */
+  /** Through a proxy, names are the proxy's to check. */
   publicOnly?: boolean;
-  /**
-   * A 2xx is the whole answer: done once the status comes (a push service's 201 means taken, whatever
-   * its body does next). The body is drained apart, within deadline and cap, to keep the connection.
-   */
+  /** Done once a 2xx status comes (a push service's 201 means taken); the body is drained apart. */
   successWithoutBody?: boolean;
 }
 
 export interface OutboundAnswer {
   status: number;
   headers: Record<string, string | string[] | undefined>;
-  /** At most maxBodyBytes of the body. */
   body: Buffer;
-  /** The body was longer than maxBodyBytes. */
   truncated: boolean;
 }
 
 export type OutboundFailure = 'timeout' | 'refused-address' | 'proxy' | 'network';
 
-/** No answer: the deadline passed, the address was refused, the proxy refused, or the network failed. */
+/** No answer at all. */
 export class OutboundError extends Error {
   constructor(
     readonly failure: OutboundFailure,
@@ -76,11 +63,9 @@ export class OutboundError extends Error {
 
 export interface Outbound {
   request(request: OutboundRequest): Promise<OutboundAnswer>;
-  /** Closes every kept connection; requests in flight fail. */
   close(): Promise<void>;
 }
 
-/** A short description of a transport failure: its code and first line, no more than 160 characters. */
 function describe(error: unknown): { code?: string; message: string } {
   let current = error as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
   // undici wraps the socket's error; the innermost cause says what happened.
@@ -141,7 +126,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     return dispatcher;
   }
 
-  /** The dispatcher, calling `written` when the request is put on a connected socket (undici's onConnect). */
+  /** Calls `written` when the request is put on a connected socket. */
   function watching(dispatcher: Dispatcher, written: () => void): Dispatcher {
     const dispatch: Dispatcher['dispatch'] = (options, handler) =>
       dispatcher.dispatch(
@@ -163,8 +148,8 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   async function send(spec: OutboundRequest, signal: AbortSignal, written: () => void): Promise<OutboundAnswer> {
     const url = typeof spec.url === 'string' ? new URL(spec.url) : spec.url;
     const proxy = proxyFor(url, options.proxy ?? {});
-    // A literal address never goes through `lookup`: checked here. Through a proxy, names are the
-    // proxy's to resolve: a locked-down network often resolves outside names only there.
+    // A literal address never goes through `lookup`. Through a proxy, names are the proxy's to
+    // resolve: a locked-down network often resolves outside names only there.
     if (spec.publicOnly && (!proxy || net.isIP(url.hostname.replace(/^\[(.*)\]$/, '$1')))) await assertPublicHost(url.hostname);
     const answer = await request(url, {
       method: spec.method ?? 'POST',

@@ -1,8 +1,4 @@
-/**
- * The origin (`https://host[:port]`) of an endpoint override such as HMS_ENDPOINT: an https URL
- * with no path (a trailing slash tolerated), query, fragment or user info. Anything else throws,
- * naming `name`: a provider client given it is misconfigured.
- */
+/** The origin of an endpoint override such as HMS_ENDPOINT; anything with a path, query or user info throws. */
 export function httpsOrigin(value: string, name: string): string {
   let url: URL;
   try {

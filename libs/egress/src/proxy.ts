@@ -2,7 +2,7 @@
 // for a host NO_PROXY names. NO_PROXY follows curl's and undici's conventions: names (covering
 // subdomains), addresses, optional `:port`, or `*`.
 
-/** The operator's proxy settings, as configured (libs/config reads HTTPS_PROXY, HTTP_PROXY, NO_PROXY). */
+/** HTTPS_PROXY, HTTP_PROXY, NO_PROXY as libs/config reads them. */
 export interface ProxySettings {
   httpsProxy?: string;
   httpProxy?: string;
@@ -33,14 +33,13 @@ function defaultPort(protocol: string): number {
   return protocol === 'https:' ? 443 : 80;
 }
 
-/** A proxy URL as configured: `http://host:port`, user info allowed; a bare `host:port` is taken as http. */
+/** A bare `host:port` is taken as http. */
 export function parseProxyUrl(text: string): URL {
   const url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`);
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`proxy ${url.protocol}//${url.host} is neither http: nor https:`);
   return url;
 }
 
-/** The proxy a connection to `target` goes through, or null for a direct connection. */
 export function proxyFor(target: URL | string, settings: ProxySettings): URL | null {
   const url = typeof target === 'string' ? new URL(target) : target;
   const proxy = url.protocol === 'https:' || url.protocol === 'wss:' ? settings.httpsProxy : settings.httpProxy;
@@ -53,7 +52,6 @@ export function proxyFor(target: URL | string, settings: ProxySettings): URL | n
   return bypassed ? null : parseProxyUrl(proxy);
 }
 
-/** `user:pass` of a proxy URL as a Proxy-Authorization value, or undefined. */
 export function proxyAuthorization(proxy: URL): string | undefined {
   if (!proxy.username && !proxy.password) return undefined;
   const credentials = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;

@@ -13,10 +13,7 @@ export function sanitizeReason(text: string, max = MAX_REASON): string {
   return clean.length > max ? `${clean.slice(0, max - 1)}…` : clean;
 }
 
-/**
- * A reason read from a JSON error answer's usual fields (`reason`, `error`, `message`,
- * `error_description`, `error.message`), sanitised; empty when the body is not such JSON.
- */
+/** A reason from a JSON error answer's usual fields, sanitised; empty when the body is not such JSON. */
 export function reasonFromBody(body: Buffer | string): string {
   let parsed: unknown;
   try {
@@ -33,7 +30,6 @@ export function reasonFromBody(body: Buffer | string): string {
   return '';
 }
 
-/** `HTTP 503`, or `HTTP 503: <reason>` when the answer's JSON gives one. */
 export function answerReason(status: number, body: Buffer | string): string {
   const reason = reasonFromBody(body);
   return reason ? `HTTP ${status}: ${reason}` : `HTTP ${status}`;

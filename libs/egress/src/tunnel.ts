@@ -7,7 +7,7 @@ import { proxyAuthorization, proxyLabel } from './proxy';
 // HTTP/2 clients need a socket at once from a synchronous createConnection, but a CONNECT tunnel
 // opens later: tunnel() returns a stream at once that holds writes until the proxy agrees.
 
-/** A stream standing for a connection still being opened: writes wait in order until attach(). */
+/** Writes wait in order until attach(). */
 class PendingConnection extends Duplex {
   private socket: Duplex | null = null;
   private queued: { chunk: Buffer; callback: (error?: Error | null) => void }[] = [];
@@ -73,7 +73,6 @@ class PendingConnection extends Duplex {
   }
 }
 
-/** A proxy that refused the tunnel, or could not be reached. */
 export class ProxyError extends Error {
   readonly code = 'EPROXY';
   constructor(message: string) {
@@ -82,11 +81,7 @@ export class ProxyError extends Error {
   }
 }
 
-/**
- * A connection to `host:port` through `proxy` (an http: or https: proxy URL, user info sent as
- * Proxy-Authorization). The stream is usable at once; it fails with ProxyError when the proxy
- * answers anything but 2xx or cannot be reached within `timeoutMs`.
- */
+/** Usable at once; fails with ProxyError when the proxy answers anything but 2xx or not within `timeoutMs`. */
 export function tunnel(proxy: URL, host: string, port: number, timeoutMs = 10_000): Duplex {
   const connection = new PendingConnection();
   const authority = `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
@@ -126,7 +121,6 @@ export interface TlsTarget extends tls.ConnectionOptions {
   port: number;
 }
 
-/** A TLS connection to `target`, through `proxy` when one is given (a CONNECT tunnel), else direct. */
 export function connectTls(target: TlsTarget, proxy: URL | null, timeoutMs?: number): tls.TLSSocket {
   const servername = target.servername ?? (target.host.match(/^[\d.]+$|:/) ? undefined : target.host);
   if (!proxy) return tls.connect({ ...target, servername });

@@ -1,12 +1,11 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-// Every family this service reports, declared once. The names and labels are a public interface:
-// dashboards and alerts are written against them. Each process registers the whole catalog, so
-// every app's /metrics lists every family, with samples for what that app does or reads.
+// Every family this service reports, declared once; names and labels are a public interface. Each
+// process registers the whole catalog, with samples for what that app does or reads.
 
 export const registry = new Registry();
 
-/** The families dashboards and alerts are written against (issue 10 names them). */
+/** The families dashboards and alerts are written against. */
 export const PUBLIC_FAMILIES = [
   'operator_http_request_duration_seconds',
   'operator_messages_accepted_total',
@@ -20,7 +19,6 @@ export const PUBLIC_FAMILIES = [
   'operator_credits',
 ] as const;
 
-// process_cpu_seconds_total, process_resident_memory_bytes, nodejs_eventloop_lag_seconds, ...
 collectDefaultMetrics({ register: registry });
 
 const registers = [registry];
@@ -106,10 +104,8 @@ export const storeReadFailures = new Counter({
   registers,
 });
 
-/** The Content-Type of what `metricsText` answers. */
 export const METRICS_CONTENT_TYPE = registry.contentType;
 
-/** The exposition text of every family. */
 export function metricsText(): Promise<string> {
   return registry.metrics();
 }

@@ -1,12 +1,10 @@
 import { dispatches, httpRequestDuration, messagesAccepted, sendDuration, sends } from './catalog';
 
-// What the libraries and apps call on their hot paths. prom-client hashes the label values on every
-// `labels()` call; the children are kept here instead, found through one map per label, so that a
-// count after the first with the same labels allocates nothing.
+// What the hot paths call. prom-client hashes the label values on every `labels()` call; the
+// children are kept here, one map per label, so a repeated count allocates nothing.
 
 type Key = string | number;
 
-/** The child of a metric for two label values, made once. */
 function children2<C>(make: (a: Key, b: Key) => C): (a: Key, b: Key) => C {
   const byA = new Map<Key, Map<Key, C>>();
   return (a, b) => {
@@ -18,7 +16,6 @@ function children2<C>(make: (a: Key, b: Key) => C): (a: Key, b: Key) => C {
   };
 }
 
-/** The child of a metric for three label values, made once. */
 function children3<C>(make: (a: Key, b: Key, c: Key) => C): (a: Key, b: Key, c: Key) => C {
   const byA = new Map<Key, (b: Key, c: Key) => C>();
   return (a, b, c) => {
@@ -45,7 +42,6 @@ export function observeHttpRequest(method: string, route: string, status: number
   httpChild(method, route, status).observe(seconds);
 }
 
-/** `count` messages of push requests answered with `result`. */
 export function acceptedMessages(mode: AcceptMode, result: AcceptResult, count: number): void {
   if (count > 0) acceptedChild(mode, result).inc(count);
 }
@@ -55,12 +51,10 @@ export function countSends(provider: string, outcome: string, errorCode: string,
   sendsChild(provider, outcome, errorCode).inc(count);
 }
 
-/** One provider call took `seconds`. */
 export function observeSendDuration(provider: string, outcome: string, seconds: number): void {
   sendDurationChild(provider, outcome).observe(seconds);
 }
 
-/** One post of an outbox event to the CRM. */
 export function countDispatch(topic: string, result: 'delivered' | 'retry' | 'dead'): void {
   dispatchChild(topic, result).inc();
 }

@@ -5,34 +5,27 @@ import { METRICS_CONTENT_TYPE, metricsText } from './catalog';
 import type { StoreGauges } from './store-gauges';
 
 export interface MetricsServerOptions {
-  /** METRICS_PORT; 0 takes any free port. */
+  /** 0 takes any free port. */
   port: number;
-  /** What must answer for the app to be ready, by store (`postgres`, `redis`); a check may answer a StoreServer. */
+  /** By store; a check may answer a StoreServer. */
   checks: Record<string, () => Promise<unknown>>;
-  /** The store gauges this app reports, read when scraped. */
   stores?: StoreGauges;
 }
 
 export interface MetricsServer {
-  /** The port it listens on (the one the system gave, for METRICS_PORT=0). */
   readonly port: number;
-  /** From now on /health/ready answers 503: the app is shutting down and takes no new work. */
+  /** From now on /health/ready answers 503. */
   shuttingDown(): void;
   close(): Promise<void>;
 }
 
-/** The port cannot be listened on: the app cannot start. */
 export class MetricsPortError extends Error {}
 
 function json(response: http.ServerResponse, status: number, body: object) {
   response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }
 
-/**
- * The operations port of an app that serves no HTTP of its own (the push workers, the bonus app,
- * the dispatcher): GET /metrics, /health/live and /health/ready, whose answers are the gateway's.
- * Resolves once listening; rejects with MetricsPortError when the port is taken.
- */
+/** The operations port of an app that serves no HTTP of its own, answering as the gateway does. */
 export async function startMetricsServer({ port, checks, stores }: MetricsServerOptions): Promise<MetricsServer> {
   let stopping = false;
 

@@ -2,7 +2,6 @@ import type { LogSink } from '@operator/config';
 import type { OutboxTopicBacklog } from '@operator/db';
 import { credits, deadLetters, outboxOldestPendingSeconds, outboxPendingEvents, queueJobs, storeReadFailures } from './catalog';
 
-/** One queue's jobs by state, as libs/queue counts them. */
 export interface QueueJobsReading {
   queue: string;
   waiting: number;
@@ -11,25 +10,24 @@ export interface QueueJobsReading {
   failed: number;
 }
 
-/** The readings an app reports, each from its store; an app names only those it has the stores for. */
+/** An app names only the readings it has the stores for. */
 export interface StoreReaders {
   queueJobs?: () => Promise<QueueJobsReading[]>;
   outbox?: () => Promise<OutboxTopicBacklog[]>;
   deadLetters?: () => Promise<number>;
-  /** Credits by state. */
   credits?: () => Promise<Record<string, number>>;
 }
 
 export interface StoreGaugeOptions {
   log: LogSink;
-  /** Readings younger than this are answered as they are: scrapes by several Prometheus servers, or in a burst, cost one reading. */
+  /** Several scrapes within this cost one reading. */
   maxAgeMs?: number;
-  /** Longest a scrape waits for a reading; one that takes longer is counted as failed and its gauges keep their last values. */
+  /** A reading that takes longer counts as failed; its gauges keep their last values. */
   timeoutMs?: number;
 }
 
 export interface StoreGauges {
-  /** Reads the stores again if the last reading is older than maxAgeMs. Never throws, and takes timeoutMs at most. */
+  /** Never throws, and takes timeoutMs at most. */
   refresh(): Promise<void>;
 }
 
@@ -66,11 +64,7 @@ function within<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
-/**
- * The gauges read from PostgreSQL and Redis when scraped, not on a timer, so an app nobody scrapes
- * reads nothing. A store that is down leaves its gauges at their last values; the failure is
- * counted (operator_metrics_store_read_failures_total) and logged once per outage.
- */
+/** Read when scraped, not on a timer, so an app nobody scrapes reads nothing; a store down keeps its gauges' last values. */
 export function watchStores(readers: StoreReaders, { log, maxAgeMs = 5000, timeoutMs = STORE_READ_TIMEOUT_MS }: StoreGaugeOptions): StoreGauges {
   const readings = (Object.keys(READING_NAMES) as (keyof StoreReaders)[]).flatMap((key) => {
     const read = readers[key] as (() => Promise<never>) | undefined;

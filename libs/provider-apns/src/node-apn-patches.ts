@@ -5,12 +5,10 @@ import { before, connectTls, sanitizeReason, setDeadline, type TlsTarget } from 
 
 /*
  * Every place the APNs provider reaches into @parse/node-apn's internals (lib/client.js), none of
- * which has a supported seam; each patch says why above it. A patch whose internals are absent
- * leaves node-apn as it is and is reported as not applied. node-apn-patches.spec.ts fails when the
- * installed node-apn is not NODE_APN_VERSION or these internals have moved.
+ * which has a supported seam. A patch whose internals are absent is reported as not applied; the
+ * spec fails when node-apn is not NODE_APN_VERSION or the internals moved.
  */
 
-/** The @parse/node-apn version these patches were written against and checked on. */
 export const NODE_APN_VERSION = '8.1.0';
 
 /** Which patches found what they patch. */
@@ -21,17 +19,15 @@ export interface NodeApnPatches {
   announcedStreams: boolean;
 }
 
-/** What boundedAnswers allows one request. */
 export interface AnswerLimits {
-  /** The whole exchange, from Client#request's call to the answer's last byte. Default 5000 (node-apn's requestTimeout). */
+  /** The whole exchange, call to last byte. Default 5000 (node-apn's requestTimeout). */
   deadlineMs?: number;
-  /** The most of an answer's body read (APNs' are a few dozen bytes). Default 8192. */
+  /** Default 8192 (APNs' answers are a few dozen bytes). */
   maxAnswerBytes?: number;
 }
 
 /** What retryAfterHeader adds to a node-apn failure. */
 export interface RetryAfterNote {
-  /** The `retry-after` header of the APNs answer, as sent. */
   retryAfterHeader?: string;
 }
 
@@ -54,10 +50,7 @@ function clientOf(provider: apn.Provider): Client | undefined {
   return client !== null && typeof client === 'object' ? (client as Client) : undefined;
 }
 
-/**
- * Applies the send-path patches to one Provider, and says which found their internals.
- * `onSettings` is told each time APNs' SETTINGS come on one of its sessions.
- */
+/** Patches one Provider; `onSettings` is told each time APNs' SETTINGS come on one of its sessions. */
 export function patchNodeApn(provider: apn.Provider, limits: AnswerLimits = {}, onSettings: () => void = () => undefined): NodeApnPatches {
   const client = clientOf(provider);
   return {
@@ -68,16 +61,15 @@ export function patchNodeApn(provider: apn.Provider, limits: AnswerLimits = {}, 
   };
 }
 
-/** When the request being made began, for boundedAnswers' deadline: set while awaitSettings calls on. */
+/** Set while awaitSettings calls on, so boundedAnswers' deadline counts the wait. */
 let requestStartedAt: number | undefined;
 
 /** Resolves once a watched session's SETTINGS came, or with why it ended first. */
 const settingsCame = new WeakMap<object, Promise<Error | null>>();
 
 /**
- * announcedStreams, second half: node-apn writes on a new session at once, while nghttp2 still
- * assumes 100 streams, and APNs refuses those past a lower limit. So a request waits for the
- * session's SETTINGS, within its deadline (which boundedAnswers keeps counting).
+ * announcedStreams: node-apn writes on a new session at once, while nghttp2 still assumes 100
+ * streams and APNs refuses those past a lower limit; so a request waits for the SETTINGS.
  */
 function awaitSettings(client: Client | undefined, limits: AnswerLimits): boolean {
   const original = client?.request;
@@ -105,14 +97,10 @@ type SettingsSession = {
   on(event: 'remoteSettings', listener: (settings: { maxConcurrentStreams?: number }) => void): unknown;
   on(event: 'close' | 'error', listener: (error?: Error) => void): unknown;
 };
-/** SETTINGS_MAX_CONCURRENT_STREAMS each session's server announced last. */
 const announced = new WeakMap<object, number>();
 const watched = new WeakSet<object>();
 
-/**
- * announcedStreams: nothing in node-apn tells when APNs' SETTINGS came, so Client#connect is wrapped
- * to hear each new session's SETTINGS_MAX_CONCURRENT_STREAMS, which the stream pool keeps to.
- */
+/** announcedStreams: wraps Client#connect to hear each session's SETTINGS, which node-apn does not expose. */
 function watchSettings(client: Client | undefined, onSettings: () => void): boolean {
   const original = client?.connect;
   if (!client || typeof original !== 'function') return false;
@@ -145,9 +133,8 @@ function watchSettings(client: Client | undefined, onSettings: () => void): bool
 }
 
 /**
- * Wraps Client#request so that `watch` sees the request's stream and settles in its place.
- * Client#request calls session.request() synchronously, before its first await, so swapping
- * session.request for the duration of that call sees exactly this request's stream.
+ * Lets `watch` see a request's stream and settle in its place. Client#request calls
+ * session.request() before its first await, so a swap for that call sees exactly this stream.
  */
 function wrapRequest(client: Client | undefined, watch: (stream: Stream, pending: Promise<unknown>) => Promise<unknown>): boolean {
   const original = client?.request;
@@ -173,10 +160,7 @@ function wrapRequest(client: Client | undefined, watch: (stream: Stream, pending
   return true;
 }
 
-/**
- * retryAfterHeader: node-apn looks for `Retry-After` (HTTP/2 names are lower case) and drops
- * `retryAfter` anyway, so each response's `retry-after` is noted on the failure it rejects with.
- */
+/** retryAfterHeader: node-apn looks for `Retry-After` (HTTP/2 names are lower case) and drops it anyway. */
 function noteRetryAfter(stream: Stream, pending: Promise<unknown>): Promise<unknown> {
   let retryAfter: string | undefined;
   stream.once('response', (headers) => {
@@ -189,10 +173,9 @@ function noteRetryAfter(stream: Stream, pending: Promise<unknown>): Promise<unkn
   });
 }
 
-/** How node-apn's Client#request words the failure of an answer it could not parse (the parse error, quoting the body, follows). */
+/** How node-apn words an answer it could not parse; the parse error that follows quotes the body. */
 export const UNREADABLE_ANSWER = 'Unexpected error processing APNs response';
 
-/** A node-apn failure without the answer's raw text. */
 function withoutRawText(failure: unknown, status: number | undefined): unknown {
   if (failure === null || typeof failure !== 'object') return failure;
   const { response, error } = failure as { response?: { reason?: unknown }; error?: { message?: unknown } };
@@ -204,13 +187,11 @@ function withoutRawText(failure: unknown, status: number | undefined): unknown {
 }
 
 /**
- * boundedAnswers: node-apn's only timer is an idle timer and it reads answers whole, so one request
- * gets one deadline for the whole exchange and at most maxAnswerBytes, its stream cancelled past
- * either; the failure it passes on carries none of the answer's raw text.
+ * boundedAnswers: node-apn has only an idle timer and reads answers whole, so a request gets one
+ * deadline and at most maxAnswerBytes; its failure carries none of the answer's raw text.
  */
 function bound(stream: Stream, pending: Promise<unknown>, limits: AnswerLimits): Promise<unknown> {
   const deadlineMs = limits.deadlineMs ?? 5000;
-  // What awaitSettings already waited for this request counts too.
   const leftMs = Math.max(0, deadlineMs - (requestStartedAt === undefined ? 0 : Date.now() - requestStartedAt));
   const maxAnswerBytes = limits.maxAnswerBytes ?? 8192;
   let status: number | undefined;
@@ -262,8 +243,8 @@ function keepRetryableAnswers(client: Client | undefined): boolean {
 }
 
 /**
- * Provider#shutdown that always finishes, within graceMs. Node never calls session.close() back for
- * a destroyed session, so such a session is forgotten first; one still busy is destroyed at graceMs.
+ * Provider#shutdown that always finishes: Node never calls session.close() back for a destroyed
+ * session, so one is forgotten first; one still busy is destroyed at graceMs.
  */
 export async function shutdownProvider(provider: apn.Provider, graceMs = 6000): Promise<void> {
   const client = clientOf(provider);
@@ -295,11 +276,7 @@ export function shareProviderToken(from: apn.Provider, to: apn.Provider): boolea
   return true;
 }
 
-/**
- * SETTINGS_MAX_CONCURRENT_STREAMS of the provider's current HTTP/2 session, as APNs announced it
- * (heard by the announcedStreams patch); undefined while there is no session, it is gone, or its
- * SETTINGS have not come yet.
- */
+/** The current session's announced SETTINGS_MAX_CONCURRENT_STREAMS; undefined until they came. */
 export function sessionStreams(provider: apn.Provider): number | undefined {
   const session = clientOf(provider)?.session as { destroyed?: boolean } | null | undefined;
   if (!session || session.destroyed) return undefined;
@@ -307,10 +284,8 @@ export function sessionStreams(provider: apn.Provider): number | undefined {
 }
 
 /**
- * The Provider option that opens node-apn's HTTP/2 connection to `target` through `proxy`: node-apn
- * passes unknown options on to http2.connect. Its own `proxy` option sends no credentials and takes
- * any answer to CONNECT as a tunnel, and a proxy that never answers would hold every send. Were the
- * option no longer passed on, node-apn would connect past the proxy: the spec fails then.
+ * Connects through `proxy` by an option node-apn passes on to http2.connect: its own `proxy` option
+ * sends no credentials, takes any answer to CONNECT as a tunnel and has no deadline.
  */
 export function proxiedConnection(target: TlsTarget, proxy: URL, tunnelTimeoutMs?: number): { createConnection: () => Duplex } {
   return { createConnection: () => connectTls({ ...target, ALPNProtocols: ['h2'] }, proxy, tunnelTimeoutMs) };

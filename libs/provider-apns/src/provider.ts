@@ -7,21 +7,19 @@ import { patchNodeApn, proxiedConnection, sessionStreams, shareProviderToken, sh
 
 /** A brand's APNs credential, and what tests add to reach a local fake. */
 export interface ApnsProviderOptions extends ApnsCredential {
-  /** Extra certificate authority to trust (a local fake's test CA); the system roots otherwise. */
+  /** A local fake's test CA; the system roots otherwise. */
   ca?: string | Buffer;
-  /** Told the names of node-apn patches that found nothing to patch; the provider works on without them. */
+  /** Told the node-apn patches that found nothing to patch; the provider works on without them. */
   onPatchMissing?: (missing: string[]) => void;
-  /** Deadline of one whole send, connection wait included, before it fails as `network` (default 5000). */
+  /** One whole send, connection wait included (default 5000). */
   timeoutMs?: number;
-  /** The operator's proxy (HTTPS_PROXY, NO_PROXY), for the APNs host and port connected to. */
   proxy?: ProxySettings;
-  /** HTTP/2 connections opened at most (PUSH_PROVIDER_CONNECTIONS), each carrying as many streams as APNs allows. Default 4. */
   maxConnections?: number;
-  /** Sends in flight at once across the provider (PUSH_PROVIDER_CONCURRENCY); default: as many as the connections take. */
+  /** Default: as many as the connections take. */
   concurrency?: number;
 }
 
-/** A node-apn failure: an APNs answer (status + reason), or a transport error without a status. */
+/** An APNs answer (status + reason), or a transport error without a status. */
 interface ApnFailure extends RetryAfterNote {
   device?: string;
   status?: number | string;
@@ -34,27 +32,20 @@ interface ApnSent {
   'apns-id'?: string;
 }
 
-/** Reasons (APNs' words) that mean the device token is no good for this app. */
 const INVALID_TOKEN_REASONS = new Set(['BadDeviceToken', 'DeviceTokenNotForTopic']);
-/** Reasons that mean our credentials or configuration are wrong, whatever the status. */
+/** Our credentials or configuration are wrong, whatever the status. */
 const AUTH_REASONS = new Set(['TopicDisallowed', 'BadTopic', 'MissingTopic', 'BadCertificate', 'BadCertificateEnvironment', 'InvalidProviderToken', 'MissingProviderToken', 'BadEnvironmentKeyInToken']);
-/** Transient on APNs' side although some come as 4xx: a new JWT is made, the server is going down, the connection idled. */
+/** Transient on APNs' side although some come as 4xx. */
 const TRANSIENT_REASONS = new Set(['ExpiredProviderToken', 'InternalServerError', 'ServiceUnavailable', 'Shutdown', 'IdleTimeout']);
 
-/** node-apn's hosts for `production` true and false, when APNS_HOST does not name one. */
 const APNS_HOSTS = { production: 'api.push.apple.com', sandbox: 'api.sandbox.push.apple.com' };
-/** node-apn's requestTimeout. */
 const DEFAULT_TIMEOUT_MS = 5000;
-/** Connections one provider opens at most, each carrying as many streams as APNs announces. */
 export const DEFAULT_MAX_CONNECTIONS = 4;
 
 /** APNs device tokens are hex; anything else would not even make a valid request path. */
 const DEVICE_TOKEN = /^[0-9a-f]+$/i;
 
-/**
- * One APNs answer in our taxonomy. `status` undefined: no answer at all (connection refused or
- * lost, TLS failure, timeout), which is a network error.
- */
+/** One APNs answer in our taxonomy; no `status` is no answer at all, a network error. */
 export function apnsError(status: number | undefined, reason: string | undefined, detail?: string, retryAfter?: string): SendError {
   if (status === undefined) return sendError('network', `APNs: ${detail ?? reason ?? 'no response'}`);
   const message = `APNs ${status}${reason ? ` ${reason}` : ''}${detail && detail !== reason ? ` (${detail})` : ''}`;
@@ -68,13 +59,11 @@ export function apnsError(status: number | undefined, reason: string | undefined
   if (status === 403 || (reason && AUTH_REASONS.has(reason))) return sendError('auth', message);
   if (status === 413 || reason === 'PayloadTooLarge') return sendError('payload-too-large', message);
   if (status >= 500) return sendError('unavailable', message, parseRetryAfter(retryAfter));
-  // Other 4xx (BadExpirationDate, BadPriority, BadMessageId, BadCollapseId, PayloadEmpty, BadPath,
-  // MethodNotAllowed, InvalidPushType, ...): the request itself is refused; sending it again will not help.
+  // Any other 4xx refuses the request itself: sending it again will not help.
   if (status >= 400) return sendError('payload-invalid', message);
   return sendError('unavailable', message);
 }
 
-/** A node-apn failure entry in our taxonomy. */
 function failureError(failure: ApnFailure): SendError {
   const detail = failure.error?.message;
   let status = failure.status === undefined || failure.status === null ? undefined : Number(failure.status);
@@ -97,11 +86,9 @@ function expiryFor(ttlSeconds: number | undefined, now = Date.now()): number | u
 }
 
 /**
- * APNs over HTTP/2 with a provider token (JWT), through @parse/node-apn. Each node-apn Provider is
- * one long-lived connection; they form a stream pool that opens another only when the announced
- * SETTINGS_MAX_CONCURRENT_STREAMS are full (APNs may drop it to 1 after a refusal), unlike
- * node-apn's round-robin MultiProvider. Push type `alert`, priority 10, expiry from android.ttl
- * (the contract's only time to live). node-apn's retries are off: the queue retries with backoff.
+ * APNs over HTTP/2 through @parse/node-apn. Each node-apn Provider is one connection in a stream
+ * pool that opens another only when the announced streams are full (APNs may drop them to 1), unlike
+ * node-apn's round-robin MultiProvider. node-apn's retries are off: the queue retries with backoff.
  */
 export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   const providerOptions: apn.ProviderOptions = {
@@ -149,7 +136,6 @@ export function createApnsProvider(options: ApnsProviderOptions): PushProvider {
   });
   const limit = inFlightLimit(options.concurrency);
 
-  /** One device's send on a stream of the pool: node-apn's sent or failed entry. */
   const sendTo = (note: apn.Notification, token: string) =>
     limit(async () => {
       const stream = await pool.lease();

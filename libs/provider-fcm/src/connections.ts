@@ -6,21 +6,19 @@ import type tls from 'node:tls';
 import { connectTls, proxyFor, setDeadline, type ProxySettings } from '@operator/egress';
 import { createStreamPool, streamsAllowed, type StreamLease, type StreamPool } from '@operator/providers';
 
-// Where the provider's connections go (Google's hosts, FCM_ENDPOINT, through the operator's proxy,
-// or a test's agent), and its HTTP/2 connections to FCM: kept until the server closes them or
-// sends GOAWAY, each carrying as many streams as its server allows (see the stream pool).
+// Where the provider's connections go, and its HTTP/2 connections to FCM: kept until the server
+// closes them or sends GOAWAY, each carrying as many streams as its server allows.
 
 export const FCM_HOST = 'fcm.googleapis.com';
-/** The most of an answer read (FCM's are well under 2 KiB); past it the stream is cancelled. */
+/** FCM's answers are well under 2 KiB; past this the stream is cancelled. */
 const MAX_ANSWER_BYTES = 8192;
 
-/** Opens a TLS connection for requests naming `host`, one of Google's (fcm.googleapis.com, oauth2.googleapis.com). */
+/** Opens a TLS connection for requests naming one of Google's hosts. */
 export type GoogleConnect = (host: string, options: Pick<tls.ConnectionOptions, 'ALPNProtocols'>) => Duplex;
 
 /**
- * Connections to the Google host named, or all to `endpoint` (FCM_ENDPOINT) under Google's names,
- * whose server must then hold a certificate for them that `ca` or the system trusts. Each goes
- * through the operator's proxy when one applies to where it goes: Google's host, or the endpoint.
+ * Connections to the Google host named, or all to `endpoint` under Google's names (its server must
+ * hold a certificate for them), through the proxy that applies to where each goes.
  */
 export function googleConnector(options: { endpoint?: string; ca?: string | Buffer | (string | Buffer)[]; proxy?: ProxySettings; tunnelTimeoutMs: number }): GoogleConnect {
   const endpoint = options.endpoint === undefined ? null : new URL(options.endpoint);
@@ -32,7 +30,7 @@ export function googleConnector(options: { endpoint?: string; ca?: string | Buff
   };
 }
 
-/** Connections opened by a test's agent, the agent's own options (ca, ...) given as https.request would. */
+/** Connections opened by a test's agent, with the agent's own options as https.request would give them. */
 export function agentConnector(agent: https.Agent): GoogleConnect {
   return (host, extra) => {
     const socket = agent.createConnection({ ...agent.options, ...extra, host, port: 443, servername: host } as https.RequestOptions);
@@ -41,7 +39,6 @@ export function agentConnector(agent: https.Agent): GoogleConnect {
   };
 }
 
-/** FCM's answer to one send. */
 export interface FcmAnswer {
   status: number;
   retryAfter: string | undefined;
@@ -49,9 +46,8 @@ export interface FcmAnswer {
 }
 
 /**
- * A send that got no complete answer. `unanswered`: the connection had been open and went down
- * before any answer came (what a kept connection the server had dropped looks like); such a send
- * may be sent again, as firebase-admin did on ECONNRESET.
+ * A send that got no complete answer. `unanswered`: an open connection went down before any answer
+ * (a kept connection the server had dropped); such a send may go again, as firebase-admin did.
  */
 export class FcmTransportError extends Error {
   constructor(
@@ -66,24 +62,18 @@ export class FcmTransportError extends Error {
 
 interface FcmConnection {
   session: ClientHttp2Session;
-  /** The TLS socket under the session. */
   socket: Duplex;
-  /** SETTINGS_MAX_CONCURRENT_STREAMS of the server's latest SETTINGS; undefined until they come. */
+  /** From the server's latest SETTINGS; undefined until they come. */
   maxStreams: number | undefined;
   connected: boolean;
-  /** Takes no new streams (GOAWAY, an error, close()); the socket goes once its streams are done. */
+  /** Takes no new streams; the socket goes once its streams are done. */
   draining: boolean;
-  /** The session's 'close' came. */
   ended: boolean;
-  /**
-   * Resolves when the server's first SETTINGS came (or the connection ended): until then the pool
-   * counts 100 streams on it, and its requests wait for them before they are written.
-   */
+  /** Until the first SETTINGS the pool counts 100 streams, and requests wait before they are written. */
   settings: Promise<void>;
   failure: Error | null;
 }
 
-/** HTTP/2 connections to FCM, opened with `connect` as the stream pool needs them. */
 export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
   const pool: StreamPool<FcmConnection> = createStreamPool<FcmConnection>({
     maxConnections,
@@ -91,9 +81,8 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
     streams: (connection) => streamsAllowed(connection.maxStreams),
     settled: (connection) => connection.maxStreams !== undefined,
     takesStreams: (connection) => !connection.draining,
-    // Once node has let go of a session that was closed gracefully, it ends the socket and waits for
-    // the peer to close it, but no longer reads it, so the peer's close may never be seen; the
-    // socket is destroyed here when its last stream is done.
+    // Node ends a gracefully closed session's socket but no longer reads it, so the peer's close may
+    // never be seen: destroyed when its last stream is done.
     retired: (connection) => connection.socket.destroy(),
   });
 
@@ -108,7 +97,6 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
     const session = http2.connect(`https://${FCM_HOST}`, {
       createConnection: () => {
         socket = connect(FCM_HOST, { ALPNProtocols: ['h2'] });
-        // Small frames go out at once rather than waiting on Nagle's algorithm.
         if (socket instanceof net.Socket) socket.setNoDelay(true);
         return socket;
       },
@@ -141,7 +129,6 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
     return connection;
   }
 
-  /** Why a send on `connection` got no answer; `answered`: the status had come. */
   function lost(connection: FcmConnection, answered: boolean, detail: string): FcmTransportError {
     const cause = connection.failure?.message ?? detail;
     if (!connection.connected) return new FcmTransportError(`could not connect to FCM: ${cause}`, 'app/network-error', false);
@@ -149,7 +136,7 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
     return new FcmTransportError(`FCM connection lost during the answer: ${cause}`, 'app/network-error', false);
   }
 
-  /** One request on a connection whose SETTINGS have come; settles at the latest when its stream closes. */
+  /** Settles at the latest when its stream closes. */
   function exchange(connection: FcmConnection, headers: OutgoingHttpHeaders, body: string, settle: (answer: FcmAnswer | FcmTransportError) => void) {
     let stream: ClientHttp2Stream;
     try {
@@ -180,7 +167,6 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
       settle({ status, retryAfter, text: Buffer.concat(chunks, size).toString('utf8') });
       stream.close(http2.constants.NGHTTP2_CANCEL);
     });
-    // A stream cut before its answer ends too, without a status.
     stream.on('end', () => {
       if (!status || ended) return;
       ended = true;
@@ -197,10 +183,7 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
     return stream;
   }
 
-  /**
-   * One send on a leased stream, answered or given up by `deadline` (a Date.now() time);
-   * `timeoutMs` only names it in the error. The caller releases the lease once this settles.
-   */
+  /** One send on a leased stream, given up at `deadline`; the caller releases the lease once it settles. */
   function request(lease: StreamLease<FcmConnection>, headers: OutgoingHttpHeaders, body: string, deadline: number, timeoutMs: number): Promise<FcmAnswer> {
     const { connection } = lease;
     return new Promise<FcmAnswer>((resolve, reject) => {
@@ -213,9 +196,7 @@ export function fcmConnections(connect: GoogleConnect, maxConnections: number) {
         if (outcome instanceof FcmTransportError) reject(outcome);
         else resolve(outcome);
       };
-      // The deadline covers opening the connection too (a tunnel the proxy has not opened yet, a
-      // server that never answers the TLS handshake): until the server's SETTINGS have come, a send
-      // waits here, its timer running.
+      // The deadline covers opening the connection too: until the SETTINGS come, a send waits here.
       const cancelDeadline = setDeadline(deadline - Date.now(), () => {
         settle(new FcmTransportError(`no answer from FCM within ${timeoutMs} ms`, 'app/network-timeout', false));
         stream?.close(http2.constants.NGHTTP2_CANCEL);

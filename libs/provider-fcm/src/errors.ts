@@ -6,23 +6,22 @@ import { sendError, type ErrorCode, type ErrorScope, type SendError } from '@ope
 // (fcmSendError). Errors keep firebase-admin 13's names (messaging/...), so the messages and
 // whatever reads them speak its vocabulary; firebase-admin-codes.spec.ts holds them to it.
 
-/** What the HTTP answer of a failed send said, beyond the error code and message. */
 export interface FcmResponseFacts {
   status: number;
   retryAfter?: string;
-  /** google.firebase.fcm.v1.FcmError errorCode, e.g. UNREGISTERED. */
+  /** google.firebase.fcm.v1.FcmError errorCode (UNREGISTERED). */
   fcmErrorCode?: string;
-  /** Google's status, e.g. INVALID_ARGUMENT. */
+  /** Google's status (INVALID_ARGUMENT). */
   googleStatus?: string;
-  /** Fields named by google.rpc.BadRequest fieldViolations, e.g. message.token. */
+  /** Named by google.rpc.BadRequest fieldViolations (message.token). */
   fields: string[];
-  /** google.rpc.ErrorInfo: why (RATE_LIMIT_EXCEEDED), whose rule (googleapis.com), and its metadata (quota_limit, quota_unit). */
+  /** google.rpc.ErrorInfo. */
   errorInfo?: { reason?: string; domain?: string; metadata: Record<string, string> };
-  /** google.rpc.QuotaFailure violations: what the quota check failed on (subject) and how (description). */
+  /** google.rpc.QuotaFailure violations. */
   quotaViolations?: { subject?: string; description?: string }[];
 }
 
-/** Why the OAuth2 access token could not be had (the token endpoint's answer or the network error). */
+/** Why the OAuth2 access token could not be had. */
 export interface CredentialFailure {
   status?: number;
   code?: string;
@@ -46,7 +45,7 @@ export const FCM_ERROR_CODES: Record<string, string> = {
   INTERNAL: 'messaging/internal-error',
 };
 
-/** An answer that is not Google's JSON error, by its status (as firebase-admin read it). */
+/** An answer that is not Google's JSON error, by its status, as firebase-admin read it. */
 export const STATUS_ERROR_CODES: Record<number, string> = {
   400: 'messaging/invalid-argument',
   401: 'messaging/authentication-error',
@@ -58,7 +57,7 @@ export const STATUS_ERROR_CODES: Record<number, string> = {
 const RESPONSE_FACTS = Symbol.for('operator.fcm.responseFacts');
 const NODE_ERROR = /^E[A-Z_]+$|^UND_ERR|^ERR_TLS|^ERR_SSL/;
 
-/** The provider's code for an error firebase-admin names `code`, before what the answer adds (the field, Retry-After, whose quota). */
+/** The provider's code for a firebase-admin error code, before what the answer adds. */
 function codeOf(code: string): ErrorCode {
   switch (code) {
     case 'messaging/registration-token-not-registered':
@@ -97,14 +96,14 @@ function codeOf(code: string): ErrorCode {
   }
 }
 
-/** What each of Google's error codes means for a send (INVALID_ARGUMENT becomes invalid-token or payload-too-large when the answer says so). */
+/** What each of Google's error codes means for a send, before the answer's facts refine it. */
 export const errorTaxonomy: Record<string, ErrorCode> = Object.fromEntries(Object.entries(FCM_ERROR_CODES).map(([google, name]) => [google, codeOf(name)]));
 
 const TOKEN_FIELD = /^message\.token$/;
 const ABOUT_TOKEN = /registration[ -]?token/i;
 const TOO_BIG = /too (big|large)|size limit/i;
 
-/** Classifies one failed send, by its firebase-admin error code and the facts of FCM's answer, into the provider taxonomy. */
+/** Classifies one failed send by its error code and the facts of FCM's answer. */
 export function fcmSendError(error: unknown, credentialFailure: CredentialFailure | null = null): SendError {
   const err = (error ?? {}) as { code?: unknown; message?: unknown; [RESPONSE_FACTS]?: FcmResponseFacts };
   const code = typeof err.code === 'string' ? err.code : 'unknown';
@@ -128,17 +127,16 @@ export function fcmSendError(error: unknown, credentialFailure: CredentialFailur
 
 const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
 const QUOTA_FAILURE_TYPE = 'type.googleapis.com/google.rpc.QuotaFailure';
-/** google.api.ErrorReason values of Google's quota system, which counts quota per consumer (the project). */
+/** Reasons of Google's quota system, which counts quota per consumer (the project). */
 const PROJECT_QUOTA_REASONS = new Set(['RATE_LIMIT_EXCEEDED', 'RESOURCE_QUOTA_EXCEEDED']);
 const ABOUT_DEVICE = /device|registration[ _-]?token/i;
 const ABOUT_PROJECT = /project/i;
 const CONSUMER_QUOTA = /for consumer '?project/i;
 
 /**
- * Whose quota a 429 is about: `credential` when a QuotaFailure names the project, an ErrorInfo of
- * Google's quota system is per project, or Service Control's words name the consumer project;
- * otherwise `device`. Taken wrongly for the credential, one device would pause its whole brand;
- * taken wrongly for a device, the next answer that does name the project pauses it.
+ * Whose quota a 429 is about: `credential` only when the answer names the project. Taken wrongly for
+ * the credential, one device would pause its whole brand; wrongly for a device, the next answer
+ * that names the project pauses it.
  */
 function quotaScope(code: string, facts: FcmResponseFacts | undefined, text: string): ErrorScope {
   if (code === 'messaging/device-message-rate-exceeded') return 'device';
@@ -152,7 +150,7 @@ function quotaScope(code: string, facts: FcmResponseFacts | undefined, text: str
   return 'device';
 }
 
-/** The token endpoint refused us (auth), was busy (transient), or was not reached (network); its 429 holds the whole credential. */
+/** The token endpoint's 429 holds the whole credential. */
 function credentialError(message: string, failure: CredentialFailure | null): SendError {
   if (!failure) return sendError('auth', message);
   if (failure.status === undefined) return failure.code ? sendError('network', message) : sendError('auth', message);
@@ -161,7 +159,7 @@ function credentialError(message: string, failure: CredentialFailure | null): Se
   return sendError('auth', message);
 }
 
-/** An error with a code fcmSendError() knows, carrying the facts of the HTTP answer when there was one. */
+/** An error with a code fcmSendError() knows, and the facts of the answer when there was one. */
 export function fcmError(code: string, message: string, facts?: FcmResponseFacts): Error {
   const error = Object.assign(new Error(message), { code });
   if (facts) Object.defineProperty(error, RESPONSE_FACTS, { value: facts });
@@ -185,12 +183,11 @@ type GoogleErrorBody = { error?: { message?: string; status?: string; details?: 
 
 const asString = (value: unknown) => (typeof value === 'string' ? value : undefined);
 
-/** An error code as Google writes them (UNREGISTERED, INVALID_ARGUMENT); anything else is not kept. */
+/** Anything not written as Google writes codes is not kept. */
 function googleCode(value: unknown): string | undefined {
   return typeof value === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(value) ? value : undefined;
 }
 
-/** One detail of Google's error into the facts: FCM's code, the fields named, and the quota details (strings only). */
 function readDetail(detail: GoogleErrorDetail, facts: FcmResponseFacts) {
   if (detail['@type'] === FCM_ERROR_TYPE && typeof detail.errorCode === 'string') facts.fcmErrorCode = detail.errorCode;
   for (const violation of Array.isArray(detail.fieldViolations) ? detail.fieldViolations : []) {
@@ -207,10 +204,7 @@ function readDetail(detail: GoogleErrorDetail, facts: FcmResponseFacts) {
   }
 }
 
-/**
- * A send FCM answered with something other than 200, as the error firebase-admin would have made of
- * it. Its message is Google's error message sanitised, never the body's raw text (a proxy's page).
- */
+/** A non-200 answer as firebase-admin's error; its message is Google's sanitised, never the body's raw text. */
 export function fcmAnswerError(status: number, retryAfter: string | undefined, text: string): Error {
   let body: GoogleErrorBody | undefined;
   try {

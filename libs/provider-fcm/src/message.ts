@@ -2,40 +2,29 @@ import type * as messaging from 'firebase-admin/messaging';
 import type { Android } from '@operator/contract';
 import { apnsPayload, compact, durationSeconds, webNotification, type Notification } from '@operator/providers';
 
-// The contract's push (2.1, 2.3-2.5) as one FCM HTTP v1 message, in firebase-admin's types
-// (camelCase, ttl in milliseconds); fcmWireMessage() turns it into the JSON FCM reads. All three
-// platform blocks are always present: FCM applies the one that matches the device the token
-// belongs to.
+// The contract's push as one FCM v1 message in firebase-admin's types. All three platform blocks are
+// always present: FCM applies the one that matches the token's device.
 
-/** firebase-admin's `messaging.TokenMessage`. */
 export type TokenMessage = messaging.TokenMessage;
 
-/** FCM keeps a message at most 4 weeks; longer TTLs are capped there. */
 export const FCM_MAX_TTL_SECONDS = 28 * 24 * 3600;
 
-/** "high"/"normal" (any case); anything else: left out (FCM's default applies). */
 export function androidPriority(value: string | undefined): 'high' | 'normal' | undefined {
   const word = value?.trim().toLowerCase();
   return word === 'high' || word === 'normal' ? word : undefined;
 }
 
-/** "ff0000" or "#FF0000" as "#ff0000"; not six hex digits: left out. */
 export function rgbColor(value: string | undefined): string | undefined {
   const match = value?.trim().match(/^#?([0-9a-fA-F]{6})$/);
   return match ? `#${match[1].toLowerCase()}` : undefined;
 }
 
-/** A TTL from the contract ("3600", "3600s", "1h") in milliseconds, capped at FCM's 4 weeks. */
 export function androidTtlMs(value: string | undefined): number | undefined {
   const seconds = durationSeconds(value);
   return seconds === undefined ? undefined : Math.min(seconds, FCM_MAX_TTL_SECONDS) * 1000;
 }
 
-/**
- * Whether firebase-admin accepts the string as an image URL (its own check: http(s), a plain host
- * name, no characters outside RFC 3986). An image URL it refuses would fail the whole message on
- * the client side, so such an image is left out of the FCM fields rather than losing the push.
- */
+/** firebase-admin's own image URL check: an image it refuses is left out rather than failing the message. */
 export function isFcmUrl(value: string | undefined): value is string {
   if (typeof value !== 'string' || /[^a-z0-9:/?#[\]@!$&'()*+,;=.\-_~%]/i.test(value)) return false;
   try {
@@ -49,7 +38,7 @@ export function isFcmUrl(value: string | undefined): value is string {
   }
 }
 
-/** FCM only opens https links from web notifications (it refuses the message otherwise). */
+/** FCM refuses a web notification's link that is not https. */
 export function isHttpsUrl(value: string | undefined): value is string {
   if (!value) return false;
   try {
@@ -81,7 +70,6 @@ function androidNotification(android: Android, imageUrl: string | undefined): me
   }) as messaging.AndroidNotification;
 }
 
-/** One FCM message for one registration token. */
 export function toFcmMessage(notification: Notification, token: string): TokenMessage {
   const { request, pushId, trackingToken } = notification;
   const data = compact({ push_id: pushId, tracking_token: trackingToken }) as Record<string, string>;
@@ -119,23 +107,18 @@ export function toFcmMessage(notification: Notification, token: string): TokenMe
   };
 }
 
-/** Milliseconds as a google.protobuf.Duration in JSON ("3600s", "1.5s"). */
+/** A google.protobuf.Duration in JSON ("1.5s"). */
 export function fcmDuration(ms: number): string {
   return `${Math.round(ms) / 1000}s`;
 }
 
-/**
- * The message as the FCM v1 API reads it (proto3 JSON takes firebase-admin's lowerCamelCase
- * names): only what differs is converted, `imageUrl` to `image` and ttl to a Duration string, for
- * the fields toFcmMessage() sets.
- */
+/** The JSON FCM reads: proto3 takes the camelCase names, so only `imageUrl` and ttl differ. */
 export function fcmWireMessage(message: TokenMessage): Record<string, unknown> {
   const { notification, android, apns } = message;
   const image = <T extends { imageUrl?: string }>(block: T) => {
     const { imageUrl, ...rest } = block;
     return imageUrl === undefined ? rest : { ...rest, image: imageUrl };
   };
-  // Fields left undefined here are dropped by JSON.stringify.
   return {
     ...message,
     notification: notification && image(notification),

@@ -3,9 +3,8 @@ import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import { OutboundError, sanitizeReason, type Outbound, type OutboundAnswer } from '@operator/egress';
 import type { CredentialFailure } from './errors';
 
-// Google's OAuth2 JWT-bearer grant for a service account (what firebase-admin's cert() does): an
-// RS256 assertion signed with the account's key, posted on the house's outbound client, whose
-// connections the provider opens (see connections.ts).
+// Google's OAuth2 JWT-bearer grant for a service account (firebase-admin's cert()), posted on the
+// house's outbound client over the provider's connections.
 
 export interface FcmServiceAccount {
   project_id: string;
@@ -16,12 +15,11 @@ export interface FcmServiceAccount {
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
 const FCM_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
 const TOKEN_TIMEOUT_MS = 10_000;
-/** The most of the token endpoint's answer read (Google's are well under 2 KiB); the rest is dropped. */
+/** Google's answers are well under 2 KiB; the rest is dropped. */
 const MAX_TOKEN_ANSWER_BYTES = 8192;
 /** A kept-alive connection the server had closed, as node and undici report it. */
 const RESET = new Set(['ECONNRESET', 'UND_ERR_SOCKET']);
 
-/** A token request that failed: Google's answer (status, error, Retry-After) or the network error code. */
 export class GoogleTokenError extends Error {
   constructor(
     message: string,
@@ -37,7 +35,7 @@ export interface ServiceAccountCredential extends Credential {
   readonly lastFailure: CredentialFailure | null;
 }
 
-/** The grant over `outbound`. Throws GoogleTokenError; one immediate retry when a kept-alive connection was reset. */
+/** Throws GoogleTokenError; one immediate retry when a kept-alive connection was reset. */
 export function serviceAccountCredential(serviceAccount: FcmServiceAccount, outbound: Outbound, tokenUrl = GOOGLE_TOKEN_URL): ServiceAccountCredential {
   let key: KeyObject;
   try {

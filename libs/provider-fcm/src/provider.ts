@@ -10,52 +10,35 @@ import { GoogleTokenError, serviceAccountCredential, type FcmServiceAccount } fr
 export { fcmSendError } from './errors';
 export { serviceAccountCredential, type FcmServiceAccount } from './oauth';
 
-// Firebase Cloud Messaging through its HTTP v1 API: one POST /v1/projects/{id}/messages:send per
-// device, each a stream on a kept HTTP/2 connection, one result per target. A send has one
-// deadline, its retries included (the wait for a free stream excepted). A 503 or a connection lost
-// before any answer is sent again within `sdkRetry`; 429 and 500 are results at once, for the
-// queue to retry later. The access token is kept and renewed 5 minutes before it expires.
+// FCM's HTTP v1 API: one messages:send per device, each a stream on a kept HTTP/2 connection. A
+// send has one deadline, its retries included. Only a 503 or a connection lost before any answer is
+// sent again here; 429 and 500 are results at once, for the queue to retry later.
 
 /** The provider's retry of a send (HTTP 503, a connection lost before any answer); `false`: none. */
 export interface FcmSdkRetry {
-  /** Retries after the first attempt. Default 1. */
   maxRetries?: number;
-  /** Longest wait before a retry (back-off or Retry-After); a 503 asking for longer is not retried. Default 1000. */
+  /** A 503 asking for a longer wait is not retried. Default 1000. */
   maxDelayMs?: number;
 }
 
 export interface FcmProviderOptions {
   serviceAccount: FcmServiceAccount;
-  /**
-   * An agent that opens every connection itself (a test's), with its createConnection(): the
-   * OAuth2 token requests' and the HTTP/2 ones to FCM. `endpoint`, `ca` and `proxy` are then not used.
-   */
+  /** A test's agent that opens every connection itself; `endpoint`, `ca` and `proxy` are then not used. */
   httpAgent?: https.Agent;
-  /**
-   * An https origin (`https://host[:port]`) that takes every connection instead of Google's hosts
-   * (FCM_ENDPOINT: a proxy, a local test server); see googleConnector().
-   */
+  /** Takes every connection instead of Google's hosts (FCM_ENDPOINT); see googleConnector(). */
   endpoint?: string;
-  /** Extra certificate authorities to trust (a local server's test CA); the system roots otherwise. */
+  /** A local server's test CA; the system roots otherwise. */
   ca?: string | Buffer | (string | Buffer)[];
-  /** The operator's proxy (HTTPS_PROXY, NO_PROXY), applied to where each connection goes: Google's host, or `endpoint`. */
   proxy?: ProxySettings;
-  /** How many sends are in flight at once, across every send() call of the provider; default: as many as the connections take. */
+  /** Default: as many as the connections take. */
   concurrency?: number;
-  /** HTTP/2 connections opened at most, each carrying as many streams as FCM allows (default 8). */
   maxConnections?: number;
-  /** Retries of a send (see FcmSdkRetry). Default `{ maxRetries: 1, maxDelayMs: 1000 }`. */
   sdkRetry?: FcmSdkRetry | false;
-  /**
-   * How long one send may take, from waiting for the access token to the answer's last byte,
-   * before it is cancelled as `network` (default 15000, firebase-admin's).
-   */
+  /** From waiting for the access token to the answer's last byte (default 15000, firebase-admin's). */
   timeoutMs?: number;
 }
 
-/** firebase-admin's timeout for one send. */
 const DEFAULT_TIMEOUT_MS = 15_000;
-/** Connections one provider opens at most when each carries as many streams as its server allows. */
 export const DEFAULT_MAX_CONNECTIONS = 8;
 /** firebase-admin renewed its access token this long before it expired. */
 const TOKEN_RENEWAL_MS = 5 * 60_000;
@@ -93,7 +76,7 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
   const path = `/v1/projects/${encodeURIComponent(serviceAccount.project_id)}/messages:send`;
   let closed: Promise<void> | null = null;
 
-  /** How long to wait before sending a 503'd message again (firebase-admin's rule), or undefined: not again. */
+  /** Before sending a 503'd message again (firebase-admin's rule); undefined: not again. */
   const retryDelay = (answer: FcmAnswer, retries: number): number | undefined => {
     if (answer.status !== 503 || retries >= maxRetries) return undefined;
     const asked = parseRetryAfter(answer.retryAfter);
@@ -101,7 +84,7 @@ export function createFcmProvider(options: FcmProviderOptions): PushProvider {
     return delay > maxDelayMs ? (asked ? undefined : maxDelayMs) : delay;
   };
 
-  /** One attempt: the answer, or the result to give up with. The wait for a stream moves the deadline back by as long. */
+  /** One attempt: the answer, or the result to give up with. */
   async function attempt(body: string, deadline: { at: number }): Promise<FcmAnswer | SendResult | FcmTransportError> {
     let bearer: string;
     try {

@@ -3,43 +3,37 @@ import { before, createOutbound, httpsOrigin, OutboundError, reasonFromBody, san
 import { cachedAccessToken, inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
 
-// Huawei Push Kit (HMS Core push server API v1) over @operator/egress's outbound client. The
-// access token (OAuth client-credentials grant) is kept and renewed before it expires; a send
-// refused for it renews it and goes once more. A notification goes out in requests of at most
-// 1000 tokens, at most `maxConnections` in flight (fewer with `concurrency`), so that none waits
-// in the agent's queue with its deadline running. `endpoint` (HMS_ENDPOINT) takes both hosts'.
+// Huawei Push Kit (push server API v1) over @operator/egress. A send refused for its access token
+// renews it and goes once more. No more requests in flight than connections, so that none waits in
+// the agent's queue with its deadline running.
 
 export interface HmsProviderOptions {
-  /** The app id (OAuth client id) and app secret of the AppGallery Connect app. */
+  /** The AppGallery Connect app's id (OAuth client id) and secret. */
   appId: string;
   appSecret: string;
-  /** An https origin that takes every request instead of Huawei's hosts (HMS_ENDPOINT). */
+  /** Takes every request instead of Huawei's hosts (HMS_ENDPOINT). */
   endpoint?: string;
   proxy?: ProxySettings;
-  /** Extra certificate authorities to trust (a local test server's). */
+  /** A local test server's CA. */
   ca?: string | Buffer;
-  /** PUSH_PROVIDER_CONCURRENCY: requests in flight at once across the client. */
   concurrency?: number;
-  /** PUSH_PROVIDER_CONNECTIONS: kept connections per origin. */
   maxConnections?: number;
-  /** PUSH_SEND_TIMEOUT_MS. */
   timeoutMs?: number;
-  /** The clock access tokens' lifetimes are counted on (a test's); Date.now by default. */
+  /** The clock of the access token's lifetime (a test's). */
   now?: () => number;
 }
 
 export const HMS_OAUTH_ORIGIN = 'https://oauth-login.cloud.huawei.com';
 export const HMS_PUSH_ORIGIN = 'https://push-api.cloud.huawei.com';
 export const HMS_TOKEN_PATH = '/oauth2/v3/token';
-/** Tokens one messages:send takes at most. */
 export const HMS_MAX_TOKENS_PER_REQUEST = 1000;
 export const DEFAULT_MAX_CONNECTIONS = 32;
 const DEFAULT_TIMEOUT_MS = 15_000;
 const TOKEN_RENEWAL_MS = 5 * 60_000;
-/** The most of an answer read; a send's may be longer by its tokens (a partial success lists the refused ones). */
+/** A send's answer may be longer by its tokens: a partial success lists the refused ones. */
 export const MAX_ANSWER_BYTES = 64 * 1024;
 
-/** Push Kit's result codes that decide an outcome (HMS Core push server API v1). */
+/** Push Kit's result codes that decide an outcome. */
 export const HMS_CODE = {
   success: '80000000',
   partialSuccess: '80100000',
@@ -59,7 +53,7 @@ export const HMS_CODE = {
   internalError: '81000001',
 } as const;
 
-/** The message itself is refused: sending it again would not change that. 80300010 is ours to avoid (we split at 1000). */
+/** The message itself is refused: sending it again would not change that. */
 const PAYLOAD_CODES = new Set<string>([
   HMS_CODE.parameterError,
   HMS_CODE.syncNeedsOneToken,
@@ -73,20 +67,18 @@ const PAYLOAD_CODES = new Set<string>([
 ]);
 const TOKEN_REFUSED_CODES = new Set<string>([HMS_CODE.oauthError, HMS_CODE.oauthTokenExpired]);
 
-/** Push Kit's answer to one send, as read. */
 export interface HmsAnswer {
   status: number;
   code?: string;
   msg?: string;
   requestId?: string;
   retryAfter?: string;
-  /** The body was cut at the cap. */
   truncated?: boolean;
-  /** The body as read, for answers that are not Push Kit's JSON. */
+  /** For answers that are not Push Kit's JSON. */
   body?: Buffer;
 }
 
-/** What an answer means for each token of its request; `tokenRefused`: the access token was refused (renew and send once more). */
+/** `tokenRefused`: the access token was refused (renew and send once more). */
 export interface HmsOutcome {
   results: SendResult[];
   tokenRefused: boolean;
@@ -109,9 +101,8 @@ export function readHmsAnswer(answer: OutboundAnswer): HmsAnswer {
 }
 
 /**
- * The tokens a partial success (80100000) or an all-invalid answer (80300007) names in its msg,
- * itself JSON: {"success":1,"failure":2,"illegal_tokens":["..."]} (v1); {"illegalTokens":{"<reason>":[...]}}
- * is read too (the v3 API's shape). Null when msg names none that can be read.
+ * The tokens a partial success or an all-invalid answer names in its msg, itself JSON (v1's
+ * illegal_tokens, or v3's illegalTokens by reason). Null when none can be read.
  */
 export function illegalTokens(msg: string | undefined): Set<string> | null {
   let parsed: Record<string, unknown>;
@@ -127,7 +118,7 @@ export function illegalTokens(msg: string | undefined): Set<string> | null {
   return tokens.length ? new Set(tokens) : null;
 }
 
-/** What Push Kit said, as a short sanitised reason: its code and status (and `note`), and its msg unless that is JSON. */
+/** What Push Kit said, as a short sanitised reason. */
 function said(answer: HmsAnswer, note = ''): string {
   const msg = answer.msg && !/^\s*[[{]/.test(answer.msg) ? sanitizeReason(answer.msg) : '';
   if (answer.code) return `Push Kit ${answer.code} (HTTP ${answer.status}${note})${msg ? `: ${msg}` : ''}`;
@@ -136,10 +127,9 @@ function said(answer: HmsAnswer, note = ''): string {
 }
 
 /**
- * Every token's outcome from Push Kit's answer to one request of `tokens`: by its code first, else
- * its HTTP status. 503 (traffic control) and 429 are the app's rate, whatever the code. A partial
- * success whose list of refused tokens cannot be read counts them all sent, since sending again
- * would repeat the push; a 2xx that is not Push Kit's answer confirms nothing (`unavailable`).
+ * Every token's outcome, by Push Kit's code first, else the HTTP status. A partial success whose
+ * refused tokens cannot be read counts them all sent, since sending again would repeat the push; a
+ * 2xx that is not Push Kit's answer confirms nothing.
  */
 export function hmsOutcome(answer: HmsAnswer, tokens: readonly string[]): HmsOutcome {
   const all = (error: SendError, tokenRefused = false): HmsOutcome => ({ results: tokens.map(() => ({ ok: false, error })), tokenRefused });
@@ -169,13 +159,12 @@ export function hmsOutcome(answer: HmsAnswer, tokens: readonly string[]): HmsOut
   return all(sendError('payload-invalid', said(answer, unknown)));
 }
 
-/** No answer: the deadline passed, the proxy refused, or the network failed. Always transient. */
+/** No answer: always transient. */
 function transportError(error: unknown, what: string): SendError {
   if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(`${what}: ${errorReason(error)}`));
   return sendError('network', sanitizeReason(`${what}: ${error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`}`));
 }
 
-/** Why a token grant failed, as every waiting send's result. */
 class GrantFailure extends Error {
   constructor(readonly error: SendError) {
     super(error.message);
@@ -183,7 +172,7 @@ class GrantFailure extends Error {
   }
 }
 
-/** Huawei's OAuth error: {"error":1101,"sub_error":20003,"error_description":"invalid client"}, numbers and words kept. */
+/** Huawei's OAuth error, its numbers and words kept. */
 function oauthReason(status: number, body: Buffer): string {
   let json: { error?: unknown; sub_error?: unknown; error_description?: unknown } | undefined;
   try {
@@ -243,7 +232,6 @@ export function createHmsProvider(options: HmsProviderOptions): PushProvider {
 
   const accessToken = cachedAccessToken(grant, { renewBeforeMs: TOKEN_RENEWAL_MS, now });
 
-  /** One request of a send: the answer's outcome for its tokens, the access token renewed once if refused. */
   function sendRequest(message: HmsMessage, tokens: string[]): Promise<SendResult[]> {
     const body = hmsSendBody(message, tokens);
     const maxBodyBytes = MAX_ANSWER_BYTES + tokens.reduce((bytes, token) => bytes + Buffer.byteLength(token) + 8, 0);

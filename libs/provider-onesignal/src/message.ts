@@ -1,17 +1,14 @@
 import type { PushRequest } from '@operator/contract';
 import { compact, count, durationSeconds, type Notification } from '@operator/providers';
 
-// The contract's push (2.1, 2.3-2.5) as OneSignal's create-notification fields. One request reaches
-// every platform, so every platform's fields are set from the one push. The text goes under "en"
+// The contract's push as OneSignal's fields, for every platform at once. The text goes under "en"
 // whatever its language: OneSignal requires "en" and shows it where no other language matches.
 
-/** OneSignal keeps a notification at most 28 days (its `ttl` maximum); longer TTLs are cut to it. */
+/** OneSignal's `ttl` maximum (28 days); longer TTLs are cut to it. */
 export const ONESIGNAL_MAX_TTL_SECONDS = 28 * 24 * 3600;
 
-/** OneSignal refuses a collapse_id longer than this. */
 export const MAX_COLLAPSE_ID_LENGTH = 64;
 
-/** What the create-notification body carries besides the app, the subscriptions and the idempotency key. */
 export interface OneSignalContent {
   contents: { en: string };
   headings?: { en: string };
@@ -39,7 +36,6 @@ export interface OneSignalContent {
   apns_alert?: Record<string, unknown>;
 }
 
-/** The create-notification request body of one batch of subscriptions. */
 export interface OneSignalRequestBody extends OneSignalContent {
   app_id: string;
   target_channel: 'push';
@@ -47,7 +43,7 @@ export interface OneSignalRequestBody extends OneSignalContent {
   idempotency_key: string;
 }
 
-/** "high" → 10 and "normal" → 5 (OneSignal's FCM priorities); anything else: left out (OneSignal's default applies). */
+/** OneSignal's FCM priorities; anything else is left out, for OneSignal's default. */
 export function oneSignalPriority(value: string | undefined): 10 | 5 | undefined {
   const word = value?.trim().toLowerCase();
   if (word === 'high') return 10;
@@ -55,13 +51,12 @@ export function oneSignalPriority(value: string | undefined): 10 | 5 | undefined
   return undefined;
 }
 
-/** "ff0000" or "#FF0000" as OneSignal's opaque ARGB "FFFF0000"; not six hex digits: left out. */
+/** "#FF0000" as OneSignal's opaque ARGB "FFFF0000". */
 export function argbColor(value: string | undefined): string | undefined {
   const match = value?.trim().match(/^#?([0-9a-fA-F]{6})$/);
   return match ? `FF${match[1].toUpperCase()}` : undefined;
 }
 
-/** A TTL from the contract ("3600", "3600s", "1h") in seconds, cut to OneSignal's 28 days. */
 export function oneSignalTtl(value: string | undefined): number | undefined {
   const seconds = durationSeconds(value);
   return seconds === undefined ? undefined : Math.min(seconds, ONESIGNAL_MAX_TTL_SECONDS);
@@ -76,7 +71,7 @@ function urlWith(value: string | undefined, protocols: string[]): string | undef
   }
 }
 
-/** An image or icon a device can fetch (http or https); anything else is left out rather than failing the push. */
+/** Anything but http(s) is left out rather than failing the push. */
 export const webUrl = (value: string | undefined) => urlWith(value, ['http:', 'https:']);
 
 /** Browsers open only https links from a notification. */
@@ -84,19 +79,18 @@ export const httpsUrl = (value: string | undefined) => urlWith(value, ['https:']
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** The contract's channel_id as `existing_android_channel_id` (the app's own), or `android_channel_id` when it is a dashboard UUID. */
+/** A dashboard UUID is an `android_channel_id`; anything else is the app's own channel. */
 export function androidChannel(channelId: string | undefined): Pick<OneSignalContent, 'android_channel_id' | 'existing_android_channel_id'> {
   if (!channelId) return {};
   return UUID.test(channelId) ? { android_channel_id: channelId } : { existing_android_channel_id: channelId };
 }
 
-/** Android sounds are raw resources named without their extension ("coins.wav" → "coins"); "default" is the default already. */
+/** Android sounds are raw resources named without their extension ("coins.wav" → "coins"). */
 export function androidSound(value: string | undefined): string | undefined {
   const name = value?.trim().replace(/\.[A-Za-z0-9]{1,5}$/, '');
   return name && name.toLowerCase() !== 'default' ? name : undefined;
 }
 
-/** The iOS localisation keys, as the `alert` OneSignal passes to APNs in `apns_alert`. */
 function apnsAlert(ios: NonNullable<PushRequest['ios']>): Record<string, unknown> | undefined {
   const alert = compact({
     'loc-key': ios.loc_key,
@@ -111,7 +105,6 @@ function apnsAlert(ios: NonNullable<PushRequest['ios']>): Record<string, unknown
   return Object.keys(alert).length > 0 ? alert : undefined;
 }
 
-/** The push's fields, the same for every batch of its subscriptions. */
 export function toOneSignalContent(notification: Notification): OneSignalContent {
   const { request, pushId, trackingToken } = notification;
   const android = request.android ?? {};
@@ -131,8 +124,7 @@ export function toOneSignalContent(notification: Notification): OneSignalContent
     ...androidChannel(android.channel_id),
     priority: oneSignalPriority(android.priority),
     ttl: oneSignalTtl(android.ttl),
-    // OneSignal's collapse_id replaces a shown notification with the same id (Android and iOS),
-    // which is what FCM's tag does; a collapse key beyond its limit is left out, not refused.
+    // As FCM's tag does; a collapse key beyond the limit is left out, not refused.
     collapse_id: collapseId && collapseId.length <= MAX_COLLAPSE_ID_LENGTH ? collapseId : undefined,
     android_accent_color: argbColor(android.color_rgb),
     small_icon: android.icon || undefined,
@@ -149,7 +141,6 @@ export function toOneSignalContent(notification: Notification): OneSignalContent
   }) as OneSignalContent;
 }
 
-/** The body of one create-notification request: the push's fields for these subscriptions, under this idempotency key. */
 export function createNotificationBody(appId: string, content: OneSignalContent, subscriptionIds: string[], idempotencyKey: string): OneSignalRequestBody {
   return { app_id: appId, target_channel: 'push', include_subscription_ids: subscriptionIds, idempotency_key: idempotencyKey, ...content };
 }

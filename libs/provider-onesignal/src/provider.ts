@@ -4,53 +4,42 @@ import { inFlightLimit, sendError, type Notification, type PushProvider, type Se
 import { batches, idempotencyKey } from './idempotency';
 import { createNotificationBody, toOneSignalContent } from './message';
 
-// OneSignal's REST API: one POST /notifications?c=push per batch of a push's subscription ids, the
-// key in the Authorization header only. Each request carries an idempotency_key made from the push
-// and its deliveries (idempotency.ts), which makes every transient failure safe to retry, a lost
-// answer included. Ids in errors.invalid_player_ids are dead; the others were sent.
+// OneSignal's REST API: one POST /notifications per batch of a push's subscription ids. Each request's
+// idempotency_key (idempotency.ts) makes every transient failure safe to retry, a lost answer included.
 
 export interface OneSignalProviderOptions {
-  /** The OneSignal app id (a UUID) and its REST API key. */
   appId: string;
   restApiKey: string;
-  /** An https origin that takes every request instead of https://api.onesignal.com (ONESIGNAL_ENDPOINT). */
+  /** Instead of https://api.onesignal.com (ONESIGNAL_ENDPOINT). */
   endpoint?: string;
   proxy?: ProxySettings;
-  /** Extra certificate authorities to trust (a local test server's). */
+  /** A local test server's CA. */
   ca?: string | Buffer;
-  /** PUSH_PROVIDER_CONCURRENCY: requests in flight at once across the client. */
   concurrency?: number;
-  /** PUSH_PROVIDER_CONNECTIONS: kept connections per origin. */
   maxConnections?: number;
-  /** PUSH_SEND_TIMEOUT_MS. */
   timeoutMs?: number;
-  /** Subscription ids in one request at most (OneSignal takes 20,000). */
   maxSubscriptionsPerRequest?: number;
-  /** The Authorization scheme: `Key` (current App API keys, the default) or `Basic` (legacy REST API keys). */
+  /** `Key` for App API keys (the default), `Basic` for legacy REST API keys. */
   authorizationScheme?: 'Key' | 'Basic';
 }
 
 export const ONESIGNAL_API = 'https://api.onesignal.com';
 export const DEFAULT_MAX_CONNECTIONS = 32;
 export const DEFAULT_TIMEOUT_MS = 15_000;
-/** OneSignal's limit on include_subscription_ids (and the other id lists) of one request. */
 export const MAX_SUBSCRIPTIONS_PER_REQUEST = 20_000;
-/** The most of an answer read, beyond what it takes to list every id of the request as invalid. */
+/** The most of an answer read beyond room to list every id of the request as invalid. */
 export const MAX_ANSWER_BYTES = 64 * 1024;
-/** Room for one subscription id in an answer's list of invalid ones: a UUID, its quotes and a comma. */
 const ANSWER_BYTES_PER_ID = 64;
 
 const SUBSCRIPTION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-/** OneSignal's answer when none of the ids can receive the push ("All included players are not subscribed"). */
+/** "All included players are not subscribed". */
 const NONE_SUBSCRIBED = /not subscribed/i;
-/** A 400 about our key or app id rather than the message ("Please include ... Authorization ...", "app_id not found"). */
+/** A 400 about our key or app id rather than the message. */
 const ABOUT_CREDENTIALS = /authorization|api[ _-]?key|app[ _]?id/i;
-/** A notification id as OneSignal makes them (a UUID); anything else is not kept. */
 const NOTIFICATION_ID = /^[0-9A-Za-z-]{1,64}$/;
 
 const failed = (error: SendError): SendResult => ({ ok: false, error });
 
-/** What OneSignal's `errors` says: its messages (an array of strings), and the ids it names as invalid. */
 function errorsOf(answer: unknown): { texts: string[]; invalid: Set<string> } {
   const errors = answer && typeof answer === 'object' ? (answer as { errors?: unknown }).errors : undefined;
   if (Array.isArray(errors)) return { texts: errors.filter((item): item is string => typeof item === 'string'), invalid: new Set() };
@@ -68,7 +57,7 @@ function readJson(body: Buffer): unknown {
   }
 }
 
-/** Each subscription's result from one create-notification answer (`ids`: those it carried, lower case). */
+/** Each subscription's result from one answer (`ids`: those it carried, lower case). */
 export function resultsOf(answer: OutboundAnswer, ids: readonly string[]): Map<string, SendResult> {
   const { status, headers, body, truncated } = answer;
   const parsed = truncated ? undefined : readJson(body);
@@ -104,8 +93,7 @@ export function resultsOf(answer: OutboundAnswer, ids: readonly string[]): Map<s
     return all(failed(sendError('payload-invalid', reason)));
   }
   if (status === 413) return all(failed(sendError('payload-too-large', reason)));
-  // Not OneSignal's create-notification API where ONESIGNAL_ENDPOINT points (a redirect is an
-  // answer, never followed): our configuration, not the message.
+  // Not OneSignal's API where ONESIGNAL_ENDPOINT points (a redirect is never followed): our configuration.
   if (status === 404 || (status >= 300 && status < 400)) return all(failed(sendError('auth', `${reason}: the endpoint is not OneSignal's notifications API`)));
   // A Retry-After on a 5xx is OneSignal saying when it takes requests again: every send with this
   // app waits that long. A bare 5xx may be one request's misfortune: only its deliveries wait.
@@ -114,7 +102,7 @@ export function resultsOf(answer: OutboundAnswer, ids: readonly string[]): Map<s
   return all(failed(sendError('unavailable', reason, retryAfterMs)));
 }
 
-/** No answer (refused, cut, timed out, the proxy refused): transient, and safe to send again under the same key. */
+/** No answer: transient, and safe to send again under the same key. */
 function transportError(error: unknown): SendError {
   if (!(error instanceof OutboundError)) return sendError('network', sanitizeReason(errorReason(error)));
   return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
@@ -142,7 +130,6 @@ export function createOneSignalProvider(options: OneSignalProviderOptions): Push
   const limit = inFlightLimit(Math.min(options.concurrency ?? maxConnections, maxConnections));
   let closed: Promise<void> | null = null;
 
-  /** One create-notification request for a batch of deliveries of one push: each subscription's result. */
   async function post(pushId: string, content: ReturnType<typeof toOneSignalContent>, batch: Member[]): Promise<Map<string, SendResult>> {
     // Two deliveries may name one subscription: OneSignal sends it once, and both get its result.
     const ids = [...new Set(batch.map((member) => member.subscriptionId))];

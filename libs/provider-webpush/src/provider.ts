@@ -5,38 +5,32 @@ import { answerReason, createOutbound, OutboundError, sanitizeReason, type Outbo
 import { sendError, webNotification, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { CREDENTIALS_REFUSED_AFTER, CREDENTIALS_REFUSED_WINDOW_MS, PushServiceMemory } from './push-services';
 
-// A Web Push endpoint is whatever a browser, or someone posing as one, said: every send treats it
-// as hostile. web-push signs (VAPID) and encrypts; @operator/egress sends: allowed origins and
-// public addresses only, through the proxy, one deadline, a capped answer, no redirect followed.
+// A Web Push endpoint is whatever a browser, or someone posing as one, said: every send treats it as
+// hostile. web-push signs and encrypts; @operator/egress sends, within its guards.
 
 export interface WebPushProviderOptions {
-  /** The VAPID key pair (base64url, as web-push generateVAPIDKeys() makes it) and a mailto: or https: subject. */
+  /** Base64url keys, as web-push generateVAPIDKeys() makes them, and a mailto: or https: subject. */
   vapid: { publicKey: string; privateKey: string; subject: string };
-  /** WEBPUSH_ALLOWED_ORIGINS: an endpoint outside them fails without a connection. */
+  /** An endpoint outside them fails without a connection. */
   allowedOrigins: readonly AllowedOrigin[];
-  /** The operator's proxy (HTTPS_PROXY, NO_PROXY); direct connections when absent. */
   egress?: ProxySettings;
-  /** Extra certificate authorities to trust (a local test push service's); the system roots otherwise. */
+  /** A local test push service's CA; the system roots otherwise. */
   ca?: string | Buffer | (string | Buffer)[];
-  /** How long the push service keeps an undelivered message, in seconds. Default 86400 (one day). */
+  /** Default 86400. */
   ttlSeconds?: number;
-  /** The whole of one request: connecting (through the proxy), sending, the answer and its body. Default 10000 ms. */
+  /** The whole request, connecting through the proxy included. Default 10000. */
   timeoutMs?: number;
-  /** Requests in flight at once within one send(). Default 16. */
+  /** Requests in flight within one send(). Default 16. */
   concurrency?: number;
-  /** Connections per push service origin (PUSH_PROVIDER_CONNECTIONS), one request each; a send waits for one before its deadline starts. Default 100. */
+  /** One request each; a send's deadline starts once it has one. Default 100. */
   connectionsPerOrigin?: number;
-  /** The longest Retry-After reported or acted on (PUSH_RETRY_AFTER_MAX_MS); longer ones are cut to it. Default 300000 ms. */
   retryAfterMaxMs?: number;
 }
 
-/**
- * RFC 8291: a push service need not accept more than 4096 bytes of body; the aes128gcm header
- * (86 bytes with the sender key), the tag (16) and the padding delimiter (1) leave 3993 bytes of plaintext.
- */
+/** RFC 8291's 4096-byte body less the aes128gcm header (86), tag (16) and padding delimiter (1). */
 export const MAX_WEB_PUSH_PLAINTEXT_BYTES = 3993;
 
-/** The most of a push service's answer read: enough for an error's JSON, nothing a hostile endpoint could fill memory with. */
+/** Enough for an error's JSON, nothing a hostile endpoint could fill memory with. */
 export const MAX_ANSWER_BYTES = 4096;
 
 const DEFAULT_TTL_SECONDS = 86_400;
@@ -47,7 +41,7 @@ const DEFAULT_RETRY_AFTER_MAX_MS = 300_000;
 /** A Location longer than this, or not printable, is no message id we store. */
 const MAX_MESSAGE_ID_LENGTH = 1024;
 
-/** The JSON a service worker receives: `self.registration.showNotification(title, options)`; push_id for open/click reports. */
+/** What a service worker passes to `showNotification(title, options)`; push_id for open/click reports. */
 export function webPushPayload(notification: Notification): string {
   const { title, options } = webNotification(notification.request, notification.pushId, notification.trackingToken);
   return JSON.stringify({ title, options, push_id: notification.pushId, ...(notification.trackingToken ? { tracking_token: notification.trackingToken } : {}) });
@@ -80,7 +74,6 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     return perOrigin(origin, () => post(payload, subscription, origin, allowed.origin.privateAllowed));
   }
 
-  /** Encrypts and posts one push, once a connection to its origin is free. */
   async function post(payload: string, subscription: PushSubscription, origin: string, privateAllowed: boolean): Promise<SendResult> {
     // Looked at once the send's turn has come: the origin may have been paused while it waited.
     const pause = services.paused(origin, Date.now());
@@ -115,7 +108,6 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     return outcomeOf(origin, subscription.endpoint, answer);
   }
 
-  /** What the push service's answer means for this delivery (and what the provider remembers of it). */
   function outcomeOf(origin: string, endpoint: string, answer: OutboundAnswer): SendResult {
     const { status, headers, body } = answer;
     if (status >= 200 && status < 300) {
@@ -128,9 +120,8 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
     if (status === 429) return { ok: false, error: sendError('rate-limited', reason, retryAfterMs, 'device') };
     if (status === 401 || status === 403) return { ok: false, error: refusal(origin, endpoint, reason) };
     if (status === 413) return { ok: false, error: sendError('payload-too-large', reason) };
-    // A 503, or a Retry-After on any 5xx (RFC 9110 10.2.3), is about the origin: with a Retry-After
-    // the whole origin pauses that long. A bare 500, 502 or 504 may be one request's misfortune:
-    // only this delivery waits. Only an allowed origin answers for itself, never for another.
+    // A 503, or a Retry-After on any 5xx (RFC 9110 10.2.3), pauses the whole origin; a bare 500, 502
+    // or 504 may be one request's misfortune, so only this delivery waits.
     if (status === 503 || (status >= 500 && retryAfterMs !== undefined)) {
       if (retryAfterMs !== undefined) services.pause(origin, retryAfterMs, `HTTP ${status}`, Date.now());
       return { ok: false, error: sendError('unavailable', reason, retryAfterMs, 'origin') };
@@ -143,9 +134,8 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
   }
 
   /**
-   * A 401 or 403 fails this delivery for good without deactivating the device: it is about the
-   * subscription. Once CREDENTIALS_REFUSED_AFTER distinct subscriptions of one origin refuse us
-   * within the window, with no success meanwhile, it is our credentials: `auth`, which raises the alert.
+   * A 401 or 403 is about the subscription: this delivery fails, the device stays. Several distinct
+   * subscriptions of one origin refusing us with no success meanwhile is our credentials: `auth`.
    */
   function refusal(origin: string, endpoint: string, reason: string): SendError {
     const refusals = services.refused(origin, endpoint, Date.now());
@@ -177,7 +167,7 @@ export function createWebPushProvider(options: WebPushProviderOptions): PushProv
   };
 }
 
-/** The browser's PushSubscription for a target, or why it cannot be one (a dead token: it will never work). */
+/** The browser's PushSubscription for a target, or why it cannot be one (a dead token). */
 function subscriptionOf(target: SendTarget): PushSubscription | string {
   if (!target.p256dh || !target.auth) return 'subscription has no p256dh/auth keys';
   let url: URL;
@@ -193,7 +183,7 @@ function subscriptionOf(target: SendTarget): PushSubscription | string {
   return { endpoint: target.token, keys: { p256dh: target.p256dh, auth: target.auth } };
 }
 
-/** The Location of the message resource (RFC 8030 5), kept as the message id when it is a plain URL of sane length. */
+/** The Location of the message resource (RFC 8030 5), when it is a plain URL of sane length. */
 function messageIdOf(location: string | string[] | undefined): string | null {
   const value = Array.isArray(location) ? location[0] : location;
   if (!value || value.length > MAX_MESSAGE_ID_LENGTH || !/^https?:\/\/[\x21-\x7e]+$/.test(value)) return null;
@@ -207,10 +197,7 @@ function transportError(error: unknown): SendError {
   return sendError('network', sanitizeReason(error.failure === 'network' ? error.message : `${error.failure}: ${error.message}`));
 }
 
-/**
- * At most `limit` tasks at once per origin, the others in turn: as many requests as the dispatcher
- * keeps connections to the origin, so that none waits in undici's queue with its deadline running.
- */
+/** As many requests per origin as there are connections, so none waits in undici's queue with its deadline running. */
 function originLimits(limit: number) {
   const origins = new Map<string, pLimit.Limit>();
   return async <T>(origin: string, task: () => Promise<T>): Promise<T> => {

@@ -1,4 +1,3 @@
-/** An access token as its grant gave it. */
 export interface GrantedToken {
   value: string;
   lifetimeMs: number;
@@ -14,7 +13,7 @@ export interface CachedAccessToken {
 export interface CachedAccessTokenOptions {
   /** Renew this long before the token expires, or halfway through a lifetime shorter than twice this. */
   renewBeforeMs: number;
-  /** The clock lifetimes are counted on (a test's); Date.now by default. */
+  /** A test's clock; Date.now by default. */
   now?: () => number;
 }
 

@@ -1,68 +1,53 @@
 import pLimit from 'p-limit';
 
-// The streams an HTTP/2 provider client (FCM, APNs) has on the wire: on each connection as many
-// as its server's SETTINGS_MAX_CONCURRENT_STREAMS allows, on at most `maxConnections` connections;
-// past that a send waits here for a free stream, before its deadline starts. Until a connection's
-// SETTINGS come it is taken to allow STREAMS_BEFORE_SETTINGS, and a send finding it full waits for
-// them rather than open another connection the announced limit may not need.
+// The streams an HTTP/2 provider client (FCM, APNs) has on the wire: as many per connection as its
+// server announces, on at most `maxConnections`; past that a send waits here, before its deadline
+// starts.
 
-/** Streams assumed until a server's SETTINGS come: HTTP/2's recommended least (RFC 9113 6.5.2), FCM's own. */
+/** Until a server's SETTINGS come: HTTP/2's recommended least (RFC 9113 6.5.2), and FCM's. */
 export const STREAMS_BEFORE_SETTINGS = 100;
-/**
- * Streams used on one connection at most, whatever its server allows: an unannounced limit reads
- * as 2^32 - 1, and the sends a killed worker may repeat are the ones on the wire.
- */
+/** Whatever the server allows: an unannounced limit reads as 2^32 - 1, and a killed worker's sends on the wire may repeat. */
 export const MAX_STREAMS_PER_CONNECTION = 1000;
 
-/** The streams a server allows on one connection, from `maxConcurrentStreams` of its SETTINGS (undefined: not come yet). */
 export function streamsAllowed(maxConcurrentStreams: number | undefined): number {
   if (maxConcurrentStreams === undefined) return STREAMS_BEFORE_SETTINGS;
   return Math.max(0, Math.min(maxConcurrentStreams, MAX_STREAMS_PER_CONNECTION));
 }
 
 export interface StreamPoolOptions<C> {
-  /** Connections at once, those still finishing their streams after a GOAWAY included. */
+  /** Those still finishing their streams after a GOAWAY included. */
   maxConnections: number;
-  /** Opens a connection (it may still be connecting). */
   open(): C;
-  /** Streams the connection takes at once now (see streamsAllowed). */
   streams(connection: C): number;
   /**
-   * Its server's SETTINGS came. Until they do, a connection takes STREAMS_BEFORE_SETTINGS, and a
-   * send finding it full waits for them (call wake()) rather than open another connection that
-   * the announced limit may not need. Default: always.
+   * Its server's SETTINGS came. A send finding an unsettled connection full waits for them (call
+   * wake()) rather than open another connection the announced limit may not need.
    */
   settled?(connection: C): boolean;
-  /** False once it takes no new streams (GOAWAY, failed, closed): it leaves the pool when its last stream is done. */
+  /** False once it takes no new streams: it leaves the pool when its last stream is done. */
   takesStreams(connection: C): boolean;
-  /** Told when a connection left the pool (no streams left on it, and it takes no more). */
   retired?(connection: C): void;
 }
 
-/** One stream's place on a connection; `release()` once the exchange is over (more calls are ignored). */
+/** `release()` once the exchange is over (more calls are ignored). */
 export interface StreamLease<C> {
   readonly connection: C;
   release(): void;
 }
 
 export interface StreamPool<C> {
-  /** A stream on the least busy connection with one free, a new connection when all are full, else the first to free up. */
+  /** The least busy connection with a stream free, a new one when all are full, else the first to free up. */
   lease(): Promise<StreamLease<C>>;
-  /** Looks at the waiting sends again: call when a connection's limit may have grown (its SETTINGS came) or it stopped taking streams. */
+  /** Call when a connection's limit may have grown or it stopped taking streams. */
   wake(): void;
-  /** Streams leased now. */
   readonly inFlight: number;
-  /** Connections in the pool now. */
   readonly connections: number;
-  /** Sends waiting for a stream. */
   readonly waiting: number;
-  /** Every connection in the pool (to close them). */
   all(): C[];
 }
 
 export function createStreamPool<C>(options: StreamPoolOptions<C>): StreamPool<C> {
   const maxConnections = Math.max(1, Math.floor(options.maxConnections));
-  /** Streams leased on each connection of the pool. */
   const leased = new Map<C, number>();
   const waiters: ((lease: StreamLease<C>) => void)[] = [];
   let inFlight = 0;
@@ -83,7 +68,6 @@ export function createStreamPool<C>(options: StreamPoolOptions<C>): StreamPool<C
     };
   }
 
-  /** A connection with a stream free (the least busy), a new one if there is room, else undefined. */
   function place(): C | undefined {
     let least: C | undefined;
     let leastCount = Infinity;
@@ -143,7 +127,7 @@ export function createStreamPool<C>(options: StreamPoolOptions<C>): StreamPool<C
   };
 }
 
-/** At most `limit` tasks at once, the others in turn (PUSH_PROVIDER_CONCURRENCY); undefined: no limit of its own. */
+/** At most `limit` tasks at once (PUSH_PROVIDER_CONCURRENCY); undefined: no limit of its own. */
 export function inFlightLimit(limit: number | undefined): <T>(task: () => Promise<T>) => Promise<T> {
   if (limit === undefined) return (task) => task();
   const limited = pLimit(Math.max(1, Math.floor(limit)));

@@ -1,16 +1,14 @@
 import type { Platform, ProviderName, PushRequest } from '@operator/contract';
 
-/** One push, as the provider must render it. */
 export interface Notification {
-  /** Our push_id: every payload carries it so the app can report opens and clicks. */
+  /** Every payload carries it so the app can report opens and clicks. */
   pushId: string;
-  /** The CRM's request as stored (contract 2.1), unknown fields included. */
+  /** As stored, unknown fields included. */
   request: PushRequest;
-  /** Proves a device's open/click report for this push (an HMAC of the push id); sent beside push_id. */
+  /** An HMAC of the push id that proves a device's open/click report; sent beside push_id. */
   trackingToken?: string;
 }
 
-/** One device to send to. */
 export interface SendTarget {
   deliveryId: string;
   /** FCM registration token, APNs device token, or the Web Push endpoint. */
@@ -44,9 +42,9 @@ export type ErrorCode =
 export interface SendError {
   class: ErrorClass;
   code: ErrorCode;
-  /** The provider's own words (reason, status, error code), for people. */
+  /** The provider's own words, for people. */
   message: string;
-  /** From a Retry-After header, when the provider gave one, as given: whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
+  /** As given; whatever waits on it cuts it to PUSH_RETRY_AFTER_MAX_MS. */
   retryAfterMs?: number;
   /** What waits on a transient error: `device` (default) this target, `origin` its push service, `credential` every send with the credential; never the queue. */
   scope?: ErrorScope;
@@ -60,7 +58,6 @@ export interface PushProvider {
   readonly name: ProviderName;
   /** Sends one push to each target; answers one result per target, in order. A per-device failure is a result, not a throw. */
   send(notification: Notification, targets: SendTarget[]): Promise<SendResult[]>;
-  /** Releases connections; the provider is not used afterwards. */
   close(): Promise<void>;
 }
 

@@ -5,7 +5,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 export { Cluster, Redis };
 export type { RedisOptions };
 
-/** A connection to Redis, whichever way it is reached: one server, a master named by Sentinel, or a Cluster. */
+/** One server, a master named by Sentinel, or a Cluster. */
 export type RedisClient = Redis | Cluster;
 
 /**
@@ -25,8 +25,7 @@ export function createProducerRedis(connection: RedisConnection, options: RedisO
     reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
     ...options,
   }, {
-    // A command whose node is gone is retried every 100 ms while the slot map is fetched anew:
-    // four tries refuse a request within about half a second (ioredis's 16 take seconds).
+    // Four tries refuse a request within about half a second while the slot map is fetched anew.
     maxRedirections: 4,
   });
   return watched(client, log);
@@ -46,18 +45,16 @@ export function createWorkerRedis(connection: RedisConnection, options: RedisOpt
 }
 
 /**
- * The server answers as a replica: a failover made it one (or it came back as one) while this
- * connection stayed. Connecting again asks the Sentinels for the master, or resolves a managed
- * Redis's name again, which follows its failover.
+ * The server answers as a replica after a failover this connection stayed through. Connecting again
+ * asks the Sentinels for the master, or resolves a managed Redis's name again.
  */
 function holdsReplica(error: Error): boolean {
   return /\bREADONLY\b/.test(error.message) || /^UNBLOCKED\b.*(master|replica|slave)/i.test(error.message);
 }
 
 /**
- * A Sentinel connection that connects again when it ends without close(): ioredis ends it for good
- * when its failoverDetector aborts a reconnection on +switch-master, and every command would then
- * fail until a restart. Its duplicates (BullMQ's blocking connections) do the same.
+ * Connects again when it ends without close(): ioredis ends it for good when its failoverDetector
+ * aborts a reconnection on +switch-master, and every command would then fail until a restart.
  */
 class SentinelRedis extends Redis {
   private closing = false;
@@ -113,7 +110,6 @@ function createClient(connection: RedisConnection, options: RedisOptions, cluste
       const clusterOptions: ClusterOptions = {
         ...(enableOfflineQueue !== undefined && { enableOfflineQueue }),
         ...(retryStrategy && { clusterRetryStrategy: (attempt) => retryStrategy(attempt) ?? null }),
-        // A busy node gets 2 s (ioredis: 1 s) to give the slot map before the next one is asked.
         slotsRefreshTimeout: 2000,
         // The ready check leaves connect() unsettled for good while the cluster is down (a replica
         // taking over), and BullMQ's worker would wait on it forever; without it, CLUSTERDOWN retries.
@@ -140,16 +136,13 @@ function modeOf(redis: RedisClient): RedisMode {
 /** Which Redis a connection reaches and whether it can write there (readiness reports it). */
 export interface RedisServer {
   mode: RedisMode;
-  /** `replica`: the server answers but refuses writes (a failover not followed yet). */
+  /** `replica`: a failover not followed yet. */
   role: 'master' | 'replica';
-  /** host:port of the server; the masters' in a Cluster. */
+  /** The masters' in a Cluster. */
   address: string;
 }
 
-/**
- * Asks the server the connection is on for its role (ROLE), or a Cluster for its state (CLUSTER
- * INFO: `ok` when every slot has a master). Rejects when Redis does not answer.
- */
+/** ROLE, or a Cluster's state (`ok` when every slot has a master); rejects when Redis does not answer. */
 export async function redisServer(redis: RedisClient): Promise<RedisServer> {
   if (redis instanceof Cluster) {
     const info = String(await redis.cluster('INFO'));
@@ -164,15 +157,14 @@ export async function redisServer(redis: RedisClient): Promise<RedisServer> {
   return { mode: modeOf(redis), role: role === 'master' ? 'master' : 'replica', address };
 }
 
-/** Readiness's check of Redis: the server the connection reached, usable for the app only as a master. */
+/** Usable for the app only as a master. */
 export async function redisReadiness(redis: RedisClient): Promise<StoreServer> {
   const server = await redisServer(redis);
   return new StoreServer(server.role === 'master', server);
 }
 
-// What a connection reports while Redis is away, failing over, or answering from a replica: the
-// outage is logged once, however many attempts fail, and its end once. A MOVED or ASK that reaches
-// the caller is a slot whose master is changing (a transaction is not followed past maxRedirections).
+// What a connection reports while Redis is away, failing over, or answering from a replica. A MOVED
+// or ASK that reaches the caller is a slot whose master is changing.
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const CONNECTION_MESSAGES =
   /connection is closed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|All sentinels are unreachable|None of startup nodes is available|Failed to refresh slots cache|Cluster is disconnected|Too many Cluster redirections|^CLUSTERDOWN|^TRYAGAIN|^MOVED |^ASK |\bREADONLY\b|^UNBLOCKED/i;
@@ -181,9 +173,8 @@ export function isConnectionLoss(error: Error & { code?: unknown }): boolean {
   return (typeof error.code === 'string' && CONNECTION_CODES.has(error.code)) || CONNECTION_MESSAGES.test(error.message);
 }
 
-// BullMQ's answer when a worker finishes a job that is no longer its own: the finish was sent
-// again after a reconnection although Redis had run it (its reply was lost with the connection),
-// or the job's lock lapsed and the job went back to the queue. The job is not lost either way.
+// BullMQ's answer when a worker finishes a job no longer its own (a reply lost to a reconnection, or
+// a lapsed lock): the job is not lost either way.
 const JOB_NO_LONGER_HELD = /^(Missing lock for job|Lock mismatch for job|Missing key for job|Job \S+ is not in the \w+ state)\b/;
 
 export function isJobNoLongerHeld(error: Error): boolean {
@@ -192,11 +183,7 @@ export function isJobNoLongerHeld(error: Error): boolean {
 
 const listeners = new WeakMap<RedisClient, (error: Error) => void>();
 
-/**
- * Gives the connection its error listener (without one, a dropped connection is an unhandled
- * 'error'). ioredis reconnects by itself and reports every failed attempt; the loss is logged once,
- * and its end once, per outage.
- */
+/** Without an error listener a dropped connection is an unhandled 'error'; an outage is logged once. */
 function watched(redis: RedisClient, log: LogSink | undefined): RedisClient {
   let reported = false;
   const listener = (error: Error & { code?: unknown }) => {
@@ -218,11 +205,7 @@ function watched(redis: RedisClient, log: LogSink | undefined): RedisClient {
   return redis;
 }
 
-/**
- * The 'error' listener for a BullMQ queue or worker on `redis`: they report the losses of their
- * connections (and of the connections they open from it) too, and those join the connection's
- * own report, so that an outage is logged once.
- */
+/** For a BullMQ queue or worker on `redis`, so their reports of an outage join the connection's own. */
 export function redisErrorListener(redis: RedisClient): (error: Error) => void {
   return listeners.get(redis) ?? listeners.get(watched(redis, undefined))!;
 }

@@ -20,14 +20,12 @@ export interface SendJobRun {
 
 export interface SendWorkerOptions {
   connection: RedisClient;
-  /** QUEUE_PREFIX: the queue's keys are under queueKeyPrefix(prefix, queue). */
   prefix: string;
   concurrency: number;
-  /** Base of the exponential backoff between attempts. */
   backoffMs: number;
-  /** How long a job is locked to a worker before another may take it over (the worker renews it while alive). */
+  /** The worker renews the lock while alive; past it another worker may take the job over. */
   lockDurationMs?: number;
-  /** Where a job refused at the door (a payload that does not match SendPushJobSchema) is reported. */
+  /** Where a malformed job is reported. */
   log?: LogSink;
 }
 
@@ -44,9 +42,8 @@ export class RetryLater extends Error {
 }
 
 /**
- * A BullMQ worker for one provider's queue: `handle` decides, and its verdict becomes a retry with
- * backoff (never sooner than its delay) or a delay that uses no attempt. Nothing pauses the queue:
- * a 429 is about one device or credential, and other jobs must not wait for it.
+ * A BullMQ worker for one provider's queue: `handle`'s verdict becomes a retry with backoff or a
+ * delay that uses no attempt. Nothing pauses the queue: a 429 is about one device or credential.
  */
 export function createSendWorker(provider: ProviderName, handle: (run: SendJobRun) => Promise<SendJobVerdict>, options: SendWorkerOptions) {
   return new Worker<SendPushJob>(

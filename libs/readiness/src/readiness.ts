@@ -1,17 +1,11 @@
-// Readiness as every app reports it (/health/ready): each store's state and, for a store whose
-// check names one, the server it reached. The metrics port and the gateway answer it; the queue
-// library's Redis check answers a StoreServer.
+// Readiness as every app reports it (/health/ready): each store's state and the server it reached.
 
 /** Longest a readiness check of one store may take before the store counts as down. */
 export const CHECK_TIMEOUT_MS = 2000;
 
 export type StoreState = 'up' | 'down';
 
-/**
- * What a check may answer beyond "the store answers": the server it reached, reported beside the
- * state as `<store>_server`, and whether the app can work with it (a replica answers, but refuses
- * writes: the store is down for the app).
- */
+/** The server a check reached, and whether the app can work with it (a replica refuses writes: down). */
 export class StoreServer {
   constructor(
     readonly usable: boolean,
@@ -19,7 +13,6 @@ export class StoreServer {
   ) {}
 }
 
-/** How one store fared: `up` when `check` answers within CHECK_TIMEOUT_MS (with a usable server). */
 export async function probeStore(check: () => Promise<unknown>): Promise<{ state: StoreState; server?: object }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -36,10 +29,6 @@ export async function probeStore(check: () => Promise<unknown>): Promise<{ state
   }
 }
 
-/**
- * Each store's state (`postgres: "up"`), the server of those that name one (`redis_server: {...}`),
- * and ready only when every store is up.
- */
 export async function readiness(checks: Record<string, () => Promise<unknown>>): Promise<{ ready: boolean; report: Record<string, unknown> }> {
   const names = Object.keys(checks);
   const results = await Promise.all(names.map((name) => probeStore(checks[name])));
@@ -51,7 +40,7 @@ export async function readiness(checks: Record<string, () => Promise<unknown>>):
   return { ready: results.every((result) => result.state === 'up'), report };
 }
 
-/** A readiness report without the servers of its stores (their addresses): each store's state only. */
+/** Without the servers' addresses. */
 export function withoutServers(report: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(report).filter(([name]) => !name.endsWith('_server')));
 }

@@ -34,10 +34,7 @@ type Refusal = { status: 400 | 404 | 409 | 422; error: string };
 
 const refused = (answer: CreditAccepted | Refusal): answer is Refusal => 'error' in answer;
 
-/**
- * The CRM's bonus endpoints (contract 4.3-4.5, 7.3). A credit is answered 200 once it is recorded
- * in PostgreSQL (the bonus app carries it out); the X-<Word>-Id header makes it exactly once.
- */
+/** A credit is answered 200 once recorded; the bonus app carries it out, exactly once per X-<Word>-Id. */
 export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (app, { db, reads, headerNames }) => {
   // The CRM fills a dropdown from this; it reads Success/Errors, so even a failure answers 200.
   app.get(
@@ -61,9 +58,8 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
   );
 
   /**
-   * Records the credit `prepare` makes of the request; a repeat gets the first answer, and nothing
-   * is credited again. Another request under a key or tuple already used is refused (409): the CRM
-   * would otherwise take the first credit's answer for a credit that was never made.
+   * A repeat gets the first answer. Another request under a used key or tuple is a 409: the CRM
+   * would otherwise take the first credit's answer for a credit never made.
    */
   async function record(request: FastifyRequest, body: Record<string, unknown>, prepare: (input: CreditInput) => Promise<Prepared>): Promise<CreditAccepted | Refusal> {
     // The body is kept as sent, extra fields included: all of it must be storable.

@@ -24,11 +24,7 @@ const CORS = {
 
 const TAGS = ['Devices: engagement'];
 
-/**
- * Reports from the player's device: no API key, the push's tracking token instead, valid
- * `tokenTtlMs` from the push's acceptance. Open to any origin (a service worker on the operator's
- * site calls it), so its bodies are held to OPEN_ROUTE_BODY_LIMIT_BYTES.
- */
+/** Reports from the player's device, with the push's tracking token instead of a key; open to any origin. */
 export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecret: string; tokenTtlMs: number }> = async (app, { db, trackingSecret, tokenTtlMs }) => {
   const known = new KnownStatuses();
 

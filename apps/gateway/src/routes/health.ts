@@ -7,10 +7,7 @@ import { RETRY_AFTER_SECONDS } from '../errors';
 
 const TAGS = ['Health'];
 
-/**
- * /health/live and /health/ready. `servers`: the answer names the Redis server that answered (its
- * address), as on the operations port; on the public port it says only each store's up or down.
- */
+/** `servers`: name the Redis server that answered, as on the operations port (never on the public one). */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; redis: RedisClient; servers: boolean }> = async (app, { db, reads, redis, servers }) => {
   app.get(
     '/health/live',
@@ -29,8 +26,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; red
       },
     },
     async (_request, reply) => {
-      // A replica down does not make the gateway unready: that would stop the writes too, while the
-      // replica's reads go to the primary meanwhile (reads.ts). It is reported, beside the stores that count.
+      // A replica down does not make the gateway unready: that would stop the writes too, while its
+      // reads go to the primary meanwhile. It is reported.
       const [{ ready, report: full }, replica] = await Promise.all([
         readiness({ postgres: () => pingDb(db), redis: () => redisReadiness(redis) }),
         reads.separate ? probeStore(() => pingReads(reads)) : undefined,

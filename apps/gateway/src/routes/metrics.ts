@@ -12,11 +12,7 @@ export interface MetricsOptions {
 
 const SINGLE_ROUTE = '/channels/push/single';
 
-/**
- * The request histogram of every answer of `app`, and the single pushes refused as invalid: a 400
- * may come from the schema, before any handler runs (the batch route counts its invalid messages
- * itself, libs/push the rest).
- */
+/** Counted here because a 400 may come from the schema, before any handler runs. */
 export function observeRequests(app: FastifyInstance) {
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url;
@@ -25,10 +21,7 @@ export function observeRequests(app: FastifyInstance) {
   });
 }
 
-/**
- * GET /metrics (no API key, like /health): every family of the process, with every store gauge,
- * read when scraped.
- */
+/** No API key, like /health. */
 export const metricsRoutes: FastifyPluginAsync<MetricsOptions> = async (app, { reads, queues }) => {
   const stores = watchStores(
     {

@@ -19,7 +19,7 @@ import { authorizationOf, basicCredentials, credentialMatcher } from '../crm-aut
 const TAGS = ['CRM: authentication'];
 export const TOKEN_PATH = '/oauth/token';
 
-/** A form body's fields; a repeated field becomes an array, which the schema refuses (RFC 6749, 3.2). */
+/** A repeated field becomes an array, which the schema refuses (RFC 6749, 3.2). */
 function formFields(body: string): Record<string, string | string[]> {
   const fields: Record<string, string | string[]> = {};
   for (const [name, value] of new URLSearchParams(body)) {
@@ -40,17 +40,13 @@ export function formDecoded(text: string): string | undefined {
 
 export interface OAuthTokenOptions {
   auth: CrmAuthSettings;
-  /** CRM_OAUTH_ALLOW_GET: take the client's secret in the query string of a GET (405 otherwise). */
   allowGet: boolean;
 }
 
-/**
- * The client credentials grant (RFC 6749, 4.4): a client of CRM_OAUTH_CLIENTS, authenticated in the
- * body, by Basic or (CRM_OAUTH_ALLOW_GET) in a GET's query, gets a bearer token for the CRM's routes.
- */
+/** The client credentials grant (RFC 6749, 4.4), for the CRM's routes. */
 export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth, allowGet }) => {
   const isClient = credentialMatcher(auth.oauthClients);
-  /** The client of Basic credentials, written as they are or form-encoded, if they are a client's. */
+  /** Basic credentials, written as they are or form-encoded. */
   const basicClient = ({ id, secret }: { id: string; secret: string }) => {
     if (isClient(id, secret)) return id;
     const decodedId = formDecoded(id);
@@ -114,7 +110,6 @@ export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = as
       },
       // Anyone may call it: a body of more than a few fields is refused before it is read further.
       bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
-      // The handler answers a malformed request as OAuth says, with invalid_request.
       attachValidation: true,
     },
     (request, reply) => token(request, request.body ?? {}, reply),

@@ -25,7 +25,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const TAGS = ['CRM: push status'];
 const errors = { 401: Unauthorized, 503: Unavailable };
 
-/** A push's state as JSON text, with `meta` spliced in exactly as the CRM sent it. */
 function statusJson(row: PushStatusRow): string {
   const head = JSON.stringify({
     push_id: row.id,
@@ -38,7 +37,6 @@ function statusJson(row: PushStatusRow): string {
   return `${head.slice(0, -1)},"meta":${row.meta ?? '{}'}}`;
 }
 
-/** Sends JSON already written as text (fastify sends a string as it is). */
 const sendWritten = (reply: FastifyReply, json: string) => reply.type('application/json').send(json);
 
 /** The states of `ids`; those the replica does not have yet (pushes accepted a moment ago) from the primary. */
@@ -51,9 +49,8 @@ async function readStatuses(reads: Reads, ids: string[]): Promise<PushStatusRow[
 }
 
 /**
- * A page of the feed, from the replica; like the primary's it never skips an event (readPushFeed),
- * so the two may be read in turns. A page the replica still holds back, empty, after the wait is
- * read from the primary: the replica may not have replayed the transaction's end yet.
+ * Neither the replica nor the primary skips an event, so the two may be read in turns. A page the
+ * replica still holds back after the wait is read from the primary.
  */
 async function readFeed(reads: Reads, after: bigint, limit: number): Promise<PushFeedPage> {
   const read = (db: Db) => readPushFeed(db.pool, after, limit);
@@ -65,11 +62,7 @@ async function readFeed(reads: Reads, after: bigint, limit: number): Promise<Pus
   return page.held && !page.rows.length && reads.separate ? read(reads.primary) : page;
 }
 
-/**
- * Polling, for a CRM that does not take webhooks (contract 1, 6): the same statuses and meta, read
- * from DATABASE_READ_URL. The answers are written as text (meta goes back byte for byte): their
- * schemas document them and never serialize them.
- */
+/** Polling, for a CRM that does not take webhooks. Answers are written as text (meta goes back byte for byte). */
 export const statusRoutes: FastifyPluginAsyncTypebox<{ reads: Reads }> = async (app, { reads }) => {
   app.get(
     '/channels/push/status',
