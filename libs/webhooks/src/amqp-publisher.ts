@@ -1,6 +1,6 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { backoffMs, errorReason, urlOrigin, type LogSink } from '@operator/config';
-import type { PostOutcome, Publish } from './dispatcher';
+import type { PostOutcome, Publish } from './poster';
 import { firstOutcome } from './first-outcome';
 
 export interface AmqpPublisherOptions {
