@@ -151,6 +151,14 @@ describe('keyed scheduler', () => {
     expect(h.runs.flat()).toEqual(['a1', 'b1']);
   });
 
+  it('is idle only once what followed runs that ended together has run too', async () => {
+    const seen: string[] = [];
+    const scheduler = createKeyedScheduler<Item>({ concurrency: 2, keyOf: (it) => it.key, run: async ([it]) => void seen.push(`${it.key}${it.n}`) });
+    scheduler.add([item('a', 1), item('b', 1), item('b', 2), item('b', 3)]);
+    await scheduler.idle();
+    expect(seen.sort()).toEqual(['a1', 'b1', 'b2', 'b3']);
+  });
+
   it('starts what is added just as the last run ends, with one place', async () => {
     const seen: string[] = [];
     const scheduler = createKeyedScheduler<Item>({

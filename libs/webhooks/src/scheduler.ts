@@ -39,7 +39,7 @@ export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): Keye
   const { keyOf, concurrency } = options;
   const limit = pLimit(concurrency);
   let waiting: T[] = [];
-  /** Keys with a group running. */
+  /** Keys of the groups taken and not settled yet. */
   const running = new Set<string>();
   const idlers: (() => void)[] = [];
 
@@ -83,24 +83,25 @@ export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): Keye
     }
   }
 
-  async function run(group: T[]): Promise<void> {
-    try {
-      await options.run(group);
-    } catch (error) {
-      options.failed?.(error, group);
-    } finally {
-      for (const item of group) running.delete(keyOf(item));
-    }
+  /** Frees the group's keys once its run settled, and starts what follows. */
+  function settle(group: T[], error?: { error: unknown }) {
+    for (const item of group) running.delete(keyOf(item));
+    if (error) options.failed?.(error.error, group);
+    pump();
   }
 
-  /** Starts groups while places are free; p-limit's count of a group drops before its promise settles. */
+  /** Starts groups while places are free; p-limit's count of a run drops before its promise settles. */
   function pump() {
     while (limit.activeCount + limit.pendingCount < concurrency) {
       const group = take();
       if (!group.length) break;
-      void limit(run, group).then(pump);
+      limit(options.run, group).then(
+        () => settle(group),
+        (error: unknown) => settle(group, { error }),
+      );
     }
-    if (!limit.activeCount && !limit.pendingCount) for (const resolve of idlers.splice(0)) resolve();
+    // A group holds its keys from its take until it settled: none held, nothing runs.
+    if (!running.size) for (const resolve of idlers.splice(0)) resolve();
   }
 
   return {
