@@ -225,8 +225,9 @@ export function createClaimSource(options: ClaimSourceOptions): ClaimSource {
     mayStart: ({ claim }) => claim.started < options.concurrency || Date.now() <= claim.lastStart,
     taken(group) {
       // A post counts once for each claim it holds events of.
-      const counted = new Set<Claim>();
-      for (const { claim } of group) if (!counted.has(claim) && counted.add(claim)) claim.started += 1;
+      const claims = new Set<Claim>();
+      for (const { claim } of group) claims.add(claim);
+      for (const claim of claims) claim.started += 1;
       if (queue.waiting <= options.batchSize / 2) wake();
     },
     late(items) {
