@@ -1,13 +1,10 @@
-// The webhook dispatcher alone: `events` push status events (each with its message) wait in the
-// outbox; the dispatcher, built from the sources and run as its own process, posts them to a local
-// receiver that answers 200 at once. Answers how long it took from the dispatcher's start until the
-// receiver had every one of them. With --batch N it runs twice, one event per POST and then
-// CRM_STATUS_WEBHOOK_BATCH_MAX=N (arrays of up to N events), each over events of its own.
+// The webhook dispatcher alone: `events` push status events wait in the outbox, and the dispatcher,
+// bundled and run as its own process, posts them to a local receiver that answers 200 at once.
+// Answers the time from its start until the receiver had every one. --batch N runs again with
+// CRM_STATUS_WEBHOOK_BATCH_MAX=N, over events of its own.
 //
 //   node tools/bench-dispatcher.mjs [events] [--batch N]   (BENCH_DATABASE_URL, WEBHOOK_* as for the app;
 //   BENCH_CPU_PROF=<dir> for the dispatcher's CPU profiles)
-//
-// benchDispatcher({ databaseUrl, events, batch }) is the same from another script (npm run bench).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -21,9 +18,9 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const APP = 'dist/tools/bench-dispatcher/webhook-dispatcher.js';
 
 /**
- * One message and its `sent` event per push, for a brand of its own, 50,000 to a transaction (one
- * transaction holds at most 65,536 events: see the outbox_indexes migration); answers the event ids.
- * They go to today's partitions, made first as the dispatcher would make them when it starts.
+ * One message and its `sent` event per push, for a brand of its own, 50,000 to a transaction (a
+ * transaction holds at most 65,536 events: events_feed_position()); answers the event ids. Today's
+ * partitions are made first, as the dispatcher makes them when it starts.
  */
 async function insertPending(client, events) {
   await makeDayPartitions(client, dayOf(Date.now() - 86_400_000), dayOf(Date.now() + 86_400_000));

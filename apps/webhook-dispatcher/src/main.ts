@@ -1,7 +1,7 @@
 // Delivers the outbox's events to the CRM: push statuses to CRM_STATUS_WEBHOOK_URL, bonus and
-// balance events to CRM_EVENTS_BASE_URL or, with CRM_EVENTS_TRANSPORT=rabbitmq, to the CRM's RabbitMQ.
-// Several instances may run; each event goes out once per
-// successful answer, in order per push. It also purges messages and events past RETENTION_DAYS.
+// balance events to CRM_EVENTS_BASE_URL or, with CRM_EVENTS_TRANSPORT=rabbitmq, to its RabbitMQ.
+// Several instances may run; each event goes out until an answer accepts it, in order per key. It
+// also purges messages and events past RETENTION_DAYS.
 import { createLogger, loadDispatcherConfig, onShutdown, runMain, urlOrigin } from '@operator/config';
 import { closeDb, closeReads, countDeadLetters, createDb, createReads, pingDb, PUSH_STATUS_TOPIC, readOutboxBacklog, startPartitionKeeper, startRetention } from '@operator/db';
 import { MetricsPortError, startMetricsServer, STORE_READ_TIMEOUT_MS, watchStores } from '@operator/metrics';

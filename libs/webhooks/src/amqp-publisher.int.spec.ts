@@ -258,8 +258,7 @@ describe('RabbitMQ event transport (PostgreSQL, the local RabbitMQ)', () => {
 
   it('loses nothing and sends each event as one message across a broker restart mid-stream', async () => {
     await bindQueue();
-    // Chains of one key go one event at a time, so the stream lasts long enough to be cut (with 50
-    // events a key, a loaded machine once finished it while the broker was being stopped).
+    // Chains of one key go one event at a time, so the stream lasts long enough to be cut.
     const events = [
       ...Array.from({ length: 6 * 150 }, (_, i) => ({ topic: balanceTopic, orderingKey: `balance:p-${i % 6}`, body: balanceBody(`p-${i % 6}`, i) })),
       ...Array.from({ length: 30 * 3 }, (_, i) => {

@@ -1,6 +1,6 @@
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { backoffMs, errorReason, urlOrigin, type LogSink } from '@operator/config';
-import type { PostOutcome, Publish } from './dispatcher';
+import type { PostOutcome, Publish } from './poster';
 import { firstOutcome } from './first-outcome';
 
 export interface AmqpPublisherOptions {
@@ -38,13 +38,10 @@ interface Link {
 const failed = (error: string): PostOutcome => ({ ok: false, retry: true, error, retryAfterMs: 0 });
 
 /**
- * Publishes events to RabbitMQ on one connection and one confirm channel. Publishes do not wait
- * for one another: each resolves on its own confirm, so the dispatcher's concurrent sends share a
- * round trip. Messages are persistent and mandatory: the broker confirms a message only once every
- * queue it routes to holds it, and a message no queue is bound for (nobody would read it) is
- * returned, so it counts as not delivered and is retried rather than dropped. A nack, a lost
- * connection or no confirm within timeoutMs counts as not delivered too. The connection is kept up
- * in the background: after a loss it reconnects with backoff, logging once per outage.
+ * Publishes events to RabbitMQ on one connection and one confirm channel; each publish resolves on
+ * its own confirm. Messages are persistent and mandatory: a message no queue takes is returned and,
+ * like a nack, a lost connection or no confirm within timeoutMs, counts as not delivered (retried).
+ * A lost connection is made again in the background, with backoff, logged once per outage.
  */
 export function createAmqpPublisher(options: AmqpPublisherOptions): AmqpPublisher {
   const { log, exchange, timeoutMs } = options;
