@@ -5,7 +5,6 @@ import {
   inTransaction,
   lockMessages,
   recordOutcomes,
-  recordSoleOutcomes,
   renewLeases,
   settleMessages,
   type Db,
@@ -18,10 +17,6 @@ import type { OutageClock } from './outage';
 export interface SendOutcome {
   outcome: DeliveryOutcome;
   pushId: string;
-  /** The push's only delivery: its message is settled without being locked first (see lockMessages). */
-  alone: boolean;
-  /** The push's only delivery, with no row: its outcome is recorded on the push (recordSoleOutcomes). */
-  sole: boolean;
   /** The device, when the provider declared its token dead. */
   deadDevice?: { id: string; reason: string };
 }
@@ -93,30 +88,20 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
     retryMaxMs: 1000,
     async write(items) {
-      const sole = items.filter((item) => item.sole);
-      const rows = items.filter((item) => !item.sole);
+      const pushIds = items.map((item) => item.pushId);
       await inTransaction(db, async (tx) => {
-        // Pushes of one device first, each in one update, then the others' rows and pushes: every
-        // writer takes its locks in the same order (see recordSoleOutcomes and lockMessages).
-        await recordSoleOutcomes(
-          tx,
-          sole.map((item) => item.outcome),
-          sole.map((item) => item.pushId),
-        );
         await recordOutcomes(
           tx,
-          rows.map((item) => item.outcome),
-          rows.map((item) => item.pushId),
+          items.map((item) => item.outcome),
+          pushIds,
         );
         await deactivateDevices(
           tx,
           items.flatMap((item) => (item.deadDevice ? [item.deadDevice] : [])),
         );
-        // Locked before they are tallied: of two writers recording deliveries of the same push (its
-        // FCM and APNs devices, say), the second waits for the first to commit, then counts both.
-        // Unlocked, each could see the other's delivery still being sent, and neither settle it.
-        const locked = await lockMessages(tx, [...new Set(rows.flatMap((item) => (item.alone ? [] : [item.pushId])))]);
-        await settleMessages(tx, [...locked, ...new Set(rows.flatMap((item) => (item.alone ? [item.pushId] : [])))]);
+        // Locked before they are tallied: of two writers recording deliveries of one push (its FCM
+        // and APNs devices, say), the second waits for the first to commit, then counts both.
+        await settleMessages(tx, await lockMessages(tx, [...new Set(pushIds)]));
       }).catch((error: unknown) => {
         outage?.saw(error);
         throw error;

@@ -32,7 +32,7 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
   // Leases of workers that died, lapsed for a lease's time more: nothing reads them any more.
   await dropLapsedLeases(deps.db.pool, deps.leaseMs);
   return inTransaction(deps.db, async (tx) => {
-    const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.leaseMs, deps.limit ?? 5000);
+    const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.limit ?? 5000);
     if (!pushIds.length) return pushIds;
     const jobs = [];
     for (let i = 0; i < pushIds.length; i += deps.jobMaxMessages) {

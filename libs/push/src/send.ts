@@ -157,8 +157,6 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     if (!delivery.token || !delivery.deviceActive) {
       inactive.push({
         pushId: delivery.messageId,
-        alone: delivery.alone,
-        sole: delivery.sole,
         outcome: { deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' },
       });
       continue;
@@ -171,8 +169,7 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
-    const { alone, sole } = delivery;
-    if (result.ok) return { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
+    if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
     // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
     // The delivery's own claims count too: a job the reconciler enqueues again starts at attempt 1,
@@ -180,7 +177,7 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt || delivery.attempts >= job.maxAttempts;
     if (error.class === 'transient' && !final) transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
-    const outcome: SendOutcome = { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
+    const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
     if (error.class === 'dead-token') {
       outcome.deadDevice = { id: delivery.deviceId!, reason: error.code };
       deadDevices++;
