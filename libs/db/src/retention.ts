@@ -49,7 +49,7 @@ const TOPICS = [PUSH_STATUS_TOPIC, 'bonus', 'balance'];
 /**
  * One batch of each kind, from the default partitions:
  * - messages settled and closed (not `accepted`, not open), created and last changed before the retention, with no
- *   delivery still `pending` or `sending` and no status event still to be posted: deleted with
+ *   delivery still `pending` and no status event still to be posted: deleted with
  *   their deliveries, their status events and those events' dead letters;
  * - events through (posted, or dead letters: the dead letters stay for the retention, the time there
  *   is to redrive them) that occurred before the retention, whatever their topic, with their dead letters.
@@ -63,7 +63,7 @@ export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSiz
        SELECT m.id FROM messages_default m
         WHERE m.created_at < now() - $1 * interval '1 day' AND m.updated_at < now() - $1 * interval '1 day'
           AND m.status <> 'accepted' AND m.open IS NOT TRUE
-          AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
+          AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status = 'pending')
           ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND NOT ${THROUGH('e')})`}
         ORDER BY m.created_at LIMIT $2 FOR UPDATE OF m SKIP LOCKED),
      events_gone AS (DELETE FROM events e USING doomed WHERE e.ordering_key = doomed.id::text AND e.push_id = doomed.id RETURNING e.id),

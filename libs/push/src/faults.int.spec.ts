@@ -35,7 +35,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   /** Other suites leave unsent pushes in the shared test database: out of the reconciler's way. */
   const outOfTheWay = async (pushIds: string[]) => {
     await t.db.pool.query(
-      `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status IN ('pending', 'sending') AND NOT (message_id = ANY($1::uuid[]))`,
+      `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status = 'pending' AND NOT (message_id = ANY($1::uuid[]))`,
       [pushIds],
     );
     await t.db.pool.query(`UPDATE messages SET updated_at = now() + interval '1 hour' WHERE open AND NOT (id = ANY($1::uuid[]))`, [pushIds]);

@@ -1,8 +1,15 @@
 -- Written by hand (a function, see "Changing the database schema" in docs/developing.md). No
 -- semicolon may appear in a comment here: the migration runner splits the script at each one.
 
--- Claims are send leases on pushes, never a mark on a delivery.
+-- Claims are send leases on pushes, never a mark on a delivery: no claimed_at, no status sending.
 ALTER TABLE "deliveries" DROP COLUMN "claimed_at";
+ALTER TYPE "DeliveryStatus" RENAME TO "DeliveryStatus_old";
+CREATE TYPE "DeliveryStatus" AS ENUM ('pending', 'sent', 'failed');
+ALTER TABLE "deliveries" ALTER COLUMN "status" DROP DEFAULT;
+ALTER TABLE "deliveries" ALTER COLUMN "status" TYPE "DeliveryStatus"
+  USING (CASE WHEN "status"::text = 'sending' THEN 'pending' ELSE "status"::text END)::"DeliveryStatus";
+ALTER TABLE "deliveries" ALTER COLUMN "status" SET DEFAULT 'pending';
+DROP TYPE "DeliveryStatus_old";
 
 -- Every delivery of the given pushes as it stands, one row each, whatever holds its outcome: the
 -- push itself for a push of one device, else the delivery's row once a try of it has an outcome
