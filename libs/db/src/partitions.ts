@@ -19,8 +19,8 @@ interface TableSpec {
   storage: string;
 }
 
-// Messages and deliveries are written again within seconds of their insert (the claim, the record,
-// the settlement): half of each page is left free so those versions stay HOT (see hot_send_path).
+// Messages and deliveries are written again within seconds of their insert (the record, the
+// settlement): half of each page is left free so those versions stay HOT.
 const TABLES: TableSpec[] = [
   { table: 'messages', bound: (day) => `'${day}'`, storage: 'WITH (fillfactor = 50)' },
   { table: 'deliveries', bound: (day) => `'${day}'`, storage: 'WITH (fillfactor = 50)' },
@@ -47,10 +47,7 @@ export function dayOfPartition(name: string): string | undefined {
   return match ? `${match[1]}-${match[2]}-${match[3]}` : undefined;
 }
 
-/**
- * The day of the rows of pushes accepted before ids were UUIDv7: no day partition is made for it,
- * so they stay in the default partition (see the time_partitions migration).
- */
+/** The day of rows whose id is not a UUIDv7: no partition is made for it, so they stay in the default one. */
 export const UNDATED_DAY = '1970-01-01';
 
 /**
