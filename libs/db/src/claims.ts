@@ -77,13 +77,10 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
 }
 
 /**
- * Takes this provider's pending deliveries of these pushes for this worker, under one send lease
- * on the pushes (takeSendLease): while it lives no other job sends them for this provider; a lease
- * older than `leaseMs` belonged to a worker that died. Nothing is written to the deliveries. They
- * are read after the lease is taken, so every outcome recorded under an earlier lease is seen; a
- * delivery whose device was removed since comes with no token. Pushes and devices are looked up by
- * key (OFFSET 0), whatever the statistics say. `lapsedGraceMs`: a lease that lapsed less than that
- * long ago still holds its pushes (a worker cut off from PostgreSQL a moment ago, see OutageClock).
+ * Takes this provider's pending deliveries of these pushes under one send lease (takeSendLease),
+ * writing nothing to them; read after the lease, so every outcome recorded under an earlier one is
+ * seen. A lease older than `leaseMs` was a dead worker's; one lapsed less than `lapsedGraceMs` ago
+ * still holds (see OutageClock). A removed device comes with no token. Lookups by key (OFFSET 0).
  */
 export async function claimDeliveries(pool: Sql, pushIds: string[], provider: ProviderName, leaseMs: number, lapsedGraceMs = 0): Promise<Claim> {
   const leaseId = uuidv7();

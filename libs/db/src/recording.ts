@@ -30,13 +30,11 @@ const OUTCOME_OF = (outcomes: string, row: string, field: 'status' | 'provider_m
 const STILL_OPEN = (row: string, outcomeStatus: string) => `(${row}.status = 'pending' OR (${outcomeStatus} = 'sent' AND ${row}.status <> 'sent'))`;
 
 /**
- * Records what became of each claimed delivery (`pushIds`: the push of each) in one statement, each
- * where its push keeps it: a push of one device on itself, settling it in the same update (status
- * `sent` or `failed` and its status event while still `accepted`, closed once final); a push of
- * several devices in the delivery's row, inserted at its first try, which settleMessages then
- * tallies. Only a delivery not final takes an outcome, except that a late `sent` wins over a
- * failure on a row (a worker whose lease lapsed). Pushes and rows are found by key (`= ANY` of
- * arrays the statement builds), in id order. Answers the pushes of one device that moved.
+ * Records what became of each claimed delivery (`pushIds`: the push of each) in one statement,
+ * where its push keeps it: a push of one device on itself, settled in the same update (closed once
+ * final, with its status event if still `accepted`); a push of several in the delivery's row, for
+ * settleMessages to tally. Only a delivery not final takes an outcome, but a late `sent` wins over
+ * a failed row. Found by key, in id order. Answers the pushes of one device that moved.
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<SettledMessage[]> {
   if (!outcomes.length) return [];
