@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
 import { claimDeliveries, dropLapsedLeases, dropLeases, readDeliveries, recordOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
 import { readPushStatus } from './feed';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
+import { partitionName, uuidV7Day } from './partitions';
 import { nodes, plans, type PlanNode } from './test/plans';
 
 // A push's deliveries against PostgreSQL: a job takes a lease on its pushes (no other job sends
@@ -37,9 +39,8 @@ describe('deliveries (PostgreSQL)', () => {
       auth: null,
     });
 
-  /** A push accepted for the player's devices: its id. */
-  async function push(): Promise<string> {
-    const id = randomUUID();
+  /** A push accepted for the player's devices: its id (a UUIDv4 by default: the default partition). */
+  async function push(id: string = randomUUID()): Promise<string> {
     const [stored] = await storeMessages(db.pool, [
       {
         id,
@@ -553,6 +554,30 @@ describe('deliveries (PostgreSQL)', () => {
       expect(read).toBeLessThan(1000);
     } finally {
       client.release();
+    }
+  });
+
+  it("reads a job's deliveries through push_deliveries, inlined, from their day's partitions only", async () => {
+    await device('fcm');
+    await device('hms');
+    const job = await Promise.all(Array.from({ length: 20 }, () => push(uuidv7())));
+    const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
+    await recordOutcomes(
+      db.pool,
+      claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null })),
+      claim.deliveries.map((d) => d.messageId),
+    );
+    const days = new Set(job.map(uuidV7Day));
+    const planned = await plans(db, async (_sql, explaining) => {
+      await readDeliveries(explaining, job);
+      return settleMessages(explaining, job);
+    });
+    expect(planned).toHaveLength(2);
+    for (const plan of planned) {
+      expect(nodes(plan).filter((node) => node['Function Name'] === 'push_deliveries')).toEqual([]);
+      const scanned = nodes(plan).filter((node) => node['Relation Name'] && node['Node Type'] !== 'ModifyTable');
+      const read = new Set(scanned.map((node) => node['Relation Name']));
+      expect(read).toEqual(new Set([...days].flatMap((day) => [partitionName('messages', day), partitionName('deliveries', day)])));
     }
   });
 
