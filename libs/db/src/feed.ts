@@ -28,10 +28,9 @@ export interface PushFeedPage {
 
 /**
  * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
- * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
- * last one answered. Positions move up with each PostgreSQL timeline (events_feed_base() in the
- * feed_timelines migration), so a failover never puts new events behind a cursor. Reads only: it
- * works in a read-only transaction and on a replica.
+ * than the snapshot's xmin, all ended, so no event can later appear before the last one answered.
+ * Positions move up with each PostgreSQL timeline (events_feed_base()), so a failover never puts
+ * new events behind a cursor. Reads only: it works on a replica.
  */
 export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
   const { rows } = await sql.query<PushEventRow & { final: boolean }>(

@@ -3,11 +3,9 @@ import type pg from 'pg';
 import type { Db, Sql } from './client';
 import { createPoller, type Poller } from './poller';
 
-// Day partitions of messages, deliveries and events (see the time_partitions migration). Each day
-// (UTC) has a partition of each table, made ahead of time by the apps: every app makes the days it
-// is missing when it starts, and again every hour. A row of a day that has none goes to the table's
-// DEFAULT partition, so no insert ever fails for want of one. Retention drops a day's partitions
-// whole (retention.ts).
+// Day partitions of messages, deliveries and events: each UTC day has one of each table, made ahead
+// by every app at start and hourly. A row of a day with none goes to the DEFAULT partition, so no
+// insert fails for want of one. Retention drops a day's partitions whole (retention.ts).
 
 export type PartitionedTable = 'messages' | 'deliveries' | 'events';
 
