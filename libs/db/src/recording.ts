@@ -37,12 +37,23 @@ const STILL_OPEN = (row: string, outcomeStatus: string) => `(${row}.status = 'pe
  * a failed row. Found by key, in id order. Answers the pushes of one device that moved.
  */
 export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<SettledMessage[]> {
-  if (!outcomes.length) return [];
+  return (await writeOutcomes(sql, outcomes, pushIds)).settled;
+}
+
+/** What writeOutcomes did: the pushes of one device it moved, and the pushes of several whose rows changed (to settle). */
+export interface WrittenOutcomes {
+  settled: SettledMessage[];
+  toSettle: string[];
+}
+
+/** recordOutcomes, answering also the pushes it leaves to settleMessages. */
+export async function writeOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushIds: string[]): Promise<WrittenOutcomes> {
+  if (!outcomes.length) return { settled: [], toSettle: [] };
   const chosen = oneOutcomeEach(outcomes, pushIds).sort((a, b) => (a.pushId < b.pushId ? -1 : a.pushId > b.pushId ? 1 : 0));
   const pick = <T>(get: (outcome: DeliveryOutcome) => T) => chosen.map(({ outcome }) => get(outcome));
   const ON_PUSH = (field: Parameters<typeof OUTCOME_OF>[2]) => OUTCOME_OF('x.by_push', 'm', field);
   const ON_ROW = (field: Parameters<typeof OUTCOME_OF>[2]) => OUTCOME_OF('x.by_id', 'd', field);
-  const { rows } = await sql.query<SettledMessage>(
+  const { rows } = await sql.query<SettledMessage & { toSettle: boolean }>(
     `WITH o AS (
        SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $7::uuid[])
                   AS o(id, status, provider_message_id, error_code, error, push_id)),
@@ -74,7 +85,7 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
          FROM x
         WHERE d.id = ANY(ARRAY(SELECT o.id FROM o WHERE o.push_id NOT IN (SELECT id FROM on_push))) AND ${IN_DAYS('d.accepted_on', '$6')}
           AND ${STILL_OPEN('d', ON_ROW('status'))}
-       RETURNING d.id),
+       RETURNING d.id, d.message_id),
      -- Its first try: a row as its push names it. One another writer inserted meanwhile (a worker
      -- whose lease lapsed) takes the outcome by the same rule.
      fresh AS (
@@ -96,8 +107,11 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
               error_code = EXCLUDED.error_code, error = EXCLUDED.error,
               sent_at = CASE WHEN EXCLUDED.status = 'sent' THEN now() ELSE d.sent_at END,
               attempts = d.attempts + 1, updated_at = now(), open = EXCLUDED.open
-        WHERE ${STILL_OPEN('d', 'EXCLUDED.status')})
-     SELECT id, status, error FROM on_push WHERE status IN ('sent', 'failed') ORDER BY id`,
+        WHERE ${STILL_OPEN('d', 'EXCLUDED.status')}
+       RETURNING d.message_id)
+     SELECT id, status, error, false AS "toSettle" FROM on_push WHERE status IN ('sent', 'failed')
+     UNION ALL
+     SELECT DISTINCT w.message_id, NULL, NULL, true FROM (SELECT message_id FROM updated UNION ALL SELECT message_id FROM inserted) w`,
     [
       pick((o) => o.deliveryId),
       pick((o) => o.status),
@@ -108,7 +122,8 @@ export async function recordOutcomes(sql: Sql, outcomes: DeliveryOutcome[], push
       chosen.map(({ pushId }) => pushId),
     ],
   );
-  return rows;
+  const settled = rows.filter((row) => !row.toSettle).map(({ toSettle: _toSettle, ...row }) => row);
+  return { settled, toSettle: rows.filter((row) => row.toSettle).map((row) => row.id) };
 }
 
 /** One outcome a delivery, with its push: a sent one if any, else the last. */
@@ -142,7 +157,8 @@ export async function lockMessages(sql: Sql, pushIds: string[]): Promise<string[
   if (!pushIds.length) return [];
   const { rows } = await sql.query<{ id: string }>(
     `SELECT m.id FROM messages m
-      WHERE m.id = ANY($1::uuid[]) AND ${IN_DAYS('m.accepted_on', '$2')} AND (m.status::text = 'accepted' OR m.open) AND cardinality(m.delivery_ids) > 1
+      WHERE m.id = ANY(ARRAY(SELECT unnest($1::uuid[]))) AND ${IN_DAYS('m.accepted_on', '$2')} AND (m.status::text = 'accepted' OR m.open)
+        AND cardinality(m.delivery_ids) > 1
       ORDER BY m.id FOR NO KEY UPDATE`,
     [pushIds, daysOfIds(pushIds)],
   );

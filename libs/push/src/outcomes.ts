@@ -4,9 +4,9 @@ import {
   dropLeases,
   inTransaction,
   lockMessages,
-  recordOutcomes,
   renewLeases,
   settleMessages,
+  writeOutcomes,
   type Db,
   type DeliveryOutcome,
 } from '@operator/db';
@@ -82,12 +82,11 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
     retryMaxMs: 1000,
     async write(items) {
-      const pushIds = items.map((item) => item.pushId);
       await inTransaction(db, async (tx) => {
-        await recordOutcomes(
+        const { toSettle } = await writeOutcomes(
           tx,
           items.map((item) => item.outcome),
-          pushIds,
+          items.map((item) => item.pushId),
         );
         await deactivateDevices(
           tx,
@@ -95,7 +94,7 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
         );
         // Locked before they are tallied: of two writers recording deliveries of one push (its FCM
         // and APNs devices, say), the second waits for the first to commit, then counts both.
-        await settleMessages(tx, await lockMessages(tx, [...new Set(pushIds)]));
+        await settleMessages(tx, await lockMessages(tx, toSettle));
       }).catch((error: unknown) => {
         outage?.saw(error);
         throw error;

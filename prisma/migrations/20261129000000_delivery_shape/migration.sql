@@ -16,7 +16,8 @@ DROP TYPE "DeliveryStatus_old";
 -- (pending with no try before that). Every statement that needs a delivery's state reads it here.
 -- A SQL function of one SELECT, not strict and not volatile, so PostgreSQL inlines it into the
 -- calling statement: `days` (the pushes' accepted_on) prunes the partitions of both tables, and
--- each push and row is a lookup by key (OFFSET 0 keeps the planner from turning them into a join).
+-- each push and row is a lookup by key (OFFSET 0 keeps the planner from turning them into a join
+-- or, with statistics that lag behind a burst, into a scan of the day's partition).
 -- `updated_at` is when the delivery last moved: its row's, else its push's.
 CREATE FUNCTION "push_deliveries"("push_ids" UUID[], "days" DATE[])
 RETURNS TABLE ("id" UUID, "message_id" UUID, "accepted_on" DATE, "device_id" UUID, "provider" "Provider", "status" TEXT,
@@ -32,9 +33,11 @@ LANGUAGE sql STABLE AS $$
          CASE WHEN m.n = 1 THEN m.error_detail ELSE d.error END,
          CASE WHEN m.n = 1 THEN m.sent_at ELSE d.sent_at END,
          COALESCE(d.updated_at, m.updated_at)
-    FROM (SELECT m.id, m.accepted_on, m.delivery_ids, m.device_ids, m.providers, cardinality(m.delivery_ids) AS n, m.open, m.attempts,
-                 m.provider_message_id, m.error_code, m.error_detail, m.sent_at, m.updated_at
-            FROM messages m WHERE m.id = ANY("push_ids") AND m.accepted_on = ANY("days") OFFSET 0) m
+    FROM (SELECT DISTINCT p.id FROM unnest("push_ids") AS p(id)) p
+   CROSS JOIN LATERAL (
+      SELECT m.id, m.accepted_on, m.delivery_ids, m.device_ids, m.providers, cardinality(m.delivery_ids) AS n, m.open, m.attempts,
+             m.provider_message_id, m.error_code, m.error_detail, m.sent_at, m.updated_at
+        FROM messages m WHERE m.id = p.id AND m.accepted_on = ANY("days") OFFSET 0) m
    CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
     LEFT JOIN LATERAL (
       SELECT d.status, d.attempts, d.provider_message_id, d.error_code, d.error, d.sent_at, d.updated_at FROM deliveries d
