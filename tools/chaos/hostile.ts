@@ -258,10 +258,9 @@ async function main(): Promise<number> {
     const rows = await query<{ sending_ms: number | null }>(
       databaseUrl,
       `SELECT (EXTRACT(EPOCH FROM now() - l.taken_at) * 1000)::float8 AS sending_ms
-         FROM messages m CROSS JOIN LATERAL unnest(m.delivery_ids, m.providers) AS u(id, provider)
-         JOIN send_leases l ON l.push_ids @> ARRAY[m.id] AND l.provider = u.provider AND l.lease_until > now()
-         LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on
-        WHERE m.user_id = 'hostile-trickle' AND m.open AND COALESCE(d.status::text, 'pending') = 'pending'`,
+         FROM messages m CROSS JOIN LATERAL push_deliveries(ARRAY[m.id], ARRAY[m.accepted_on]) x
+         JOIN send_leases l ON l.push_ids @> ARRAY[m.id] AND l.provider = x.provider AND l.lease_until > now()
+        WHERE m.user_id = 'hostile-trickle' AND m.open AND x.status = 'pending'`,
     );
     for (const row of rows) if (row.sending_ms) longestSendingMs = Math.max(longestSendingMs, row.sending_ms);
   };
@@ -284,7 +283,7 @@ async function main(): Promise<number> {
   const errorLines = readFileSync(join(dir, 'logs', 'push-worker-webpush.log'), 'utf8')
     .split('\n')
     .filter((line) => /"level":50/.test(line) && /credential/i.test(line));
-  const stored = await query<{ error: string }>(databaseUrl, `SELECT error FROM deliveries WHERE error IS NOT NULL UNION SELECT error_detail FROM messages WHERE error_detail IS NOT NULL`);
+  const stored = await query<{ error: string }>(databaseUrl, `SELECT DISTINCT x.error FROM messages m CROSS JOIN LATERAL push_deliveries(ARRAY[m.id], ARRAY[m.accepted_on]) x WHERE x.error IS NOT NULL`);
   const running = apps.filter((app) => app.pid !== undefined && rssMb(app.pid) > 0).map((app) => app.name);
   const health = await fetch(`${base}/health/ready`).then((r) => r.status).catch(() => 0);
   const receipts = providers.receipts();

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { v7 as uuidv7 } from 'uuid';
 import { fcmToken, uniqueBrandId, uniqueId, uniqueName } from '@operator/testing';
 import { closeDb, createDb, type Db } from './client';
-import { claimDeliveries, dropLapsedLeases, dropLeases, readDeliveries, recordOutcomes, recordSoleOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
+import { claimDeliveries, dropLapsedLeases, dropLeases, readDeliveries, recordOutcomes, renewLeases, settleMessages, takeStrandedPushes } from './deliveries';
 import { readPushStatus } from './feed';
 import { deleteDevice, registerDevice } from './devices';
 import { storeMessages } from './messages';
+import { partitionName, uuidV7Day } from './partitions';
 import { nodes, plans, type PlanNode } from './test/plans';
 
 // A push's deliveries against PostgreSQL: a job takes a lease on its pushes (no other job sends
@@ -26,20 +28,19 @@ describe('deliveries (PostgreSQL)', () => {
     player = uniqueName('player');
   });
 
-  const device = (provider: 'fcm' | 'apns') =>
+  const device = (provider: 'fcm' | 'apns' | 'hms') =>
     registerDevice(db, randomUUID(), {
       brandId: BigInt(brand),
       userId: player,
       provider,
-      platform: provider === 'fcm' ? 'android' : 'ios',
+      platform: provider === 'apns' ? 'ios' : 'android',
       token: fcmToken(),
       p256dh: null,
       auth: null,
     });
 
-  /** A push accepted for the player's devices: its id. */
-  async function push(): Promise<string> {
-    const id = randomUUID();
+  /** A push accepted for the player's devices: its id (a UUIDv4 by default: the default partition). */
+  async function push(id: string = randomUUID()): Promise<string> {
     const [stored] = await storeMessages(db.pool, [
       {
         id,
@@ -63,7 +64,7 @@ describe('deliveries (PostgreSQL)', () => {
   async function delivery(id: string) {
     const { rows } = await db.pool.query(
       `SELECT status::text, attempts, provider_message_id AS "providerMessageId", error_code AS "errorCode", error,
-              claimed_at IS NOT NULL AS claimed, sent_at IS NOT NULL AS "sentAt"
+              sent_at IS NOT NULL AS "sentAt"
          FROM deliveries WHERE id = $1`,
       [id],
     );
@@ -111,17 +112,6 @@ describe('deliveries (PostgreSQL)', () => {
 
   const rowsOf = async (pushId: string) => Number((await db.pool.query(`SELECT count(*) FROM deliveries WHERE message_id = $1`, [pushId])).rows[0].count);
 
-  /** Makes a push as one accepted before pushes named their deliveries: a pending row each, no arrays. */
-  async function asAcceptedBefore(pushId: string) {
-    await db.pool.query(
-      `INSERT INTO deliveries (id, accepted_on, message_id, device_id, provider)
-       SELECT u.id, m.accepted_on, m.id, u.device_id, u.provider FROM messages m
-        CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider) WHERE m.id = $1`,
-      [pushId],
-    );
-    await db.pool.query(`UPDATE messages SET delivery_ids = NULL, device_ids = NULL, providers = NULL WHERE id = $1`, [pushId]);
-  }
-
   it('accepts a push naming one delivery per device, and writes no delivery row', async () => {
     const fcm = await device('fcm');
     const apns = await device('apns');
@@ -154,8 +144,6 @@ describe('deliveries (PostgreSQL)', () => {
         auth: null,
         deviceActive: true,
         attempts: 1,
-        alone: false,
-        sole: false,
       },
     ]);
     expect(claim.messages).toEqual(new Map([[pushId, { id: pushId, brandId: String(brand), payload: { title: 'hello' } }]]));
@@ -246,33 +234,6 @@ describe('deliveries (PostgreSQL)', () => {
     }
   });
 
-  it('sends, records and settles a push accepted before pushes named their deliveries, from its rows', async () => {
-    await device('fcm');
-    await device('apns');
-    const pushId = await push();
-    await asAcceptedBefore(pushId);
-    const [fcm] = (await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries;
-    const [apns] = (await claimDeliveries(db.pool, [pushId], 'apns', 60_000)).deliveries;
-    expect([fcm, apns]).toEqual([expect.objectContaining({ attempts: 1, alone: false }), expect.objectContaining({ attempts: 1, alone: false })]);
-
-    await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }], [pushId]);
-    expect(await settleMessages(db.pool, [pushId])).toEqual([]);
-    await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'failed', errorCode: 'bad-token', error: 'bad' }], [pushId]);
-    expect(await settleMessages(db.pool, [pushId])).toEqual([{ id: pushId, status: 'failed', error: 'bad-token, unregistered' }]);
-    expect(await rowsOf(pushId)).toBe(2);
-  });
-
-  it('takes again a delivery claimed per delivery by an older worker that died (sending, claim lapsed)', async () => {
-    await device('fcm');
-    const pushId = await push();
-    await asAcceptedBefore(pushId);
-    await db.pool.query(`UPDATE deliveries SET status = 'sending', claimed_at = now() - interval '2 minutes', attempts = 1 WHERE message_id = $1`, [pushId]);
-    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ messageId: pushId, attempts: 2 })]);
-    await db.pool.query(`UPDATE deliveries SET claimed_at = now() WHERE message_id = $1`, [pushId]);
-    expect((await claimDeliveries(db.pool, [await push()], 'fcm', 60_000)).deliveries).toHaveLength(1);
-    expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([]);
-  });
-
   it('answers the pushes it cannot find, and a delivery whose device was removed without a token', async () => {
     const fcm = await device('fcm');
     const pushId = await push();
@@ -300,8 +261,8 @@ describe('deliveries (PostgreSQL)', () => {
       ],
       [pushId, pushId],
     );
-    expect(await delivery(fcm.id)).toEqual({ status: 'failed', attempts: 1, providerMessageId: null, errorCode: 'unavailable', error: 'x'.repeat(1000), claimed: false, sentAt: false });
-    expect(await delivery(apns.id)).toMatchObject({ status: 'pending', attempts: 1, errorCode: 'rate-limited', error: 'retry later', claimed: false });
+    expect(await delivery(fcm.id)).toEqual({ status: 'failed', attempts: 1, providerMessageId: null, errorCode: 'unavailable', error: 'x'.repeat(1000), sentAt: false });
+    expect(await delivery(apns.id)).toMatchObject({ status: 'pending', attempts: 1, errorCode: 'rate-limited', error: 'retry later' });
 
     // A delivery left pending for a retry takes the outcome of any later try; neither a failure nor
     // a retry replaces a final outcome; a sent does.
@@ -310,7 +271,7 @@ describe('deliveries (PostgreSQL)', () => {
     await recordOutcomes(db.pool, [{ deliveryId: apns.id, status: 'pending', errorCode: 'late', error: 'late' }], [pushId]);
     expect(await delivery(apns.id)).toMatchObject({ status: 'failed', errorCode: 'unregistered', attempts: 2 });
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'sent', providerMessageId: 'projects/p/messages/1' }], [pushId]);
-    expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 2, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, claimed: false, sentAt: true });
+    expect(await delivery(fcm.id)).toEqual({ status: 'sent', attempts: 2, providerMessageId: 'projects/p/messages/1', errorCode: null, error: null, sentAt: true });
     await recordOutcomes(db.pool, [{ deliveryId: fcm.id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId]);
     expect(await delivery(fcm.id)).toMatchObject({ status: 'sent', errorCode: null });
     expect(await rowsOf(pushId)).toBe(2);
@@ -332,10 +293,10 @@ describe('deliveries (PostgreSQL)', () => {
       await device('fcm');
       const pushId = await push();
       const first = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
-      expect(first.deliveries).toMatchObject([{ alone: true, sole: true, attempts: 1 }]);
+      expect(first.deliveries).toMatchObject([{ attempts: 1 }]);
       const [{ id }] = first.deliveries;
 
-      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'x'.repeat(2000) }], [pushId])).toEqual([]);
+      expect(await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'x'.repeat(2000) }], [pushId])).toEqual([]);
       expect(await pushState(pushId)).toEqual({
         status: 'accepted',
         error: null,
@@ -348,12 +309,12 @@ describe('deliveries (PostgreSQL)', () => {
       });
       // Left pending: the reconciler finds it through the index of open pushes once no lease holds it.
       await dropLeases(db.pool, [first.leaseId!]);
-      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).toContain(pushId);
       const second = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
-      expect(second.deliveries).toMatchObject([{ id, sole: true, attempts: 2 }]);
+      expect(second.deliveries).toMatchObject([{ id, attempts: 2 }]);
       expect(await readPushStatus(db.pool, [pushId])).toMatchObject([{ status: 'accepted', deliveries: [{ provider: 'fcm', status: 'sending', error: 'unavailable' }] }]);
 
-      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: 'projects/p/messages/1' }], [pushId])).toEqual([
+      expect(await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: 'projects/p/messages/1' }], [pushId])).toEqual([
         { id: pushId, status: 'sent', error: null },
       ]);
       expect(await pushState(pushId)).toEqual({
@@ -374,8 +335,8 @@ describe('deliveries (PostgreSQL)', () => {
 
       // Final: not claimed again, out of the reconciler's reach, and a later outcome changes nothing.
       expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([]);
-      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
-      expect(await recordSoleOutcomes(db.pool, [{ deliveryId: id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId])).toEqual([]);
+      expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).not.toContain(pushId);
+      expect(await recordOutcomes(db.pool, [{ deliveryId: id, status: 'failed', errorCode: 'late', error: 'late' }], [pushId])).toEqual([]);
       expect(await pushState(pushId)).toMatchObject({ status: 'sent', attempts: 2, errorCode: null });
       expect(await events(pushId)).toHaveLength(1);
     });
@@ -393,7 +354,7 @@ describe('deliveries (PostgreSQL)', () => {
         await db.pool.query(`INSERT INTO events (id, topic, ordering_key, push_id, status) VALUES (uuid_v7(), 'push.status', $1::text, $1::uuid, $2)`, [reportedPush, status]);
       }
 
-      const settled = await recordSoleOutcomes(
+      const settled = await recordOutcomes(
         db.pool,
         [
           { deliveryId: idOf(failedPush), status: 'failed', errorCode: 'unregistered', error: 'gone' },
@@ -423,8 +384,8 @@ describe('deliveries (PostgreSQL)', () => {
       try {
         await a.query('BEGIN');
         await b.query('BEGIN');
-        expect(await recordSoleOutcomes(a, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-a' }], [pushId])).toHaveLength(1);
-        const second = recordSoleOutcomes(b, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-b' }], [pushId]);
+        expect(await recordOutcomes(a, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-a' }], [pushId])).toHaveLength(1);
+        const second = recordOutcomes(b, [{ deliveryId: id, status: 'sent', providerMessageId: 'm-b' }], [pushId]);
         await new Promise((resolve) => setTimeout(resolve, 100));
         await a.query('COMMIT');
         expect(await second).toEqual([]);
@@ -443,11 +404,11 @@ describe('deliveries (PostgreSQL)', () => {
       for (let i = 0; i < 4; i++) pushes.push(...(await Promise.all(Array.from({ length: 500 }, () => push()))));
       const job = pushes.slice(0, 100);
       const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
-      expect(claim.deliveries.every((d) => d.sole)).toBe(true);
+      expect(claim.deliveries).toHaveLength(100);
       const client = await db.pool.connect();
       try {
         const read = await rowsRead(client, async () => {
-          const settled = await recordSoleOutcomes(
+          const settled = await recordOutcomes(
             client,
             claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null })),
             claim.deliveries.map((d) => d.messageId),
@@ -465,14 +426,14 @@ describe('deliveries (PostgreSQL)', () => {
       await device('fcm');
       const job = await Promise.all(Array.from({ length: 400 }, () => push()));
       const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
-      expect(claim.deliveries.filter((d) => d.sole)).toHaveLength(400);
+      expect(claim.deliveries).toHaveLength(400);
       const [plan] = await plans(db, async (sql, explaining) => {
         // A nested loop, as the planner takes when its statistics say the open pushes are a handful
         // (a day's, most of it settled, or none yet): in the bench's end to end it compared each
         // push of a job of 376 with every outcome (141,000 pairs, 120 ms a statement).
         await sql.query('SET LOCAL enable_hashjoin = off');
         await sql.query('SET LOCAL enable_mergejoin = off');
-        return recordSoleOutcomes(
+        return recordOutcomes(
           explaining,
           claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null })),
           claim.deliveries.map((d) => d.messageId),
@@ -490,7 +451,7 @@ describe('deliveries (PostgreSQL)', () => {
       await device('fcm');
       const job = await Promise.all(Array.from({ length: 200 }, () => push()));
       const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
-      expect(claim.deliveries.filter((d) => !d.sole)).toHaveLength(400);
+      expect(claim.deliveries).toHaveLength(400);
       const outcomes = claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null }));
       const pushIds = claim.deliveries.map((d) => d.messageId);
       let sent = 0;
@@ -517,8 +478,9 @@ describe('deliveries (PostgreSQL)', () => {
 
   it('records a first try twice over (two workers, one lease lapsed) as one row, sent winning, and a repeated outcome once', async () => {
     await device('fcm');
+    await device('hms');
     const pushId = await push();
-    const [{ id }] = await named(pushId);
+    const { id } = (await named(pushId)).find((d) => d.provider === 'fcm')!;
     const sent = { deliveryId: id, status: 'sent' as const, providerMessageId: 'm-1' };
     const failed = { deliveryId: id, status: 'failed' as const, errorCode: 'unavailable', error: 'down' };
     const a = await db.pool.connect();
@@ -543,44 +505,35 @@ describe('deliveries (PostgreSQL)', () => {
 
   it("keeps a pending delivery in the reconciler's index until it is final, and finds a push never tried", async () => {
     await device('fcm');
+    await device('hms');
     const pushId = await push();
-    const [{ id }] = await named(pushId);
+    const { id } = (await named(pushId)).find((d) => d.provider === 'fcm')!;
     const state = async () => (await db.pool.query(`SELECT status::text, open FROM deliveries WHERE id = $1`, [id])).rows[0];
 
     // Under a live lease it is not stranded, whatever its age; untried and unleased, it is.
     const claim = await claimDeliveries(db.pool, [pushId], 'fcm', 60_000);
-    expect(claim.deliveries).toEqual([expect.objectContaining({ id, alone: true })]);
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
+    expect(claim.deliveries).toEqual([expect.objectContaining({ id })]);
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).not.toContain(pushId);
     await dropLeases(db.pool, [claim.leaseId!]);
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).toContain(pushId);
     // Touched: not again before afterMs has passed once more; never for another provider.
-    expect(await takeStrandedPushes(db.pool, 'fcm', 60_000, 60_000, 100_000)).not.toContain(pushId);
-    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).not.toContain(pushId);
+    expect(await takeStrandedPushes(db.pool, 'fcm', 60_000, 100_000)).not.toContain(pushId);
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 100_000)).not.toContain(pushId);
 
     await recordOutcomes(db.pool, [{ deliveryId: id, status: 'pending', errorCode: 'unavailable', error: 'later' }], [pushId]);
     expect(await state()).toEqual({ status: 'pending', open: true });
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).toContain(pushId);
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).toContain(pushId);
 
     expect((await claimDeliveries(db.pool, [pushId], 'fcm', 60_000)).deliveries).toEqual([expect.objectContaining({ id, attempts: 2 })]);
     await recordOutcomes(db.pool, [{ deliveryId: id, status: 'sent', providerMessageId: null }], [pushId]);
     expect(await state()).toEqual({ status: 'sent', open: null });
     expect(await settleMessages(db.pool, [pushId])).toEqual([{ id: pushId, status: 'sent', error: null }]);
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 0, 100_000)).not.toContain(pushId);
-  });
-
-  it('takes out of the index of open deliveries one found final (recorded by a worker that did not know the index)', async () => {
-    await device('fcm');
-    const pushId = await push();
-    await asAcceptedBefore(pushId);
-    const [{ id }] = (await db.pool.query('SELECT id FROM deliveries WHERE message_id = $1', [pushId])).rows;
-    await db.pool.query(`UPDATE deliveries SET status = 'sent', sent_at = now() WHERE id = $1`, [id]);
-
-    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 60_000, 100_000)).not.toContain(pushId);
-    expect((await db.pool.query('SELECT open FROM deliveries WHERE id = $1', [id])).rows[0]).toEqual({ open: null });
+    expect(await takeStrandedPushes(db.pool, 'fcm', 0, 100_000)).not.toContain(pushId);
   });
 
   it("records and settles a job's pushes through their keys, without reading the rest of their day", async () => {
     await device('fcm');
+    await device('hms');
     const pushes = [];
     for (let i = 0; i < 4; i++) pushes.push(...(await Promise.all(Array.from({ length: 500 }, () => push()))));
     const job = pushes.slice(0, 100);
@@ -601,6 +554,30 @@ describe('deliveries (PostgreSQL)', () => {
       expect(read).toBeLessThan(1000);
     } finally {
       client.release();
+    }
+  });
+
+  it("reads a job's deliveries through push_deliveries, inlined, from their day's partitions only", async () => {
+    await device('fcm');
+    await device('hms');
+    const job = await Promise.all(Array.from({ length: 20 }, () => push(uuidv7())));
+    const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
+    await recordOutcomes(
+      db.pool,
+      claim.deliveries.map((d) => ({ deliveryId: d.id, status: 'sent' as const, providerMessageId: null })),
+      claim.deliveries.map((d) => d.messageId),
+    );
+    const days = new Set(job.map(uuidV7Day));
+    const planned = await plans(db, async (_sql, explaining) => {
+      await readDeliveries(explaining, job);
+      return settleMessages(explaining, job);
+    });
+    expect(planned).toHaveLength(2);
+    for (const plan of planned) {
+      expect(nodes(plan).filter((node) => node['Function Name'] === 'push_deliveries')).toEqual([]);
+      const scanned = nodes(plan).filter((node) => node['Relation Name'] && node['Node Type'] !== 'ModifyTable');
+      const read = new Set(scanned.map((node) => node['Relation Name']));
+      expect(read).toEqual(new Set([...days].flatMap((day) => [partitionName('messages', day), partitionName('deliveries', day)])));
     }
   });
 
@@ -679,12 +656,12 @@ describe('deliveries (PostgreSQL)', () => {
     const openOf = async (pushId: string) => (await db.pool.query(`SELECT open FROM messages WHERE id = $1`, [pushId])).rows[0].open;
     expect([await openOf(sentPush), await openOf(failedPush)]).toEqual([true, null]);
     await dropLeases(db.pool, [fcmClaim.leaseId!, apnsClaim.leaseId!]);
-    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).toContain(sentPush);
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 100_000)).toContain(sentPush);
     const apnsOfSent = of(sentPush).find((d) => !claimed.slice(0, fcmClaim.deliveries.length).includes(d))!;
     await recordOutcomes(db.pool, [{ deliveryId: apnsOfSent.id, status: 'failed', errorCode: 'unregistered', error: 'gone' }], [sentPush]);
     expect(await settleMessages(db.pool, [sentPush])).toEqual([]);
     expect(await openOf(sentPush)).toBeNull();
-    expect(await takeStrandedPushes(db.pool, 'apns', 0, 60_000, 100_000)).not.toContain(sentPush);
+    expect(await takeStrandedPushes(db.pool, 'apns', 0, 100_000)).not.toContain(sentPush);
     expect((await db.pool.query(`SELECT status FROM events WHERE push_id = $1`, [sentPush])).rows).toEqual([{ status: 'sent' }]);
   });
 });

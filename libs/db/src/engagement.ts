@@ -10,14 +10,12 @@ import { PUSH_STATUS_TOPIC } from './feed';
 export type ReportRecord = { found: false } | { found: true; sent: boolean; changed: boolean; status: string };
 
 /**
- * SQL: push `m` was sent to at least one device. Its status says so: the worker moves it from
- * `accepted` to `sent` in the transaction that records its first sent delivery. A `failed` push was
- * sent only if a delivery was recorded sent after it failed (by a worker whose lease lapsed): a
- * delivery row, or the outcome of its only delivery kept on the push (see recordSoleOutcomes).
+ * SQL: push `m` was sent to at least one device. Its status says so, moved to `sent` with its first
+ * sent delivery; a `failed` push was sent only if a delivery was recorded sent after it failed (by a
+ * worker whose lease lapsed).
  */
 const SENT_TO_A_DEVICE = (m: string) => `(${m}.status::text IN ('sent', 'delivered', 'opened', 'clicked')
-   OR (${m}.status::text = 'failed' AND ((cardinality(${m}.delivery_ids) = 1 AND ${m}.sent_at IS NOT NULL)
-     OR EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = ${m}.id AND d.accepted_on = ${m}.accepted_on AND d.status::text = 'sent'))))`;
+   OR (${m}.status::text = 'failed' AND EXISTS (SELECT 1 FROM push_deliveries(ARRAY[${m}.id], ARRAY[${m}.accepted_on]) x WHERE x.status = 'sent')))`;
 
 /**
  * Records a device's report that push `pushId` reached `reported`, in one statement: the push is

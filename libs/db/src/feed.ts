@@ -1,6 +1,6 @@
 import type { PushEventSource } from '@operator/contract';
 import type { Sql } from './client';
-import { DELIVERY_OUTCOME, DELIVERY_STATE, LIVE_LEASE } from './deliveries';
+import { LIVE_LEASE } from './claims';
 import { daysOfIds } from './partitions';
 
 // The push status feed (GET /channels/push/events) and the pushes' current state
@@ -28,10 +28,9 @@ export interface PushFeedPage {
 
 /**
  * Push status events after `after` (a feed_seq), in feed order: only those of transactions older
- * than the snapshot's xmin, every one of which has ended, so no event can later appear before the
- * last one answered. Positions move up with each PostgreSQL timeline (events_feed_base() in the
- * feed_timelines migration), so a failover never puts new events behind a cursor. Reads only: it
- * works in a read-only transaction and on a replica.
+ * than the snapshot's xmin, all ended, so no event can later appear before the last one answered.
+ * Positions move up with each PostgreSQL timeline (events_feed_base()), so a failover never puts
+ * new events behind a cursor. Reads only: it works on a replica.
  */
 export async function readPushFeed(sql: Sql, after: bigint, limit: number): Promise<PushFeedPage> {
   const { rows } = await sql.query<PushEventRow & { final: boolean }>(
@@ -56,27 +55,18 @@ export interface PushStatusRow {
   deliveries: { provider: string; status: string; error: string | null }[];
 }
 
-/** A delivery's status (`status`, text): a pending one under a live send lease is being sent (see claimDeliveries). */
-const DELIVERY_STATUS = (status: string, provider: string) => `CASE WHEN ${status} = 'pending' AND ${LIVE_LEASE('m.id', provider)} THEN 'sending' ELSE ${status} END`;
-
 /**
- * The current state of the given pushes, with each delivery's outcome: the deliveries the push names
- * (pending until a try of one has an outcome; the only one of a push of one device with no row has
- * its outcome on the push, see recordSoleOutcomes), or, for a push accepted before pushes named
- * them, its delivery rows.
+ * The current state of the given pushes, with each delivery's (push_deliveries): a pending one under
+ * a live send lease is being sent (see claimDeliveries).
  */
 export async function readPushStatus(sql: Sql, pushIds: string[]): Promise<PushStatusRow[]> {
   const { rows } = await sql.query<PushStatusRow>(
     `SELECT m.id, m.status::text AS status, m.error, m.meta::text AS meta, m.created_at AS "createdAt", m.updated_at AS "updatedAt",
-            CASE WHEN m.delivery_ids IS NULL THEN
-              COALESCE((SELECT json_agg(json_build_object('provider', d.provider, 'status', ${DELIVERY_STATUS('d.status::text', 'd.provider')}, 'error', d.error_code) ORDER BY d.id)
-                          FROM deliveries d WHERE d.message_id = m.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
-            ELSE
-              COALESCE((SELECT json_agg(json_build_object('provider', u.provider, 'status', ${DELIVERY_STATUS(DELIVERY_STATE('m', 'd'), 'u.provider')},
-                                                          'error', ${DELIVERY_OUTCOME('m', 'd', 'error_code', 'error_code')}) ORDER BY u.id)
-                          FROM unnest(m.delivery_ids, m.providers) AS u(id, provider)
-                          LEFT JOIN deliveries d ON d.id = u.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY($2::date[])), '[]')
-            END AS deliveries
+            COALESCE((SELECT json_agg(json_build_object(
+                                'provider', x.provider,
+                                'status', CASE WHEN x.status = 'pending' AND ${LIVE_LEASE('m.id', 'x.provider')} THEN 'sending' ELSE x.status END,
+                                'error', x.error_code) ORDER BY x.id)
+                        FROM push_deliveries(ARRAY[m.id], ARRAY[m.accepted_on]) x), '[]') AS deliveries
        FROM messages m
       WHERE m.id = ANY($1::uuid[]) AND m.accepted_on = ANY($2::date[])`,
     [pushIds, daysOfIds(pushIds)],

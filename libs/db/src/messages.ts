@@ -104,15 +104,11 @@ export interface StoredMessage {
 }
 
 /**
- * Accepts messages in one statement: finds the keys already accepted (in the dedupe window), the
- * players' active devices, and inserts the new messages of reachable players (a concurrent insert of
- * the same key and day waits for the other transaction, then skips: neither known nor inserted),
- * in their day's partition (the day of the id). Each names its deliveries, one per device (their
- * ids, devices and providers): a delivery's row is written when a try of it has an outcome. Messages are
- * inserted in key order, so two statements that insert some of the same keys never deadlock.
- * Two attempts of one key on either side of midnight go to two partitions, and no unique index
- * sees both: around midnight the caller runs this in a serializable transaction (acceptIsolation),
- * where one of two such attempts fails and is tried again, finding the other.
+ * Accepts messages in one statement: finds the keys already accepted (dedupe window) and the
+ * players' active devices, and inserts, in key order (no deadlock), the messages of reachable
+ * players, each naming one delivery per device (ids, devices, providers). A concurrent insert of a
+ * key waits, then skips. Around midnight two attempts of a key may go to two day partitions: the
+ * caller then runs this serializable (acceptIsolation), and one of them fails and is tried again.
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<StoredMessage[]> {
   if (!messages.length) return [];

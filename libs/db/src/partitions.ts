@@ -3,11 +3,9 @@ import type pg from 'pg';
 import type { Db, Sql } from './client';
 import { createPoller, type Poller } from './poller';
 
-// Day partitions of messages, deliveries and events (see the time_partitions migration). Each day
-// (UTC) has a partition of each table, made ahead of time by the apps: every app makes the days it
-// is missing when it starts, and again every hour. A row of a day that has none goes to the table's
-// DEFAULT partition, so no insert ever fails for want of one. Retention drops a day's partitions
-// whole (retention.ts).
+// Day partitions of messages, deliveries and events: each UTC day has one of each table, made ahead
+// by every app at start and hourly. A row of a day with none goes to the DEFAULT partition, so no
+// insert fails for want of one. Retention drops a day's partitions whole (retention.ts).
 
 export type PartitionedTable = 'messages' | 'deliveries' | 'events';
 
@@ -19,8 +17,8 @@ interface TableSpec {
   storage: string;
 }
 
-// Messages and deliveries are written again within seconds of their insert (the claim, the record,
-// the settlement): half of each page is left free so those versions stay HOT (see hot_send_path).
+// Messages and deliveries are written again within seconds of their insert (the record, the
+// settlement): half of each page is left free so those versions stay HOT.
 const TABLES: TableSpec[] = [
   { table: 'messages', bound: (day) => `'${day}'`, storage: 'WITH (fillfactor = 50)' },
   { table: 'deliveries', bound: (day) => `'${day}'`, storage: 'WITH (fillfactor = 50)' },
@@ -47,10 +45,7 @@ export function dayOfPartition(name: string): string | undefined {
   return match ? `${match[1]}-${match[2]}-${match[3]}` : undefined;
 }
 
-/**
- * The day of the rows of pushes accepted before ids were UUIDv7: no day partition is made for it,
- * so they stay in the default partition (see the time_partitions migration).
- */
+/** The day of rows whose id is not a UUIDv7: no partition is made for it, so they stay in the default one. */
 export const UNDATED_DAY = '1970-01-01';
 
 /**

@@ -69,7 +69,7 @@ async function event({ state, at, topic = 'push.status' }: EventSpec, pushId?: s
   return id;
 }
 
-type DeliveryState = 'pending' | 'sending' | 'sent' | 'failed';
+type DeliveryState = 'pending' | 'sent' | 'failed';
 
 interface MessageSpec {
   /** When it was accepted: a UUIDv7 id of that time puts it in that day's partition. */
@@ -102,7 +102,7 @@ async function message({ at, ageDays = 0, status = 'sent', changedDaysAgo, deliv
     await db.pool.query(
       `INSERT INTO deliveries (id, accepted_on, message_id, provider, status, created_at, updated_at, open)
        VALUES ($1, $2, $3, 'fcm', $4::"DeliveryStatus", $5, $5, $6)`,
-      [uuidv7({ msecs: created.getTime() }), acceptedOn, id, state, created, state === 'pending' || state === 'sending' ? true : null],
+      [uuidv7({ msecs: created.getTime() }), acceptedOn, id, state, created, state === 'pending' ? true : null],
     );
   }
   const eventIds = [];
@@ -164,7 +164,7 @@ describe('purgeDefaultPartitions (rows of no day partition)', () => {
       await message({ ageDays: 3 }),
       await message({ ageDays: 40, status: 'accepted', deliveries: ['pending'], events: [] }),
       await message({ ageDays: 40, status: 'sent', deliveries: ['sent', 'pending'] }),
-      await message({ ageDays: 40, status: 'sent', deliveries: ['sent', 'sending'] }),
+      await message({ ageDays: 40, status: 'sent', deliveries: ['sent', 'pending'] }),
       await message({ ageDays: 40, status: 'failed', deliveries: ['failed'], events: [{ state: 'pending' }] }),
       // Sent to one device, another never tried yet (no row).
       await message({ ageDays: 40, status: 'sent', deliveries: ['sent'], open: true }),
@@ -294,7 +294,7 @@ describe('dropExpiredPartitions', () => {
     const accepted = await pastDay();
     const acceptedMessage = await message({ at: accepted.at(), status: 'accepted', deliveries: ['pending'], events: [] });
     const sending = await pastDay();
-    const sendingMessage = await message({ at: sending.at(), status: 'sent', deliveries: ['sent', 'sending'] });
+    const sendingMessage = await message({ at: sending.at(), status: 'sent', deliveries: ['sent', 'pending'] });
     const untried = await pastDay();
     const untriedMessage = await message({ at: untried.at(), status: 'sent', deliveries: ['sent'], open: true });
 

@@ -6,13 +6,10 @@ import { settledPosition } from './outbox';
 import { addDays, dayOf, listPartitions, partitionName, type PartitionedTable } from './partitions';
 import { createPoller, type Poller } from './poller';
 
-// Retention: what is settled and older than the retention goes, so the tables stop growing and the
-// hot paths keep their speed. Messages, deliveries and events go a day at a time: a day's
-// partitions are dropped whole once the day is past the retention and nothing in them is still to
-// do (a message still being sent, an event still to be posted). Rows in the default partitions
-// (written before the tables were partitioned, or on a day that had no partition) go row by row, a
-// small batch per statement. Credits, ledger entries, accounts and player bonuses are financial
-// records and are never purged; devices and the bonus catalog are not history.
+// Retention: what is settled and older than the retention goes, so the tables stop growing. A day's
+// partitions are dropped whole once nothing in them is left to do (a message being sent, an event
+// to post); rows of the default partitions go in small batches. Financial records (credits, ledger
+// entries, accounts, player bonuses) are never purged; devices and the catalog are not history.
 
 export interface PurgeOptions {
   /** Rows older than this many days go; 0 keeps everything for ever. */
@@ -47,14 +44,10 @@ const THROUGH = (e: string) =>
 const TOPICS = [PUSH_STATUS_TOPIC, 'bonus', 'balance'];
 
 /**
- * One batch of each kind, from the default partitions:
- * - messages settled and closed (not `accepted`, not open), created and last changed before the retention, with no
- *   delivery still `pending` or `sending` and no status event still to be posted: deleted with
- *   their deliveries, their status events and those events' dead letters;
- * - events through (posted, or dead letters: the dead letters stay for the retention, the time there
- *   is to redrive them) that occurred before the retention, whatever their topic, with their dead letters.
- * An event still to be posted is kept whatever its age (a redriven dead letter keeps its old
- * occurred_at), unless `feedOnly` says nobody will post push statuses.
+ * One batch of each kind, from the default partitions: messages settled, closed and unchanged for
+ * the retention, with no pending delivery nor status event to post, go with their deliveries,
+ * events and dead letters; events through (posted, or dead letters kept for the retention) go with
+ * their dead letters. An event to post is kept whatever its age, unless `feedOnly`.
  */
 export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSize = 1000, feedOnly = false }: PurgeOptions): Promise<{ events: number; messages: number }> {
   if (!(retentionDays > 0)) return { events: 0, messages: 0 };
@@ -63,7 +56,7 @@ export async function purgeDefaultPartitions(sql: Sql, { retentionDays, batchSiz
        SELECT m.id FROM messages_default m
         WHERE m.created_at < now() - $1 * interval '1 day' AND m.updated_at < now() - $1 * interval '1 day'
           AND m.status <> 'accepted' AND m.open IS NOT TRUE
-          AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status IN ('pending', 'sending'))
+          AND NOT EXISTS (SELECT 1 FROM deliveries_default d WHERE d.message_id = m.id AND d.status = 'pending')
           ${feedOnly ? '' : `AND NOT EXISTS (SELECT 1 FROM events e WHERE e.ordering_key = m.id::text AND NOT ${THROUGH('e')})`}
         ORDER BY m.created_at LIMIT $2 FOR UPDATE OF m SKIP LOCKED),
      events_gone AS (DELETE FROM events e USING doomed WHERE e.ordering_key = doomed.id::text AND e.push_id = doomed.id RETURNING e.id),
@@ -127,20 +120,12 @@ const EVENTS_DAY_BUSY = (events: string, feedOnly: boolean) => {
 };
 
 /**
- * Drops the day partitions past the retention whose rows have nothing left to do: a day's messages
- * and deliveries, once no message of it is still being sent and (unless `feedOnly`) no status event
- * of its pushes is still to be posted; a day's events once every one went through (or is a dead
- * letter: its dead letters go with it). A day is looked at first without a lock, so a day still
- * busy blocks nothing; it is looked at again next time.
- *
- * A partition found done is dropped in a transaction of its own (one retention at a time: an
- * advisory lock) that locks its parent table, then the partition (waiting at most `lockTimeoutMs`),
- * checks again, and drops. Dropping a partition takes an exclusive lock on its parent, and every
- * query takes its tables' locks parent first. Holding the partition while waiting for the parent
- * would deadlock with a query holding the parent and waiting for the partition; holding one parent
- * while waiting for another would deadlock with a statement taking both the other way round (the
- * gateway's takes messages then deliveries, a send's claim deliveries then messages). So each
- * transaction locks one parent, first: a day's deliveries go, then its messages.
+ * Drops the day partitions past the retention with nothing left to do: a day's messages and
+ * deliveries once none is being sent and (unless `feedOnly`) no status event of them waits to be
+ * posted; a day's events once all went through (dead letters go with them). A day is looked at
+ * without a lock first, then each partition is dropped in a transaction of its own that locks its
+ * parent, then it (at most `lockTimeoutMs`), and checks again. One parent a transaction, parent
+ * first, as every query locks: a day's deliveries go, then its messages.
  */
 export async function dropExpiredPartitions(
   pool: pg.Pool,
@@ -155,11 +140,8 @@ export async function dropExpiredPartitions(
   const days = [...new Set(partitions.map((p) => p.day!))].sort();
   for (const day of days) {
     const names = new Set(partitions.filter((p) => p.day === day).map((p) => p.name));
-    // `busy` is looked at first, without a lock; `recheck`, under the parent's exclusive lock, which
-    // stops every statement on the table meanwhile, is what can change in between and is cheap to
-    // read: a delivery open again (through the index of open deliveries), an event of the day's
-    // partition not through. A message never goes back to accepted, and a status event of a push
-    // a month old appearing in those milliseconds is left to chance.
+    // `busy` is looked at without a lock; `recheck`, under the parent's exclusive lock, is what can
+    // change in between and is cheap to read (an open delivery, an event not through).
     const steps: { parent: PartitionedTable; table: string; busy: string; recheck: string | null }[] = [];
     const messages = partitionName('messages', day);
     const deliveries = partitionName('deliveries', day);
@@ -228,10 +210,9 @@ export interface RetentionOptions extends PurgeOptions {
 }
 
 /**
- * Purges in the background: the expired day partitions, then the default partitions' rows batch
- * after batch while there is a backlog, resting after each as long as it took (so a backlog of
- * millions of rows takes at most half of one connection's time), then once every `intervalMs`.
- * Stop it on shutdown (it finishes the batch in flight). With `retentionDays` 0 it does nothing.
+ * Purges in the background: expired day partitions, then the default partitions' rows batch after
+ * batch, resting after each as long as it took (a backlog takes at most half a connection), then
+ * once every `intervalMs`. With `retentionDays` 0 it does nothing.
  */
 export function startRetention({ db, log, intervalMs, ...options }: RetentionOptions): Poller {
   if (!(options.retentionDays > 0)) {

@@ -35,7 +35,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
   /** Other suites leave unsent pushes in the shared test database: out of the reconciler's way. */
   const outOfTheWay = async (pushIds: string[]) => {
     await t.db.pool.query(
-      `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status IN ('pending', 'sending') AND NOT (message_id = ANY($1::uuid[]))`,
+      `UPDATE deliveries SET updated_at = now() + interval '1 hour' WHERE status = 'pending' AND NOT (message_id = ANY($1::uuid[]))`,
       [pushIds],
     );
     await t.db.pool.query(`UPDATE messages SET updated_at = now() + interval '1 hour' WHERE open AND NOT (id = ANY($1::uuid[]))`, [pushIds]);
@@ -118,7 +118,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
         claim.deliveries.map((d) => d.id),
       );
       const [sent, ...unsent] = claim.deliveries;
-      await recorder.record([{ pushId: sent.messageId, alone: sent.alone, sole: sent.sole, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
+      await recorder.record([{ pushId: sent.messageId, outcome: { deliveryId: sent.id, status: 'sent', providerMessageId: null } }]);
       expect(await recorder.release()).toBe(1);
       expect((await statuses(pushIds)).sort()).toEqual(['pending', 'pending', 'sent']);
       expect(recorder.held).toBe(0);
@@ -206,7 +206,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
 
         await Promise.all([workerProxy.stop(), reconcilerProxy.stop()]);
         const recorded = recorder.record(
-          claim.deliveries.map((d) => ({ pushId: d.messageId, alone: d.alone, sole: d.sole, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: null } })),
+          claim.deliveries.map((d) => ({ pushId: d.messageId, outcome: { deliveryId: d.id, status: 'sent' as const, providerMessageId: null } })),
         );
         await sleep(2.5 * leaseMs);
         await reconcilerProxy.resume();

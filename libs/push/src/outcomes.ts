@@ -4,24 +4,19 @@ import {
   dropLeases,
   inTransaction,
   lockMessages,
-  recordOutcomes,
-  recordSoleOutcomes,
   renewLeases,
   settleMessages,
+  writeOutcomes,
   type Db,
   type DeliveryOutcome,
 } from '@operator/db';
 import type { LogSink } from '@operator/config';
 import type { OutageClock } from './outage';
 
-/** What one device's send came to, with what recording it touches. */
+/** What one device's send came to. */
 export interface SendOutcome {
   outcome: DeliveryOutcome;
   pushId: string;
-  /** The push's only delivery: its message is settled without being locked first (see lockMessages). */
-  alone: boolean;
-  /** The push's only delivery, with no row: its outcome is recorded on the push (recordSoleOutcomes). */
-  sole: boolean;
   /** The device, when the provider declared its token dead. */
   deadDevice?: { id: string; reason: string };
 }
@@ -38,16 +33,11 @@ export interface SendRecorderOptions {
 }
 
 /**
- * The worker's record of its sends. Outcomes are written as the provider answers, not once per
- * job: the answers of all the worker's jobs are gathered for at most `flushMs` after the first one
- * waiting, then written in one transaction with the message settlements and status events they
- * cause; when PostgreSQL cannot take them they are held and retried, and the jobs' send
- * leases are renewed meanwhile, so a lease does not lapse on a push whose sends this worker holds.
- * An outage of PostgreSQL longer than the lease lets it lapse: it is renewed (brought back) and the
- * outcomes written within a second of PostgreSQL coming back, while the reconcilers, cut off too,
- * take nothing for a lease's time more (startReconciler). After a crash, only the sends waiting
- * for an answer at that instant, and the answers of the last `flushMs` (and of a write under way),
- * can go out again.
+ * The worker's record of its sends: the answers of all its jobs, gathered for at most `flushMs`,
+ * are written in one transaction with the settlements and status events they cause. Held and
+ * retried while PostgreSQL cannot take them, with the jobs' send leases renewed meanwhile (a lapsed
+ * one is brought back within a second of PostgreSQL answering). After a crash only the sends in
+ * flight and the answers of the last `flushMs` can go out again.
  */
 export interface SendRecorder {
   /** A job's lease and the deliveries it claimed: the lease is renewed until the job ends. */
@@ -68,10 +58,9 @@ export interface SendRecorder {
 }
 
 /**
- * Writes of outcomes in flight at once: answers that come while a slow write runs (PostgreSQL
- * loaded) go out at their own time on another connection rather than wait for it, so that what a
- * killed worker leaves unrecorded stays about one interval's worth. At most 3 and half the pool,
- * so the jobs' claims and the lease renewals keep connections.
+ * Writes of outcomes in flight at once, so answers that come during a slow write go out on their
+ * own connection and a killed worker leaves about one interval unrecorded. At most 3 and half the
+ * pool, so claims and lease renewals keep connections.
  */
 function recordWrites(db: Db): number {
   return Math.min(3, Math.max(1, Math.floor((db.pool.options.max ?? 10) / 2)));
@@ -93,30 +82,19 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     // Held sends are written within a second of PostgreSQL coming back (see the renewals below).
     retryMaxMs: 1000,
     async write(items) {
-      const sole = items.filter((item) => item.sole);
-      const rows = items.filter((item) => !item.sole);
       await inTransaction(db, async (tx) => {
-        // Pushes of one device first, each in one update, then the others' rows and pushes: every
-        // writer takes its locks in the same order (see recordSoleOutcomes and lockMessages).
-        await recordSoleOutcomes(
+        const { toSettle } = await writeOutcomes(
           tx,
-          sole.map((item) => item.outcome),
-          sole.map((item) => item.pushId),
-        );
-        await recordOutcomes(
-          tx,
-          rows.map((item) => item.outcome),
-          rows.map((item) => item.pushId),
+          items.map((item) => item.outcome),
+          items.map((item) => item.pushId),
         );
         await deactivateDevices(
           tx,
           items.flatMap((item) => (item.deadDevice ? [item.deadDevice] : [])),
         );
-        // Locked before they are tallied: of two writers recording deliveries of the same push (its
-        // FCM and APNs devices, say), the second waits for the first to commit, then counts both.
-        // Unlocked, each could see the other's delivery still being sent, and neither settle it.
-        const locked = await lockMessages(tx, [...new Set(rows.flatMap((item) => (item.alone ? [] : [item.pushId])))]);
-        await settleMessages(tx, [...locked, ...new Set(rows.flatMap((item) => (item.alone ? [item.pushId] : [])))]);
+        // Locked before they are tallied: of two writers recording deliveries of one push (its FCM
+        // and APNs devices, say), the second waits for the first to commit, then counts both.
+        await settleMessages(tx, await lockMessages(tx, toSettle));
       }).catch((error: unknown) => {
         outage?.saw(error);
         throw error;
@@ -125,9 +103,8 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     },
   });
 
-  // Every lease's third; after a renewal that failed (PostgreSQL out of reach), every second until
-  // one goes through, so that a lease that lapsed during an outage is live again (renewing it brings
-  // it back) as soon as PostgreSQL is, before a reconciler may take its pushes as lost.
+  // Every lease's third; after a failed renewal, every second until one goes through, so a lease
+  // that lapsed in an outage is live again before a reconciler may take its pushes as lost.
   const renewEveryMs = Math.max(100, Math.floor(leaseMs / 3));
   const retryRenewMs = Math.min(1000, renewEveryMs);
   let renewFailing = false;

@@ -11,7 +11,7 @@ export interface ReconcileDeps {
   log: LogSink;
   /** A delivery nothing has moved for this long has lost its job. */
   afterMs: number;
-  /** The send lease: a push a live lease names is not stranded. */
+  /** The send lease: one lapsed this long more is deleted, and the pause after an outage lasts this long by default. */
   leaseMs: number;
   jobMaxMessages: number;
   sendPolicy: SendJobPolicy;
@@ -20,19 +20,17 @@ export interface ReconcileDeps {
 }
 
 /**
- * PostgreSQL is the source of truth; Redis may lose jobs (a failover, the lost tail of its
- * append-only file, a flushed queue, a job removed after its attempts). One pass finds this
- * provider's deliveries that nothing has moved for `afterMs` and enqueues their pushes again, in
- * the same transaction that marks them, so several reconcilers never enqueue the same ones twice
- * and a failed enqueue leaves them to the next pass. A push that was in fact still queued is only
- * looked at twice: its deliveries are sent once, under the lease of whichever job runs first.
+ * Redis may lose jobs (a failover, a flushed queue, a job removed after its attempts); PostgreSQL
+ * is the truth. One pass enqueues again the pushes of this provider's stranded deliveries, in the
+ * transaction that marks them, so two reconcilers never enqueue the same ones and a failed enqueue
+ * leaves them to the next pass. A push still queued after all is sent once, under one lease.
  */
 export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
   const round = Date.now().toString(36);
   // Leases of workers that died, lapsed for a lease's time more: nothing reads them any more.
   await dropLapsedLeases(deps.db.pool, deps.leaseMs);
   return inTransaction(deps.db, async (tx) => {
-    const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.leaseMs, deps.limit ?? 5000);
+    const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.limit ?? 5000);
     if (!pushIds.length) return pushIds;
     const jobs = [];
     for (let i = 0; i < pushIds.length; i += deps.jobMaxMessages) {
@@ -49,15 +47,10 @@ export interface Reconciler {
 }
 
 /**
- * Runs a pass every `intervalMs` until stopped; a pass that fails (a store is down) is logged and
- * tried at the next one.
- *
- * After PostgreSQL was out of its reach, the reconciler takes nothing for `quietAfterOutageMs` (a
- * lease's time by default) from the moment it reaches PostgreSQL again. The workers that were cut
- * off with it may hold sends whose outcome they could not write, under leases that lapsed meanwhile:
- * they renew those leases and write the outcomes as soon as they can (within a second or so), and
- * only then is a push whose lease is still lapsed taken as lost. Without the pause, the first pass
- * after a long outage could enqueue again pushes that were sent, and have them sent twice.
+ * Runs a pass every `intervalMs` until stopped; a failed pass is logged and tried at the next one.
+ * Once PostgreSQL answers again after an outage, it takes nothing for `quietAfterOutageMs`: the
+ * workers cut off with it renew their lapsed leases and write the outcomes they hold first, so a
+ * push that was sent is not taken as lost and sent twice.
  */
 export function startReconciler(deps: ReconcileDeps & { intervalMs: number; quietAfterOutageMs?: number; outage?: OutageClock }): Reconciler {
   const quietMs = deps.quietAfterOutageMs ?? deps.leaseMs;

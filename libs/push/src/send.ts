@@ -40,15 +40,10 @@ export interface SendJobContext {
 }
 
 /**
- * What the queue should do with the job. Expected conditions are values, not exceptions:
- * - done: every claimed delivery has a final outcome;
- * - retry: some deliveries failed transiently (a 429 among them); run again after the backoff, at
- *   least delayMs (the longest Retry-After they came with, capped), for those deliveries only;
- * - wait: not ready yet (messages not committed, deliveries held by another worker); look again later.
- *
- * Nothing here pauses the queue: a provider's answer is about one device, one push service origin
- * or one credential, and what waits is that (the provider client or its registry), never the
- * other jobs.
+ * What the queue should do with the job (expected conditions are values): `done`, every claimed
+ * delivery final; `retry` after at least delayMs (the longest Retry-After, capped), for the
+ * deliveries that failed transiently; `wait`, not ready yet (not committed, held by another job).
+ * Nothing pauses the queue: what waits is the device, origin or credential an answer is about.
  */
 export type SendJobOutcome =
   | { kind: 'done'; sent: number; failed: number; dropped: number }
@@ -75,11 +70,7 @@ function observeCall(provider: ProviderName, results: SendResult[], seconds: num
   observeSendDuration(provider, outcome, seconds);
 }
 
-/**
- * The least wait before the job's next attempt: the longest Retry-After its deferred deliveries came
- * with, each cut to `maxMs`, so that no provider (nor a Web Push endpoint anyone can run) holds a
- * delivery back for longer.
- */
+/** The least wait before the job's next attempt: the longest Retry-After, each cut to `maxMs` (any Web Push endpoint may ask). */
 function retryDelayMs(errors: SendError[], maxMs: number): number {
   return Math.max(0, ...errors.map((error) => Math.min(error.retryAfterMs ?? 0, maxMs)));
 }
@@ -94,16 +85,11 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
 }
 
 /**
- * Sends the pushes of one job to this provider's devices and records each device's outcome as
- * soon as its provider answers. The job ends once every outcome is in PostgreSQL.
- *
- * The job first takes a lease on its pushes (one row, see claimDeliveries): no other job sends them
- * for this provider meanwhile. Only deliveries still pending are sent, so a job that runs again
- * (after a crash, a partial failure or a retry) never sends again to a device already recorded as
- * sent. Dead tokens deactivate their device; payload errors fail the delivery; transient errors
- * (429s too) leave it pending for the next attempt and fail it on the last, while the job's other
- * deliveries go on; credentials the provider refuses stop the job before it burns through more
- * tokens.
+ * Sends one job's pushes to this provider's devices under a send lease (claimDeliveries), recording
+ * each outcome as its provider answers; the job ends once every outcome is in PostgreSQL. Only
+ * pending deliveries are sent, so a job run again never resends a recorded send. Dead tokens
+ * deactivate their device, payload errors fail the delivery, transient ones (429s too) leave it
+ * pending until the last attempt, and refused credentials stop the job.
  */
 export async function processSendJob(deps: SendDeps, job: SendJobContext): Promise<SendJobOutcome> {
   const { db, outage } = deps;
@@ -157,8 +143,6 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     if (!delivery.token || !delivery.deviceActive) {
       inactive.push({
         pushId: delivery.messageId,
-        alone: delivery.alone,
-        sole: delivery.sole,
         outcome: { deliveryId: delivery.id, status: 'failed', errorCode: 'device-inactive', error: 'the device was removed or deactivated' },
       });
       continue;
@@ -171,16 +155,14 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
-    const { alone, sole } = delivery;
-    if (result.ok) return { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
+    if (result.ok) return { pushId, outcome: { deliveryId: delivery.id, status: 'sent', providerMessageId: result.providerMessageId } };
     const { error } = result;
-    // Every deferral uses an attempt, a 429's too: a device that answers 429 for ever fails in the end.
-    // The delivery's own claims count too: a job the reconciler enqueues again starts at attempt 1,
-    // and a delivery whose job keeps being lost and found must not be retried for ever.
+    // Every deferral uses an attempt, a 429's too, and the delivery's own tries count (a job enqueued
+    // again starts at attempt 1): no delivery is retried for ever.
     const final = error.class === 'dead-token' || error.class === 'payload' || lastAttempt || delivery.attempts >= job.maxAttempts;
     if (error.class === 'transient' && !final) transient.push(error);
     if (error.class === 'auth') authFailure ??= error;
-    const outcome: SendOutcome = { pushId, alone, sole, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
+    const outcome: SendOutcome = { pushId, outcome: { deliveryId: delivery.id, status: final ? 'failed' : 'pending', errorCode: error.code, error: error.message } };
     if (error.class === 'dead-token') {
       outcome.deadDevice = { id: delivery.deviceId!, reason: error.code };
       deadDevices++;

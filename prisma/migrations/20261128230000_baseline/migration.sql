@@ -9,7 +9,7 @@ CREATE SCHEMA IF NOT EXISTS "public";
 
 CREATE TYPE "Platform" AS ENUM ('android', 'ios', 'web');
 CREATE TYPE "MessageStatus" AS ENUM ('accepted', 'sent', 'failed', 'delivered', 'opened', 'clicked');
-CREATE TYPE "DeliveryStatus" AS ENUM ('pending', 'sent', 'failed', 'sending');
+CREATE TYPE "DeliveryStatus" AS ENUM ('pending', 'sent', 'failed');
 CREATE TYPE "DispatchState" AS ENUM ('pending', 'delivered', 'dead');
 CREATE TYPE "CreditKind" AS ENUM ('bonus', 'funds');
 CREATE TYPE "CreditStatus" AS ENUM ('accepted', 'completed', 'failed');
@@ -122,7 +122,6 @@ CREATE TABLE "deliveries" (
     "sent_at" TIMESTAMPTZ(3),
     "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
     "updated_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    "claimed_at" TIMESTAMPTZ(3),
     "open" BOOLEAN DEFAULT true,
     "accepted_on" DATE NOT NULL,
 
@@ -136,6 +135,39 @@ CREATE INDEX "deliveries_open_provider_updated_at_idx" ON "deliveries"("provider
 CREATE TABLE "deliveries_default" PARTITION OF "deliveries" DEFAULT WITH (fillfactor = 50);
 ALTER INDEX "deliveries_default_message_id_device_id_accepted_on_idx" RENAME TO "deliveries_default_message_id_device_id_accepted_on_key";
 ALTER INDEX "deliveries_default_provider_updated_at_idx" RENAME TO "deliveries_default_open_provider_updated_at_idx";
+
+-- Every delivery of the given pushes as it stands, one row each, whatever holds its outcome: the
+-- push itself for a push of one device, else the delivery's row once a try of it has an outcome
+-- (pending with no try before that). Every statement that needs a delivery's state reads it here.
+-- A SQL function of one SELECT, not strict and not volatile, so PostgreSQL inlines it into the
+-- calling statement: `days` (the pushes' accepted_on) prunes the partitions of both tables, and
+-- each push and row is a lookup by key (OFFSET 0 keeps the planner from turning them into a join
+-- or, with statistics that lag behind a burst, into a scan of the day's partition).
+-- `updated_at` is when the delivery last moved: its row's, else its push's.
+CREATE FUNCTION "push_deliveries"("push_ids" UUID[], "days" DATE[])
+RETURNS TABLE ("id" UUID, "message_id" UUID, "accepted_on" DATE, "device_id" UUID, "provider" TEXT, "status" TEXT,
+               "attempts" INTEGER, "provider_message_id" TEXT, "error_code" TEXT, "error" TEXT, "sent_at" TIMESTAMPTZ(3),
+               "updated_at" TIMESTAMPTZ(3))
+LANGUAGE sql STABLE AS $$
+  SELECT u.id, m.id, m.accepted_on, u.device_id, u.provider,
+         CASE WHEN m.n = 1 THEN (CASE WHEN m.open THEN 'pending' WHEN m.sent_at IS NULL THEN 'failed' ELSE 'sent' END)
+              ELSE COALESCE(d.status::text, 'pending') END,
+         CASE WHEN m.n = 1 THEN COALESCE(m.attempts, 0) ELSE COALESCE(d.attempts, 0) END,
+         CASE WHEN m.n = 1 THEN m.provider_message_id ELSE d.provider_message_id END,
+         CASE WHEN m.n = 1 THEN m.error_code ELSE d.error_code END,
+         CASE WHEN m.n = 1 THEN m.error_detail ELSE d.error END,
+         CASE WHEN m.n = 1 THEN m.sent_at ELSE d.sent_at END,
+         COALESCE(d.updated_at, m.updated_at)
+    FROM (SELECT DISTINCT p.id FROM unnest("push_ids") AS p(id)) p
+   CROSS JOIN LATERAL (
+      SELECT m.id, m.accepted_on, m.delivery_ids, m.device_ids, m.providers, cardinality(m.delivery_ids) AS n, m.open, m.attempts,
+             m.provider_message_id, m.error_code, m.error_detail, m.sent_at, m.updated_at
+        FROM messages m WHERE m.id = p.id AND m.accepted_on = ANY("days") OFFSET 0) m
+   CROSS JOIN LATERAL unnest(m.delivery_ids, m.device_ids, m.providers) AS u(id, device_id, provider)
+    LEFT JOIN LATERAL (
+      SELECT d.status, d.attempts, d.provider_message_id, d.error_code, d.error, d.sent_at, d.updated_at FROM deliveries d
+       WHERE m.n > 1 AND d.id = u.id AND d.accepted_on = m.accepted_on AND d.accepted_on = ANY("days") OFFSET 0) d ON true
+$$;
 
 -- send_leases: a send job's claim on the pushes it sends to one provider, one row a job, left to
 -- lapse by a worker that dies (takeSendLease in libs/db/src/deliveries.ts).

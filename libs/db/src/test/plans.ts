@@ -10,6 +10,7 @@ export interface PlanNode {
   'Actual Rows'?: number;
   'Actual Loops'?: number;
   'Rows Removed by Join Filter'?: number;
+  'Function Name'?: string;
   Plans?: PlanNode[];
 }
 
