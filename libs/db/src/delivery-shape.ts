@@ -3,7 +3,7 @@ import type { Sql } from './client';
 import { daysOfIds } from './partitions';
 
 // A delivery is read in one shape, whatever holds its outcome: push_deliveries(push ids, days), a
-// SQL function (see the delivery_shape migration) that every statement needing a delivery's state
+// SQL function (in the baseline migration) that every statement needing a delivery's state
 // calls. It answers one row per delivery: id, message_id, accepted_on, device_id, provider, status
 // ('pending' | 'sent' | 'failed'), attempts, provider_message_id, error_code, error, sent_at, updated_at.
 

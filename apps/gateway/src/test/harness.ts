@@ -1,4 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { readDeliveries } from '@operator/db';
 import type { RedisOptions } from '@operator/queue';
 import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, TcpProxy, until, type TestStores } from '@operator/testing';
 import { buildApp, buildOperationsApp } from '../app';
@@ -86,16 +87,13 @@ export class Harness {
     await this.stores.db.$executeRawUnsafe(`DROP FUNCTION IF EXISTS ${REFUSAL}()`);
   }
 
-  /**
-   * A brand's messages, each with the deliveries it names and their status (pending until a try of
-   * one has its row; no relation joins them: see the time_partitions migration).
-   */
+  /** A brand's messages, each with its deliveries as push_deliveries() reads them. */
   async messageRows(brandId: number) {
     const messages = await this.stores.db.message.findMany({ where: { brandId: BigInt(brandId) } });
-    const rows = await this.stores.db.delivery.findMany({ where: { messageId: { in: messages.map((m) => m.id) } } });
+    const states = await readDeliveries(this.stores.db.pool, messages.map((m) => m.id));
     return messages.map((m) => ({
       ...m,
-      deliveries: m.deliveryIds.map((id, i) => ({ id, deviceId: m.deviceIds[i], provider: m.providers[i], status: rows.find((row) => row.id === id)?.status ?? 'pending' })),
+      deliveries: m.deliveryIds.map((id) => states.find((state) => state.id === id)!).map(({ id, deviceId, provider, status }) => ({ id, deviceId, provider, status })),
     }));
   }
 }
