@@ -5,3 +5,4 @@ export * from './http';
 export * from './reason';
 export * from './origin';
 export * from './deadline';
+export * from './token-request';

@@ -1,6 +1,6 @@
 import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
-import { OutboundError, sanitizeReason, type Outbound, type OutboundAnswer } from '@operator/egress';
+import { OutboundError, requestToken, sanitizeReason, type Outbound, type OutboundAnswer } from '@operator/egress';
 import type { CredentialFailure } from './errors';
 
 // Google's OAuth2 JWT-bearer grant for a service account (firebase-admin's cert()), posted on the
@@ -53,28 +53,20 @@ export function serviceAccountCredential(serviceAccount: FcmServiceAccount, outb
   };
 
   async function request(retried: boolean): Promise<GoogleOAuthAccessToken> {
-    const form = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: assertion() });
     let answer: OutboundAnswer;
+    let json: Record<string, unknown>;
     try {
-      answer = await outbound.request({
-        url: tokenUrl,
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body: form.toString(),
-        timeoutMs: TOKEN_TIMEOUT_MS,
-        maxBodyBytes: MAX_TOKEN_ANSWER_BYTES,
-      });
+      ({ answer, json } = await requestToken(
+        outbound,
+        tokenUrl,
+        { grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: assertion() },
+        { timeoutMs: TOKEN_TIMEOUT_MS, maxBodyBytes: MAX_TOKEN_ANSWER_BYTES },
+      ));
     } catch (error) {
       const code = (error instanceof OutboundError && error.code) || 'ENETWORK';
       if (RESET.has(code) && !retried) return request(true);
       const { message } = error as Error;
       throw new GoogleTokenError(`token request failed: ${message}`, { code, message });
-    }
-    let json: { access_token?: unknown; expires_in?: unknown; error?: unknown; error_description?: unknown } = {};
-    try {
-      json = JSON.parse(answer.body.toString('utf8'));
-    } catch {
-      // Described below by the status alone.
     }
     if (answer.status === 200 && typeof json.access_token === 'string' && typeof json.expires_in === 'number') {
       return { access_token: json.access_token, expires_in: json.expires_in };

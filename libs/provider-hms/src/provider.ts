@@ -1,5 +1,5 @@
 import { errorReason, parseRetryAfter } from '@operator/config';
-import { before, createOutbound, httpsOrigin, OutboundError, reasonFromBody, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
+import { before, createOutbound, httpsOrigin, OutboundError, reasonFromBody, requestToken, sanitizeReason, type OutboundAnswer, type ProxySettings } from '@operator/egress';
 import { cachedAccessToken, inFlightLimit, sendError, type Notification, type PushProvider, type SendError, type SendResult, type SendTarget } from '@operator/providers';
 import { hmsSendBody, toHmsMessage, type HmsMessage } from './message';
 
@@ -173,15 +173,9 @@ class GrantFailure extends Error {
 }
 
 /** Huawei's OAuth error, its numbers and words kept. */
-function oauthReason(status: number, body: Buffer): string {
-  let json: { error?: unknown; sub_error?: unknown; error_description?: unknown } | undefined;
-  try {
-    json = JSON.parse(body.toString('utf8'));
-  } catch {
-    return `HTTP ${status}: not an answer of Huawei's OAuth server`;
-  }
-  const codes = [json?.error, json?.sub_error].filter((value) => typeof value === 'number' || typeof value === 'string').map((value) => sanitizeReason(String(value), 32));
-  const description = typeof json?.error_description === 'string' ? sanitizeReason(json.error_description) : '';
+function oauthReason(status: number, json: Record<string, unknown>): string {
+  const codes = [json.error, json.sub_error].filter((value) => typeof value === 'number' || typeof value === 'string').map((value) => sanitizeReason(String(value), 32));
+  const description = typeof json.error_description === 'string' ? sanitizeReason(json.error_description) : '';
   const reason = [codes.join('/'), description].filter(Boolean).join(' ');
   return reason ? `HTTP ${status}: ${reason}` : `HTTP ${status}: not an answer of Huawei's OAuth server`;
 }
@@ -198,31 +192,23 @@ export function createHmsProvider(options: HmsProviderOptions): PushProvider {
   let closed = false;
 
   async function grant(): Promise<{ value: string; lifetimeMs: number }> {
-    const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: options.appId, client_secret: options.appSecret });
     let answer: OutboundAnswer;
+    let json: Record<string, unknown>;
     try {
-      answer = await outbound.request({
-        url: tokenUrl,
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body: form.toString(),
-        timeoutMs,
-        maxBodyBytes: MAX_ANSWER_BYTES,
-      });
+      ({ answer, json } = await requestToken(
+        outbound,
+        tokenUrl,
+        { grant_type: 'client_credentials', client_id: options.appId, client_secret: options.appSecret },
+        { timeoutMs, maxBodyBytes: MAX_ANSWER_BYTES },
+      ));
     } catch (error) {
       throw new GrantFailure(transportError(error, 'token request failed'));
     }
-    let json: { access_token?: unknown; expires_in?: unknown } = {};
-    try {
-      json = JSON.parse(answer.body.toString('utf8'));
-    } catch {
-      // Described below by the status alone.
-    }
-    const lifetime = Number(json?.expires_in);
-    if (answer.status === 200 && typeof json?.access_token === 'string' && /^[\x21-\x7e]+$/.test(json.access_token) && lifetime > 0) {
+    const lifetime = Number(json.expires_in);
+    if (answer.status === 200 && typeof json.access_token === 'string' && /^[\x21-\x7e]+$/.test(json.access_token) && lifetime > 0) {
       return { value: json.access_token, lifetimeMs: lifetime * 1000 };
     }
-    const reason = `token request answered ${oauthReason(answer.status, answer.body)}`;
+    const reason = `token request answered ${oauthReason(answer.status, json)}`;
     const retryAfterMs = parseRetryAfter(answer.headers['retry-after']);
     // Its rate limit is about this app's credential: every send with it waits for the same token.
     if (answer.status === 429) throw new GrantFailure(sendError('rate-limited', reason, retryAfterMs, 'credential'));
