@@ -4,7 +4,7 @@ import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { loadBonusAppConfig } from './bonus';
 import { loadDispatcherConfig } from './events';
 import { loadPushWorkerConfig } from '@operator/provider-registry';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 import { webpushAllowedOriginsOf } from './origins';
 
 const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';

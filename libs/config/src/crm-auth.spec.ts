@@ -1,7 +1,7 @@
 import { loadGatewayConfig } from './config';
 import { CRM_AUTH_METHODS, DEV_OAUTH_SIGNING_KEY } from './crm-auth';
 import type { Env } from './env';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 const PRODUCTION = {
   NODE_ENV: 'production',

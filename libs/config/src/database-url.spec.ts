@@ -3,7 +3,7 @@ import { loadGatewayConfig } from './config';
 import type { Env } from './env';
 import { loadDispatcherConfig } from './events';
 import { loadPushWorkerConfig } from '@operator/provider-registry';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 import { multiHostProblem } from './base';
 
 // node-postgres connects to one host: a URL that lists several (libpq's failover form) is refused

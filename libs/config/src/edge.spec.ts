@@ -1,5 +1,5 @@
 import { loadGatewayConfig } from './config';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 // The gateway's edge: the failed authentication limit, TRUST_PROXY, GET /oauth/token, the
 // tracking tokens' lifetime.

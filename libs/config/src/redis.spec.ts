@@ -2,7 +2,7 @@ import { loadGatewayConfig } from './config';
 import type { Env } from './env';
 import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { describeRedis, parseAddress, redisConnectionOf, redisUrlConnection } from './redis';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 const connectionOf = (env: Env) => {
   const { connection, problems } = redisConnectionOf(env);

@@ -3,7 +3,7 @@ import { loadGatewayConfig } from './config';
 import { loadDispatcherConfig } from './events';
 import { loadPushWorkerConfig } from '@operator/provider-registry';
 import { MIN_SECRET_LENGTH, secretWeakness, weakSecretProblems } from './secrets';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 // Production refuses a weak secret at start, in every app that reads it: fewer than 32 characters,
 // or one character repeated. The problem names the variable, never the value.

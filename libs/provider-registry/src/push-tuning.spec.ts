@@ -2,7 +2,7 @@ import type { ProviderName } from '@operator/contract';
 import { ConfigError, PER_PROVIDER_KNOBS, PUSH_TUNING_KNOBS, PushProviderTuningEnv, PushSendEnv, PushWorkerEnv, type Env, type PushTuning } from '@operator/config';
 import { loadPushWorkerConfig, PUSH_TUNING, pushTuning } from './config';
 import { PROVIDER_NAMES, PROVIDERS as REGISTERED } from './registry';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 const PROVIDERS: ProviderName[] = ['fcm', 'apns', 'webpush', 'hms', 'onesignal'];
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Env } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { loadPushWorkerConfig } from './config';
-import { configErrorOf } from './test/config-error';
+import { configErrorOf } from '@operator/testing';
 
 const PRODUCTION_TRACKING_SECRET = 'tracking-secret-3q9VwXk2LmZr7TbN5yHc';
 

@@ -17,3 +17,4 @@ export * from './postgres-pair';
 export * from './pair-database';
 export * from './redis-topology';
 export * from './connect-proxy';
+export * from './config-error';
