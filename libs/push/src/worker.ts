@@ -42,7 +42,7 @@ export async function startPushWorker<C>(
     sandbox: config.sandbox ? createSandboxProvider(provider, (send) => log.info({ pushId: send.pushId }, 'sandbox: push accepted')) : undefined,
     retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
   });
-  // Every knob comes from this provider's row of the tuning table (libs/config/src/push-tuning.ts).
+  // Every knob: DEFAULT_TUNING, the provider descriptor's own values, then the operator's variables.
   const { tuning } = config;
   const db = createDb({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, log });
   const redis = createWorkerRedis(config.redis, {}, log);
