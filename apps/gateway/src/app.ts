@@ -6,6 +6,7 @@ import { primaryReads } from '@operator/db';
 import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
 import { requireCrmAuth } from './crm-auth';
+import { decorateBrands } from './brands';
 import type { GatewayDeps } from './deps';
 import { registerApiDocument } from './docs';
 import { registerErrorHandling } from './errors';
@@ -72,6 +73,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
   app.setValidatorCompiler(typeboxValidatorCompiler);
   registerJsonBodies(app);
   registerErrorHandling(app);
+  decorateBrands(app);
   observeRequests(app);
   throttleAuthFailures(app, config.edge.authFailures, config.edge.authThrottleExempt);
   // Nothing is read before it is authorised: no body of an unrouted request, no large body of a refused one.

@@ -200,6 +200,8 @@ describe('one push to a player with an FCM, an APNs, a Web Push, an HMS and a On
     expect((await report('delivered')).json()).toMatchObject({ status: 'delivered', changed: true });
     expect((await report('opened')).json()).toMatchObject({ status: 'opened', changed: true });
     expect((await report('delivered')).json()).toMatchObject({ changed: false });
+    // The feed answers an event once every transaction older than it has ended: wait for the last one.
+    await until(async () => (await eventsOf(pushId)).some((event) => event.status === 'opened'), 'the opened event in the feed', 20000);
     const events = await eventsOf(pushId);
     expect(events.map((event) => event.status)).toEqual(['sent', 'delivered', 'opened']);
     expect(new Set(events.map((event) => event.event_id)).size).toBe(3);

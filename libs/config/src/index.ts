@@ -13,3 +13,4 @@ export * from './shutdown';
 export * from './origins';
 export * from './edge';
 export * from './secrets';
+export * from './brands';
