@@ -1,4 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
+import type { BrandSet } from '@operator/config';
 import type { Sql } from './client';
 import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 
@@ -312,23 +313,33 @@ export interface DeadLetter {
   occurredAt: Date;
 }
 
-export async function listDeadLetters(sql: Sql, limit: number): Promise<DeadLetter[]> {
+/**
+ * A dead letter's brand is its push's: one of an event with no push (a bonus or balance event) is
+ * of no brand, seen only with every brand open.
+ */
+const OF_BRANDS = (event: string, param: string) =>
+  `EXISTS (SELECT 1 FROM messages m WHERE m.id = ${event}.push_id AND m.accepted_on = uuid_v7_day(${event}.push_id) AND m.brand_id = ANY(${param}::bigint[]))`;
+
+/** The dead letters, oldest first; of `brands` only (null: all). */
+export async function listDeadLetters(sql: Sql, limit: number, brands: BrandSet = null): Promise<DeadLetter[]> {
   const { rows } = await sql.query<DeadLetter>(
     `SELECT r.event_id AS id, r.topic, e.push_id AS "pushId", e.status, r.attempts, r.last_error AS "lastError", e.occurred_at AS "occurredAt"
        FROM dispatch_retries r JOIN events e ON e.id = r.event_id
-      WHERE r.state = 'dead' ORDER BY r.seq LIMIT $1`,
-    [limit],
+      WHERE r.state = 'dead'${brands === null ? '' : ` AND ${OF_BRANDS('e', '$2')}`} ORDER BY r.seq LIMIT $1`,
+    brands === null ? [limit] : [limit, brands],
   );
   return rows;
 }
 
-/** Sends dead letters again (all, or the given ones), with a fresh maximum age. */
-export async function redriveDeadLetters(sql: Sql, maxAgeMs: number, ids?: string[]): Promise<number> {
+/** Sends dead letters again (all, or the given ones; of `brands` only, null: all), with a fresh maximum age. */
+export async function redriveDeadLetters(sql: Sql, maxAgeMs: number, ids?: string[], brands: BrandSet = null): Promise<number> {
   const { rowCount } = await sql.query(
-    `UPDATE dispatch_retries SET state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = NULL,
+    `UPDATE dispatch_retries r SET state = 'pending', attempts = 0, next_attempt_at = now(), locked_until = NULL,
             expires_at = now() + $1 * interval '1 millisecond'
-      WHERE state = 'dead' AND ($2::uuid[] IS NULL OR event_id = ANY($2::uuid[]))`,
-    [maxAgeMs, ids ?? null],
+      WHERE r.state = 'dead' AND ($2::uuid[] IS NULL OR r.event_id = ANY($2::uuid[]))${
+        brands === null ? '' : ` AND EXISTS (SELECT 1 FROM events e WHERE e.id = r.event_id AND ${OF_BRANDS('e', '$3')})`
+      }`,
+    brands === null ? [maxAgeMs, ids ?? null] : [maxAgeMs, ids ?? null, brands],
   );
   return rowCount ?? 0;
 }

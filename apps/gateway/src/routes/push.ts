@@ -19,6 +19,7 @@ import {
   type CrmHeaderField,
   type PushRequest,
 } from '@operator/contract';
+import { opensBrand, type BrandSet } from '@operator/config';
 import { acceptedMessages } from '@operator/metrics';
 import { acceptMessages, groupSingles, UnavailableError, type AcceptDeps, type SingleGroupOptions } from '@operator/push';
 
@@ -32,6 +33,12 @@ export interface PushRouteOptions {
 
 const TAGS = ['CRM: push'];
 const errors = { 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable };
+const BrandRefused = errorResponse("The credential is bound to brands and this push's activity.brand_id is not one of them");
+
+/** Why a push for `brandId` is refused to a credential of `brands`, or undefined when it is not. */
+export function brandRefusal(brands: BrandSet, brandId: number): string | undefined {
+  return opensBrand(brands, brandId) ? undefined : `this credential does not open brand ${brandId}`;
+}
 
 /** The id the CRM gave a message, if it can be read even from an invalid one. */
 function crmIdOf(item: unknown): number | null {
@@ -54,7 +61,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
         summary: 'Accept one push (contract 4.1, 7.1)',
         headers: crmHeaders,
         body: PushRequestSchema,
-        response: { 200: PushAcceptedSchema, ...errors, 404: errorResponse('The player has no active device for the brand') },
+        response: { 200: PushAcceptedSchema, ...errors, 403: BrandRefused, 404: errorResponse('The player has no active device for the brand') },
       },
       preValidation: async (request) => {
         request.body = dropNulls(request.body) as PushRequest;
@@ -63,6 +70,11 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
     async (request, reply) => {
       const problem = checkStorable(request.body);
       if (problem) return reply.code(400).send({ error: problem });
+      const refused = brandRefusal(request.brands, request.body.activity.brand_id);
+      if (refused) {
+        acceptedMessages('single', 'invalid', 1);
+        return reply.code(403).send({ error: refused });
+      }
       const headers = readCrmHeaders(request.headers, headerNames);
       if (!headers.ok) return reply.code(400).send({ error: headers.error });
       // Only a meta that is there has raw text worth finding.
@@ -87,7 +99,8 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       schema: {
         tags: TAGS,
         summary: 'Accept many pushes (contract 4.2, 7.2)',
-        description: 'Each message is answered in successful, failed (refused for good) or fatal (retry it); messages past BATCH_MAX_MESSAGES are left out, so the CRM sends them again.',
+        description:
+          "Each message is answered in successful, failed (refused for good, as one for a brand the credential does not open) or fatal (retry it); messages past BATCH_MAX_MESSAGES are left out, so the CRM sends them again.",
         headers: crmHeaders,
         body: Type.Array(Type.Unknown({ description: 'A push request (PushRequest, as for /channels/push/single); an invalid one is answered in failed' }), {
           description: 'Push requests (contract 2.1)',
@@ -111,8 +124,9 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       items.forEach((item, index) => {
         const problem = request.itemProblems?.get(index);
         const checked = problem === undefined ? checkPushRequest(item) : { ok: false as const, error: problem };
-        if (checked.ok) valid.push({ index, message: checked.value });
-        else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.error}` });
+        const refused = checked.ok ? brandRefusal(request.brands, checked.value.activity.brand_id) : undefined;
+        if (checked.ok && !refused) valid.push({ index, message: checked.value });
+        else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.ok ? refused : checked.error}` });
       });
       acceptedMessages('batch', 'invalid', result.failed.length);
 

@@ -16,6 +16,8 @@ import {
   Unavailable,
 } from '@operator/contract';
 import { readOrPrimary, readPushFeed, readPushStatus, type Db, type PushFeedPage, type PushStatusRow, type Reads } from '@operator/db';
+import type { BrandSet } from '@operator/config';
+import { brandFilter } from '../brands';
 import { orUnavailable } from './unavailable';
 
 const MAX_STATUS_IDS = 100;
@@ -39,21 +41,24 @@ function statusJson(row: PushStatusRow): string {
 
 const sendWritten = (reply: FastifyReply, json: string) => reply.type('application/json').send(json);
 
-/** The states of `ids`; those the replica does not have yet (pushes accepted a moment ago) from the primary. */
-async function readStatuses(reads: Reads, ids: string[]): Promise<PushStatusRow[]> {
-  const rows = await reads.run((db) => readPushStatus(db.pool, ids));
+/**
+ * The states of `ids` of the credential's brands; those the replica does not have yet (pushes
+ * accepted a moment ago) from the primary.
+ */
+async function readStatuses(reads: Reads, ids: string[], brands: BrandSet): Promise<PushStatusRow[]> {
+  const rows = await reads.run((db) => readPushStatus(db.pool, ids, brands));
   const found = new Set(rows.map((row) => row.id));
   const missing = ids.filter((id) => !found.has(id.toLowerCase()));
   if (!reads.separate || !missing.length) return rows;
-  return [...rows, ...(await readPushStatus(reads.primary.pool, missing))];
+  return [...rows, ...(await readPushStatus(reads.primary.pool, missing, brands))];
 }
 
 /**
  * Neither the replica nor the primary skips an event, so the two may be read in turns. A page the
  * replica still holds back after the wait is read from the primary.
  */
-async function readFeed(reads: Reads, after: bigint, limit: number): Promise<PushFeedPage> {
-  const read = (db: Db) => readPushFeed(db.pool, after, limit);
+async function readFeed(reads: Reads, after: bigint, limit: number, brands: BrandSet): Promise<PushFeedPage> {
+  const read = (db: Db) => readPushFeed(db.pool, after, limit, brands);
   let page = await reads.run(read);
   for (const waitUntil = Date.now() + FEED_HOLD_WAIT_MS; page.held && !page.rows.length && Date.now() < waitUntil; ) {
     await sleep(10);
@@ -82,7 +87,7 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ reads: Reads }> = async (
       const bad = ids.find((id) => !isUuid(id));
       // '' (push_id=) is falsy but no push id either.
       if (bad !== undefined) return reply.code(400).send({ error: `push_id ${JSON.stringify(bad)} is not a push id` });
-      const rows = await orUnavailable(readStatuses(reads, ids));
+      const rows = await orUnavailable(readStatuses(reads, ids, brandFilter(request.brands)));
       const found = new Set(rows.map((row) => row.id));
       const notFound = JSON.stringify(ids.filter((id) => !found.has(id.toLowerCase())));
       return sendWritten(reply, `{"pushes":[${rows.map(statusJson).join(',')}],"not_found":${notFound}}`);
@@ -103,10 +108,10 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ reads: Reads }> = async (
       const limit = Number(request.query.limit ?? 100);
       if (limit < 1 || limit > MAX_FEED_LIMIT) return reply.code(400).send({ error: `limit must be a number from 1 to ${MAX_FEED_LIMIT}` });
       const after = BigInt(request.query.after ?? '0');
-      // Only reads: the feed's order is fixed when events are written (see readPushFeed).
-      const { rows } = await orUnavailable(readFeed(reads, after, limit));
+      // Only reads: the feed's order is fixed when events are written (see readPushFeed). A credential
+      // of some brands gets theirs only, and a cursor past the other brands' events it passed over.
+      const { rows, next } = await orUnavailable(readFeed(reads, after, limit, brandFilter(request.brands)));
       const events = rows.map((row) => `{"cursor":"${row.feedSeq}",${pushEventBody(row).slice(1)}`);
-      const next = rows.length ? rows[rows.length - 1].feedSeq : after.toString();
       return sendWritten(reply, `{"events":[${events.join(',')}],"next_cursor":"${next}"}`);
     },
   );
@@ -124,7 +129,9 @@ export const statusRoutes: FastifyPluginAsyncTypebox<{ reads: Reads }> = async (
     async (request, reply) => {
       const id = request.params.push_id;
       if (!isUuid(id)) return reply.code(404).send({ error: `no push ${id}` });
-      const row = await orUnavailable(readOrPrimary(reads, async (db) => (await readPushStatus(db.pool, [id]))[0]));
+      // Another brand's push is answered as one that does not exist.
+      const brands = brandFilter(request.brands);
+      const row = await orUnavailable(readOrPrimary(reads, async (db) => (await readPushStatus(db.pool, [id], brands))[0]));
       if (!row) return reply.code(404).send({ error: `no push ${id}` });
       return sendWritten(reply, statusJson(row));
     },
