@@ -1,7 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { crmHeaderNames, MAX_USER_ID_LENGTH, OPEN_ROUTE_BODY_LIMIT_BYTES, typeboxValidatorCompiler } from '@operator/contract';
 import { createBonusDeps } from '@operator/bonus';
-import { REDACTED_PATHS } from '@operator/config';
+import { namedBrands, REDACTED_PATHS } from '@operator/config';
+import { brandLabeler } from '@operator/metrics';
 import { primaryReads } from '@operator/db';
 import { requireInternalKey } from './auth';
 import { throttleAuthFailures } from './auth-throttle';
@@ -96,6 +97,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
         jobMaxMessages: config.PUSH_JOB_MAX_MESSAGES,
         dedupeDays: config.PUSH_DEDUPE_DAYS,
         sendPolicy: { attempts: config.PUSH_SEND_ATTEMPTS, backoffMs: config.PUSH_SEND_BACKOFF_MS },
+        brandLabel: brandLabeler(namedBrands(config)),
       },
       headerNames: crmHeaderNames(config.CRM_HEADER_WORD),
       batchMaxMessages: config.BATCH_MAX_MESSAGES,

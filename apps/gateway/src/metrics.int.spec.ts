@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { metricsText } from '@operator/metrics';
-import { fcmToken, INTERNAL_KEY, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
+import { fcmToken, INTERNAL_KEY, OPERATOR_KEY, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';
 
 // What Prometheus scrapes from the gateway: every family of the catalog, the messages counted by
@@ -33,12 +33,16 @@ function samples(text: string): Map<string, number> {
   return map;
 }
 
+/** A brand a key is bound to: the one brand the accepted messages are labelled with by id. */
+const NAMED_BRAND = uniqueBrandId();
+const BRAND_KEY = 'metrics-spec-brand-key';
+
 describe('GET /metrics on the gateway', () => {
   let h: Harness;
   const eventIds: string[] = [];
 
   beforeAll(async () => {
-    h = await Harness.open();
+    h = await Harness.open({ OPERATOR_API_KEYS: `${OPERATOR_KEY},${BRAND_KEY}@${NAMED_BRAND}` });
   });
   afterAll(async () => {
     await h.stores.db.pool.query('DELETE FROM dispatch_retries WHERE event_id = ANY($1::uuid[])', [eventIds]);
@@ -109,10 +113,15 @@ describe('GET /metrics on the gateway', () => {
     const after = samples(response.body);
     const delta = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
 
+    // The brand no credential names is `other`; a message whose brand cannot be read, `none`.
+    const messages = (mode: string, brand: string) =>
+      ['accepted', 'duplicate', 'unreachable', 'invalid', 'fatal'].map((result) => delta(`operator_messages_accepted_total{mode="${mode}",result="${result}",brand="${brand}"}`));
     expect({
-      single: ['accepted', 'duplicate', 'unreachable', 'invalid', 'fatal'].map((result) => delta(`operator_messages_accepted_total{mode="single",result="${result}"}`)),
-      batch: ['accepted', 'duplicate', 'unreachable', 'invalid', 'fatal'].map((result) => delta(`operator_messages_accepted_total{mode="batch",result="${result}"}`)),
-    }).toEqual({ single: [1, 1, 1, 1, 0], batch: [1, 1, 1, 2 + 1, 0] });
+      single: messages('single', 'other'),
+      singleUnread: messages('single', 'none'),
+      batch: messages('batch', 'other'),
+      batchUnread: messages('batch', 'none'),
+    }).toEqual({ single: [1, 1, 1, 0, 0], singleUnread: [0, 0, 0, 1, 0], batch: [1, 1, 1, 2, 0], batchUnread: [0, 0, 0, 1, 0] });
 
     const requests = (method: string, route: string, status: number) =>
       delta(`operator_http_request_duration_seconds_count{method="${method}",route="${route}",status="${status}"}`);
@@ -138,5 +147,21 @@ describe('GET /metrics on the gateway', () => {
     expect(after.get('operator_queue_jobs{queue="push-fcm",state="waiting"}')).toBe(expected.fcmJobs);
     for (const state of ['active', 'delayed', 'failed']) expect(after.get(`operator_queue_jobs{queue="push-fcm",state="${state}"}`)).toBe(0);
     expect(after.get('operator_queue_jobs{queue="push-webpush",state="waiting"}')).toBe(0);
+  });
+
+  it('labels the messages of a brand a credential names by its id', async () => {
+    const player = uniqueName('player');
+    await h.registerDevice({ user_id: player, brand_id: NAMED_BRAND, provider: 'fcm', platform: 'android', token: fcmToken() });
+    const before = samples(await metricsText());
+    expect((await h.single(pushRequest(NAMED_BRAND, player), { 'x-api-key': BRAND_KEY })).statusCode).toBe(200);
+    expect((await h.single(pushRequest(NAMED_BRAND + 1, player), { 'x-api-key': BRAND_KEY })).statusCode).toBe(403);
+    expect((await h.batch([pushRequest(NAMED_BRAND, uniqueName('nobody'))])).json().failed).toHaveLength(1);
+    const after = samples(await metricsText());
+    const delta = (labels: string) => (after.get(`operator_messages_accepted_total{${labels}}`) ?? 0) - (before.get(`operator_messages_accepted_total{${labels}}`) ?? 0);
+    expect({
+      accepted: delta(`mode="single",result="accepted",brand="${NAMED_BRAND}"`),
+      refused: delta('mode="single",result="invalid",brand="other"'),
+      unreachable: delta(`mode="batch",result="unreachable",brand="${NAMED_BRAND}"`),
+    }).toEqual({ accepted: 1, refused: 1, unreachable: 1 });
   });
 });

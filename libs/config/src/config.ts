@@ -143,6 +143,12 @@ function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   return problems;
 }
 
+/** Every brand a credential's @brands names: the brands the metrics label by id. */
+export function namedBrands(config: Pick<GatewayConfig, 'operatorApiKeys' | 'internalKeys' | 'crmAuth'>): string[] {
+  const bound = [...config.operatorApiKeys, ...config.internalKeys.devices, ...config.crmAuth.basicUsers, ...config.crmAuth.oauthClients];
+  return [...new Set(bound.flatMap(({ brands }) => brands ?? []))];
+}
+
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const problems: string[] = [];
   const { keys, bound } = keyListsOf(env, problems);

@@ -1,5 +1,5 @@
 import { metricsText, registry } from './catalog';
-import { acceptedMessages, countDispatch, countSends, NO_ERROR_CODE, observeHttpRequest, observeSendDuration } from './record';
+import { acceptedMessages, brandLabeler, countDispatch, countSends, NO_ERROR_CODE, observeHttpRequest, observeSendDuration } from './record';
 
 // The family names and types are what dashboards and alerts are written against.
 const PUBLIC_FAMILIES: Record<string, string> = {
@@ -47,14 +47,21 @@ describe('metric catalog', () => {
     expect(await metricsText()).not.toMatch(/^operator_credits\{/m);
   });
 
-  it('counts accepted messages by mode and result, adding up calls with the same labels', async () => {
-    const line = 'operator_messages_accepted_total{mode="batch",result="duplicate"}';
+  it('labels a brand the configuration names by its id, any other as other, and none it could not read', () => {
+    const label = brandLabeler(['1', '7']);
+    expect([label(1), label('7'), label(BigInt(7)), label(2), label('0'), label(undefined)]).toEqual(['1', '7', '7', 'other', 'other', 'none']);
+  });
+
+  it('counts accepted messages by mode, result and brand, adding up calls with the same labels', async () => {
+    acceptedMessages('single', 'accepted', 1, '7');
+    expect(await sample('operator_messages_accepted_total{mode="single",result="accepted",brand="7"}')).toBe(1);
+    const line = 'operator_messages_accepted_total{mode="batch",result="duplicate",brand="none"}';
     const before = await sample(line);
     acceptedMessages('batch', 'duplicate', 3);
     acceptedMessages('batch', 'duplicate', 2);
     acceptedMessages('batch', 'duplicate', 0);
     expect((await sample(line)) - before).toBe(5);
-    expect(await sample('operator_messages_accepted_total{mode="single",result="duplicate"}')).toBe(0);
+    expect(await sample('operator_messages_accepted_total{mode="single",result="duplicate",brand="none"}')).toBe(0);
   });
 
   it('records sends, their durations, dispatches and requests under their labels', async () => {

@@ -33,8 +33,8 @@ export const httpRequestDuration = new Histogram({
 
 export const messagesAccepted = new Counter({
   name: 'operator_messages_accepted_total',
-  help: 'Messages of push requests by what the gateway answered for each: accepted, duplicate (already accepted: its first push_id again), unreachable (no active device), invalid (refused as written), fatal (not stored: the CRM sends it again)',
-  labelNames: ['mode', 'result'] as const,
+  help: "Messages of push requests by what the gateway answered for each: accepted, duplicate (already accepted: its first push_id again), unreachable (no active device), invalid (refused as written, or to a brand its credential does not open), fatal (not stored: the CRM sends it again); and by brand: the message's brand when the configuration names it (a credential's @brands, BONUS_DEFAULT_BRAND), other for any other, none when unreadable",
+  labelNames: ['mode', 'result', 'brand'] as const,
   registers,
 });
 
@@ -92,8 +92,8 @@ deadLetters.remove();
 
 export const credits = new Gauge({
   name: 'operator_credits',
-  help: 'Credits by state (accepted: recorded and not carried out yet, completed, failed)',
-  labelNames: ['state'] as const,
+  help: 'Credits by state (accepted: recorded and not carried out yet, completed, failed) and brand',
+  labelNames: ['state', 'brand'] as const,
   registers,
 });
 

@@ -32,7 +32,7 @@ export type AcceptResult = 'accepted' | 'duplicate' | 'unreachable' | 'invalid' 
 export const NO_ERROR_CODE = 'none';
 
 const httpChild = children3((method, route, status) => httpRequestDuration.labels(String(method), String(route), String(status)));
-const acceptedChild = children2((mode, result) => messagesAccepted.labels(String(mode), String(result)));
+const acceptedChild = children3((mode, result, brand) => messagesAccepted.labels(String(mode), String(result), String(brand)));
 const sendsChild = children3((provider, outcome, code) => sends.labels(String(provider), String(outcome), String(code)));
 const sendDurationChild = children2((provider, outcome) => sendDuration.labels(String(provider), String(outcome)));
 const dispatchChild = children2((topic, result) => dispatches.labels(String(topic), String(result)));
@@ -42,8 +42,24 @@ export function observeHttpRequest(method: string, route: string, status: number
   httpChild(method, route, status).observe(seconds);
 }
 
-export function acceptedMessages(mode: AcceptMode, result: AcceptResult, count: number): void {
-  if (count > 0) acceptedChild(mode, result).inc(count);
+/** The brand label of messages whose brand no one could read. */
+export const NO_BRAND = 'none';
+
+export function acceptedMessages(mode: AcceptMode, result: AcceptResult, count: number, brand: string = NO_BRAND): void {
+  if (count > 0) acceptedChild(mode, result, brand).inc(count);
+}
+
+/**
+ * The brand label of a message: its brand when the configuration names it, `other` for any other.
+ * The CRM may send any brand id to a key bound to none; the labels stay as many as the brands named.
+ */
+export function brandLabeler(named: Iterable<string>): (brandId: string | number | bigint | undefined) => string {
+  const labels = new Set(named);
+  return (brandId) => {
+    if (brandId === undefined) return NO_BRAND;
+    const id = String(brandId);
+    return labels.has(id) ? id : 'other';
+  };
 }
 
 /** `count` devices a provider call ended with `outcome` for (`errorCode`: NO_ERROR_CODE when sent). */

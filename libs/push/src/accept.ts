@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { CrmHeaders, ProviderName, PushRequest } from '@operator/contract';
 import { acceptIsolation, DEFAULT_DEDUPE, findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
-import { acceptedMessages, type AcceptMode } from '@operator/metrics';
+import { acceptedMessages, NO_BRAND, type AcceptMode, type AcceptResult } from '@operator/metrics';
 import { enqueueSendJobs, redisReady, type PushQueues, type RedisClient, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
 
@@ -15,6 +15,8 @@ export interface AcceptDeps {
   sendPolicy: SendJobPolicy;
   /** How many days before today a retried push is looked for (PUSH_DEDUPE_DAYS, default 2). */
   dedupeDays?: number;
+  /** The metrics' brand label of a message's brand (brandLabeler); none without it. */
+  brandLabel?: (brandId: number | undefined) => string;
 }
 
 /** What became of one message. */
@@ -80,38 +82,35 @@ export function acceptMessages(
   rawMetas: readonly (string | undefined)[] = [],
   mode: AcceptMode = 'batch',
 ): Promise<Outcome[]> {
-  return counted(mode, requests.length, acceptOnce(deps, requests, headers, rawMetas));
+  const label = deps.brandLabel ?? (() => NO_BRAND);
+  return counted(mode, requests.map((request) => label(request.activity.brand_id)), acceptOnce(deps, requests, headers, rawMetas));
 }
 
 /**
- * Counts each message in operator_messages_accepted_total by its outcome; when the request fails
+ * Counts each message in operator_messages_accepted_total by its outcome and brand; when the request fails
  * as a whole (503), every message of it is fatal: the CRM sends them all again. (Messages refused
  * before they get here, as invalid, are counted by the gateway.)
  */
-async function counted(mode: AcceptMode, messages: number, accepting: Promise<Outcome[]>): Promise<Outcome[]> {
-  let outcomes: Outcome[];
+async function counted(mode: AcceptMode, brands: string[], accepting: Promise<Outcome[]>): Promise<Outcome[]> {
+  const counts = new Map<string, { result: AcceptResult; brand: string; count: number }>();
+  const count = (result: AcceptResult, brand: string) => {
+    const key = `${result} ${brand}`;
+    const entry = counts.get(key);
+    if (entry) entry.count++;
+    else counts.set(key, { result, brand, count: 1 });
+  };
+  let outcomes: Outcome[] | undefined;
   try {
     outcomes = await accepting;
-  } catch (error) {
-    acceptedMessages(mode, 'fatal', messages);
-    throw error;
+  } finally {
+    brands.forEach((brand, i) => {
+      const outcome = outcomes?.[i];
+      const result = !outcome ? 'fatal' : outcome.kind === 'accepted' ? (outcome.duplicate ? 'duplicate' : 'accepted') : outcome.kind;
+      count(result, brand);
+    });
+    for (const { result, brand, count: n } of counts.values()) acceptedMessages(mode, result, n, brand);
   }
-  let accepted = 0;
-  let duplicate = 0;
-  let unreachable = 0;
-  let fatal = 0;
-  for (const outcome of outcomes) {
-    if (outcome.kind === 'accepted') {
-      if (outcome.duplicate) duplicate++;
-      else accepted++;
-    } else if (outcome.kind === 'unreachable') unreachable++;
-    else fatal++;
-  }
-  acceptedMessages(mode, 'accepted', accepted);
-  acceptedMessages(mode, 'duplicate', duplicate);
-  acceptedMessages(mode, 'unreachable', unreachable);
-  acceptedMessages(mode, 'fatal', fatal);
-  return outcomes;
+  return outcomes!;
 }
 
 async function acceptOnce(

@@ -20,7 +20,7 @@ import {
   type PushRequest,
 } from '@operator/contract';
 import { opensBrand, type BrandSet } from '@operator/config';
-import { acceptedMessages } from '@operator/metrics';
+import { acceptedMessages, NO_BRAND } from '@operator/metrics';
 import { acceptMessages, groupSingles, UnavailableError, type AcceptDeps, type SingleGroupOptions } from '@operator/push';
 
 export interface PushRouteOptions {
@@ -40,14 +40,17 @@ export function brandRefusal(brands: BrandSet, brandId: number): string | undefi
   return opensBrand(brands, brandId) ? undefined : `this credential does not open brand ${brandId}`;
 }
 
-/** The id the CRM gave a message, if it can be read even from an invalid one. */
-function crmIdOf(item: unknown): number | null {
-  const id = (item as { activity?: { id?: unknown } } | null)?.activity?.id;
+/** An activity id the CRM gave a message, if it can be read even from an invalid one. */
+function activityIdOf(item: unknown, field: 'id' | 'brand_id'): number | null {
+  const id = (item as { activity?: Record<string, unknown> } | null)?.activity?.[field];
   return typeof id === 'number' && Number.isSafeInteger(id) ? id : null;
 }
+const crmIdOf = (item: unknown) => activityIdOf(item, 'id');
+const brandIdOf = (item: unknown) => activityIdOf(item, 'brand_id') ?? undefined;
 
 export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (app, options) => {
   const { accept, headerNames, batchMaxMessages } = options;
+  const brandLabel = accept.brandLabel ?? (() => NO_BRAND);
   const singles = groupSingles(accept, options.singleGroup);
   app.addHook('onClose', () => singles.close());
 
@@ -72,7 +75,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       if (problem) return reply.code(400).send({ error: problem });
       const refused = brandRefusal(request.brands, request.body.activity.brand_id);
       if (refused) {
-        acceptedMessages('single', 'invalid', 1);
+        acceptedMessages('single', 'invalid', 1, brandLabel(request.body.activity.brand_id));
         return reply.code(403).send({ error: refused });
       }
       const headers = readCrmHeaders(request.headers, headerNames);
@@ -116,7 +119,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       const items = request.body.slice(0, batchMaxMessages);
       const headers = readCrmHeaders(request.headers, headerNames);
       if (!headers.ok) {
-        acceptedMessages('batch', 'invalid', items.length);
+        for (const item of items) acceptedMessages('batch', 'invalid', 1, brandLabel(brandIdOf(item)));
         return reply.code(400).send({ error: headers.error });
       }
       const result: BatchResult = { successful: [], failed: [], fatal: [] };
@@ -126,9 +129,11 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
         const checked = problem === undefined ? checkPushRequest(item) : { ok: false as const, error: problem };
         const refused = checked.ok ? brandRefusal(request.brands, checked.value.activity.brand_id) : undefined;
         if (checked.ok && !refused) valid.push({ index, message: checked.value });
-        else result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.ok ? refused : checked.error}` });
+        else {
+          result.failed.push({ id: crmIdOf(item), error: `message ${index}: ${checked.ok ? refused : checked.error}` });
+          acceptedMessages('batch', 'invalid', 1, brandLabel(brandIdOf(item)));
+        }
       });
-      acceptedMessages('batch', 'invalid', result.failed.length);
 
       const rawMetas = request.rawBody === undefined ? [] : (rawField(request.rawBody, 'meta') as (string | undefined)[]);
       const outcomes = await acceptMessages(
