@@ -18,12 +18,12 @@ CREATE UNIQUE INDEX "credits_brand_id_idempotency_key_key" ON "credits"("brand_i
 CREATE UNIQUE INDEX "credits_brand_id_tuple_key_key" ON "credits"("brand_id", "tuple_key");
 DROP INDEX "credits_idempotency_key_key";
 DROP INDEX "credits_tuple_key_key";
--- A player's credits in a brand (the back office).
-CREATE INDEX "credits_brand_id_user_id_idx" ON "credits"("brand_id", "user_id");
+-- A player's credits in some brands or in all of them (the back office).
+CREATE INDEX "credits_user_id_brand_id_idx" ON "credits"("user_id", "brand_id");
 DROP INDEX "credits_user_id_idx";
 
--- A player's bonuses in a brand.
-CREATE INDEX "player_bonuses_brand_id_user_id_idx" ON "player_bonuses"("brand_id", "user_id");
+-- A player's bonuses in some brands or in all of them.
+CREATE INDEX "player_bonuses_user_id_brand_id_idx" ON "player_bonuses"("user_id", "brand_id");
 DROP INDEX "player_bonuses_user_id_idx";
 
 -- One account per brand, owner, currency and kind: the house too has one per brand and currency.
