@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { BrandSet } from '@operator/config';
 
 // The access tokens of /oauth/token: HS256 JWTs carrying all a replica needs to verify them, so
 // gateways share no state.
@@ -16,11 +17,14 @@ export interface TokenClaims {
   sub: string;
   iat: number;
   exp: number;
+  /** The brands its client opens; absent: every brand. */
+  brands?: string[];
 }
 
-export function issueAccessToken(key: string, clientId: string, ttlSeconds: number, clock: Clock = systemClock): string {
+export function issueAccessToken(key: string, clientId: string, ttlSeconds: number, clock: Clock = systemClock, brands: BrandSet = null): string {
   const iat = clock();
-  const signed = `${encode({ alg: 'HS256', typ: 'JWT', kid: keyId(key) })}.${encode({ sub: clientId, iat, exp: iat + ttlSeconds } satisfies TokenClaims)}`;
+  const claims: TokenClaims = { sub: clientId, iat, exp: iat + ttlSeconds, ...(brands === null ? {} : { brands: [...brands] }) };
+  const signed = `${encode({ alg: 'HS256', typ: 'JWT', kid: keyId(key) })}.${encode(claims)}`;
   return `${signed}.${hmac(key, signed).toString('base64url')}`;
 }
 
@@ -52,6 +56,8 @@ export function verifyAccessToken(keys: string[], token: string, clock: Clock = 
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, error: 'bad signature' };
   const claims = decodeJson(payload);
   if (typeof claims?.sub !== 'string' || !Number.isInteger(claims.iat) || !Number.isInteger(claims.exp)) return { ok: false, error: 'malformed' };
+  const brands = claims.brands;
+  if (brands !== undefined && !(Array.isArray(brands) && brands.every((id) => typeof id === 'string'))) return { ok: false, error: 'malformed' };
   if ((claims.exp as number) <= clock()) return { ok: false, error: 'expired' };
   return { ok: true, claims: claims as unknown as TokenClaims };
 }

@@ -1,29 +1,40 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { InternalKeys } from '@operator/config';
+import type { BoundKey, BrandSet, InternalKeys } from '@operator/config';
 import type { SecurityScheme } from './docs';
 
 const digest = (key: string) => createHash('sha256').update(key).digest();
 
-/** Several keys, so one can be rotated without downtime; digests compared against every key, in constant time. */
-export function keyMatcher(keys: string[]) {
-  const allowed = keys.map(digest);
-  return (presented: string) => {
+/**
+ * The brands of the key presented, or undefined for none of `keys`. Several keys, so one can be
+ * rotated without downtime; digests compared against every key, in constant time.
+ */
+export function boundKeyMatcher(keys: readonly BoundKey[]) {
+  const allowed = keys.map(({ key, brands }) => ({ digest: digest(key), brands }));
+  return (presented: string): BrandSet | undefined => {
     const candidate = digest(presented);
-    let match = false;
-    for (const key of allowed) match = timingSafeEqual(key, candidate) || match;
-    return match;
+    let found: BrandSet | undefined;
+    for (const key of allowed) if (timingSafeEqual(key.digest, candidate) && found === undefined) found = key.brands;
+    return found;
   };
 }
 
-export function apiKeyGuard(keys: string[]) {
-  const isKey = keyMatcher(keys);
+export function keyMatcher(keys: string[]) {
+  const brandsOf = boundKeyMatcher(keys.map((key) => ({ key, brands: null })));
+  return (presented: string) => brandsOf(presented) !== undefined;
+}
+
+/** Admits a key of `keys` and sets the brands it opens on the request. */
+export function apiKeyGuard(keys: readonly BoundKey[]) {
+  const brandsOf = boundKeyMatcher(keys);
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const presented = request.headers['x-api-key'];
     if (typeof presented !== 'string' || presented === '') {
       return reply.code(401).send({ error: 'missing X-Api-Key header' });
     }
-    if (!isKey(presented)) return reply.code(401).send({ error: 'invalid API key' });
+    const brands = brandsOf(presented);
+    if (brands === undefined) return reply.code(401).send({ error: 'invalid API key' });
+    request.brands = brands;
   };
 }
 
@@ -38,11 +49,11 @@ const INTERNAL_SECURITY: Record<InternalScope, Partial<Record<SecurityScheme, []
 /** An unknown key answers 401; a device key on an admin route 403: it is known, and retrying cannot help. */
 export function requireInternalKey(scope: FastifyInstance, keys: InternalKeys, needed: InternalScope) {
   const isInternalKey = apiKeyGuard(keys.devices);
-  const opens = keyMatcher(keys[needed]);
+  const opens = boundKeyMatcher(keys[needed]);
   scope.addHook('onRequest', async (request, reply) => {
     const refused = await isInternalKey(request, reply);
     if (refused) return refused;
-    if (!opens(request.headers['x-api-key'] as string)) {
+    if (opens(request.headers['x-api-key'] as string) === undefined) {
       return reply.code(403).send({ error: 'this key opens the device routes only; this route takes an admin key (INTERNAL_ADMIN_KEYS)' });
     }
   });

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { BrandSet } from '@operator/config';
 
 declare module 'fastify' {
@@ -8,14 +8,18 @@ declare module 'fastify' {
   }
 }
 
+const SET = Symbol('brands');
+type Holder = FastifyRequest & { [SET]?: BrandSet };
+
 /** Before any guard runs a request opens no brand, so a route behind none cannot act on one by mistake. */
 export function decorateBrands(app: FastifyInstance) {
   app.decorateRequest('brands', {
-    getter(this: { _brands?: BrandSet }) {
-      return this._brands ?? [];
+    getter(this: FastifyRequest) {
+      const brands = (this as Holder)[SET];
+      return brands === undefined ? [] : brands;
     },
-    setter(this: { _brands?: BrandSet }, brands: BrandSet) {
-      this._brands = brands;
+    setter(this: FastifyRequest, brands: BrandSet) {
+      (this as Holder)[SET] = brands;
     },
   });
 }

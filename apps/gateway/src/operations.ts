@@ -14,7 +14,7 @@ export const operationsApart = (config: GatewayConfig) => config.NODE_ENV === 'p
 export const operationsRoutes: FastifyPluginAsync<GatewayDeps & { api: FastifyInstance }> = async (app, { config, db, reads, queues, api }) => {
   await app.register(metricsRoutes, { reads: reads ?? primaryReads(db), queues });
   await app.register(apiDocsPages(api));
-  if (config.ADMIN_UI) await app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin });
+  if (config.ADMIN_UI) await app.register(queueDashboardRoutes, { queues, keys: config.internalKeys.admin.filter((key) => key.brands === null).map(({ key }) => key) });
 };
 
 /** A port that cannot be listened on stops the start with one line that names it. */

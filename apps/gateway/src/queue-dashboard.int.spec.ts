@@ -5,13 +5,15 @@ import { Harness } from './test/harness';
 // X-Api-Key or as the password of HTTP Basic (any user name), for its page, its assets and its API
 // alike. Here outside production, on PORT; in production on METRICS_PORT (operations.int.spec.ts).
 
+const BRAND_ADMIN_KEY = 'brand-seven-admin-key';
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 describe('the queue dashboard', () => {
   let h: Harness;
 
   beforeAll(async () => {
-    h = await Harness.open({ ADMIN_UI: 'true' });
+    // The queues hold every brand's jobs: an admin key bound to a brand does not open them.
+    h = await Harness.open({ ADMIN_UI: 'true', INTERNAL_API_KEYS: INTERNAL_KEY, INTERNAL_ADMIN_KEYS: `${BRAND_ADMIN_KEY}@7` });
   });
   afterAll(async () => {
     await h.close();
@@ -26,6 +28,8 @@ describe('the queue dashboard', () => {
     ['Basic with a wrong password', { authorization: basic('ops', 'wrong') }],
     ['Basic with the CRM key as password', { authorization: basic('ops', OPERATOR_KEY) }],
     ['Basic with the internal key as user name', { authorization: basic(INTERNAL_KEY, '') }],
+    ['an admin key bound to a brand', { 'x-api-key': BRAND_ADMIN_KEY }],
+    ['Basic with an admin key bound to a brand', { authorization: basic('ops', BRAND_ADMIN_KEY) }],
   ])('refuses %s with 401 {error} and asks the browser for Basic credentials', async (_case, headers) => {
     for (const url of ['/admin/queues', '/admin/queues/api/queues', '/admin/queues/static/css/main.css']) {
       const response = await get(url, headers as Record<string, string>);

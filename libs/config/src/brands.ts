@@ -6,9 +6,9 @@ import { ordinal } from './secrets';
  */
 export type BrandSet = readonly string[] | null;
 
-/** A key or secret with the brands it opens. */
-export interface Bound<T> {
-  value: T;
+/** An API key with the brands it opens. */
+export interface BoundKey {
+  key: string;
   brands: BrandSet;
 }
 
@@ -26,19 +26,19 @@ export function brandIdOf(text: string): string | undefined {
  * Splits `KEY@7+8` into the key and its brands. A secret may hold `@`: only a tail of digits and
  * `+` is read as brands, and then it must be well formed (`KEY@`, `KEY@7+` and `KEY@+8` are refused).
  */
-export function boundEntry(name: string, entry: string, index: number, problems: string[]): Bound<string> | undefined {
+export function boundEntry(name: string, entry: string, index: number, problems: string[]): BoundKey | undefined {
   const match = BRAND_LIST.exec(entry);
-  if (!match) return { value: entry, brands: null };
+  if (!match) return { key: entry, brands: null };
   const ids = match[2].split('+').map(brandIdOf);
   if (match[1] === '' || ids.some((id) => id === undefined)) {
     problems.push(`${name}: the ${ordinal(index)} entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)`);
     return undefined;
   }
-  return { value: match[1], brands: [...new Set(ids as string[])] };
+  return { key: match[1], brands: [...new Set(ids as string[])].sort((a, b) => Number(a) - Number(b)) };
 }
 
 /** Every entry of a list, bound or not; malformed ones are reported and dropped. */
-export function boundList(name: string, entries: string[], problems: string[]): Bound<string>[] {
+export function boundList(name: string, entries: string[], problems: string[]): BoundKey[] {
   return entries.flatMap((entry, index) => boundEntry(name, entry, index, problems) ?? []);
 }
 

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { defaultMaxHeapUsedBytes, DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig } from './config';
+import { defaultMaxHeapUsedBytes, DEV_INTERNAL_KEY, DEV_OPERATOR_KEY, loadGatewayConfig, type InternalKeys } from './config';
+import type { BoundKey } from './brands';
 import { ConfigError, parseEnv, splitList, type Env } from './env';
 import { loadBonusAppConfig } from './bonus';
 import { loadDispatcherConfig } from './events';
@@ -14,6 +15,9 @@ const CRM_KEY_2 = 'crm-key-Ue6Wd0Qa8Jg3Xn1Vc5Bm7Lr2';
 const BACKEND_KEY = 'backend-key-Pt4Ys9Fk2Hw6Nz1Rd8Gx';
 
 const configError = (env: Env) => configErrorOf(() => loadGatewayConfig(env));
+/** The keys alone, for the lists that bind none to a brand. */
+const keysOf = (bound: BoundKey[]) => bound.map(({ key }) => key);
+const internalKeysOf = ({ devices, admin }: InternalKeys) => ({ devices: keysOf(devices), admin: keysOf(admin) });
 
 const REAL_KEYS = { OPERATOR_API_KEYS: `${CRM_KEY},${CRM_KEY_2}`, INTERNAL_API_KEYS: BACKEND_KEY };
 
@@ -58,8 +62,8 @@ describe('loadGatewayConfig: defaults', () => {
       EVENTS_ORIGIN: 'operator',
       EXCHANGE_RATES: '{}',
       bonus: { platformUrl: undefined, exchangeRates: {} },
-      operatorApiKeys: ['dev-operator-key'],
-      internalKeys: { devices: ['dev-internal-key'], admin: ['dev-internal-key'] },
+      operatorApiKeys: [{ key: 'dev-operator-key', brands: null }],
+      internalKeys: { devices: [{ key: 'dev-internal-key', brands: null }], admin: [{ key: 'dev-internal-key', brands: null }] },
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
       AUTH_FAILURE_LIMIT: 20,
@@ -93,7 +97,7 @@ describe('loadGatewayConfig: defaults', () => {
     expect(config.PORT).toBe(3000);
     expect(config.BATCH_MAX_MESSAGES).toBe(500);
     expect(config.CRM_HEADER_WORD).toBe('Service');
-    expect(config.operatorApiKeys).toEqual([DEV_OPERATOR_KEY]);
+    expect(keysOf(config.operatorApiKeys)).toEqual([DEV_OPERATOR_KEY]);
   });
 
   it('reads process.env when no environment is given', () => {
@@ -141,8 +145,8 @@ describe('loadGatewayConfig: values from the environment', () => {
 
   it('splits comma-separated keys, trimming and dropping empty entries', () => {
     const config = loadGatewayConfig({ OPERATOR_API_KEYS: 'a, b,,c', INTERNAL_API_KEYS: ' internal-1 ,internal-2, ' });
-    expect(config.operatorApiKeys).toEqual(['a', 'b', 'c']);
-    expect(config.internalKeys).toEqual({ devices: ['internal-1', 'internal-2'], admin: ['internal-1', 'internal-2'] });
+    expect(keysOf(config.operatorApiKeys)).toEqual(['a', 'b', 'c']);
+    expect(internalKeysOf(config.internalKeys)).toEqual({ devices: ['internal-1', 'internal-2'], admin: ['internal-1', 'internal-2'] });
   });
 
   it('refuses a key list with no key in it', () => {
@@ -151,26 +155,69 @@ describe('loadGatewayConfig: values from the environment', () => {
   });
 });
 
+describe('loadGatewayConfig: keys bound to brands', () => {
+  it('reads KEY@7 and KEY@7+8 as keys that open those brands, and a key without @ as one that opens every brand', () => {
+    const config = loadGatewayConfig({ OPERATOR_API_KEYS: 'all,one@1,two@1+02+1', INTERNAL_DEVICE_KEYS: 'device@7', INTERNAL_ADMIN_KEYS: 'ops@0,root' });
+    expect(config.operatorApiKeys).toEqual([
+      { key: 'all', brands: null },
+      { key: 'one', brands: ['1'] },
+      { key: 'two', brands: ['1', '2'] },
+    ]);
+    expect(config.internalKeys.devices).toEqual([{ key: 'device', brands: ['7'] }, { key: 'ops', brands: ['0'] }, { key: 'root', brands: null }]);
+    expect(config.internalKeys.admin).toEqual([{ key: 'ops', brands: ['0'] }, { key: 'root', brands: null }]);
+  });
+
+  it('keeps an @ that is not followed by brand ids as part of the key', () => {
+    expect(loadGatewayConfig({ OPERATOR_API_KEYS: 'p@ss,a@b@3' }).operatorApiKeys).toEqual([
+      { key: 'p@ss', brands: null },
+      { key: 'a@b', brands: ['3'] },
+    ]);
+  });
+
+  it('refuses malformed brand lists at boot, naming the variable and the entry, never the key', () => {
+    const error = configError({
+      OPERATOR_API_KEYS: 'good,secret-one@',
+      INTERNAL_DEVICE_KEYS: 'secret-two@7+',
+      INTERNAL_ADMIN_KEYS: 'secret-three@+8,@9',
+      INTERNAL_API_KEYS: `secret-four@${'9'.repeat(17)}`,
+    });
+    expect(error.problems).toEqual([
+      'INTERNAL_DEVICE_KEYS: the 1st entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'INTERNAL_ADMIN_KEYS: the 1st entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'INTERNAL_ADMIN_KEYS: the 2nd entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'OPERATOR_API_KEYS: the 2nd entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'INTERNAL_API_KEYS: the 1st entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'INTERNAL_API_KEYS must name at least one key',
+    ]);
+    expect(error.message).not.toMatch(/secret-/);
+  });
+
+  it('refuses the same key twice in a list, whatever its brands, and one key in two classes', () => {
+    expect(configError({ OPERATOR_API_KEYS: 'k@1,k@2' }).problems).toEqual(['OPERATOR_API_KEYS names a key twice']);
+    expect(configError({ OPERATOR_API_KEYS: 'k@1', INTERNAL_DEVICE_KEYS: 'k@2' }).problems).toEqual(['OPERATOR_API_KEYS and INTERNAL_DEVICE_KEYS must not share a key']);
+  });
+});
+
 describe('loadGatewayConfig: internal keys by what they open', () => {
   it('opens everything with INTERNAL_API_KEYS, as before there were scoped keys', () => {
-    expect(loadGatewayConfig({ INTERNAL_API_KEYS: 'backend' }).internalKeys).toEqual({ devices: ['backend'], admin: ['backend'] });
+    expect(internalKeysOf(loadGatewayConfig({ INTERNAL_API_KEYS: 'backend' }).internalKeys)).toEqual({ devices: ['backend'], admin: ['backend'] });
   });
 
   it('opens the device routes alone with INTERNAL_DEVICE_KEYS, and every internal route with INTERNAL_ADMIN_KEYS', () => {
     const config = loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app-1,app-2', INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: 'legacy' });
-    expect(config.internalKeys).toEqual({ devices: ['app-1', 'app-2', 'ops', 'legacy'], admin: ['ops', 'legacy'] });
+    expect(internalKeysOf(config.internalKeys)).toEqual({ devices: ['app-1', 'app-2', 'ops', 'legacy'], admin: ['ops', 'legacy'] });
   });
 
   it('falls back to the development key only while no internal key of any class is set', () => {
-    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app' }).internalKeys).toEqual({ devices: ['app'], admin: [] });
-    expect(loadGatewayConfig({ INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: '' }).internalKeys).toEqual({ devices: ['ops'], admin: ['ops'] });
-    expect(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: ' , ' }).internalKeys).toEqual({ devices: [DEV_INTERNAL_KEY], admin: [DEV_INTERNAL_KEY] });
+    expect(internalKeysOf(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: 'app' }).internalKeys)).toEqual({ devices: ['app'], admin: [] });
+    expect(internalKeysOf(loadGatewayConfig({ INTERNAL_ADMIN_KEYS: 'ops', INTERNAL_API_KEYS: '' }).internalKeys)).toEqual({ devices: ['ops'], admin: ['ops'] });
+    expect(internalKeysOf(loadGatewayConfig({ INTERNAL_DEVICE_KEYS: ' , ' }).internalKeys)).toEqual({ devices: [DEV_INTERNAL_KEY], admin: [DEV_INTERNAL_KEY] });
   });
 
   it('takes scoped keys alone in production, and refuses the development key there', () => {
     const env = { NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, OPERATOR_API_KEYS: CRM_KEY };
     const config = loadGatewayConfig({ ...env, INTERNAL_DEVICE_KEYS: CRM_KEY_2, INTERNAL_ADMIN_KEYS: BACKEND_KEY });
-    expect(config.internalKeys).toEqual({ devices: [CRM_KEY_2, BACKEND_KEY], admin: [BACKEND_KEY] });
+    expect(internalKeysOf(config.internalKeys)).toEqual({ devices: [CRM_KEY_2, BACKEND_KEY], admin: [BACKEND_KEY] });
     expect(configError(env).problems).toEqual(['INTERNAL_API_KEYS holds the development key; set real keys in production']);
   });
 
@@ -313,13 +360,13 @@ describe('loadGatewayConfig: production', () => {
   it('accepts real keys', () => {
     const config = loadGatewayConfig({ NODE_ENV: 'production', TRACKING_SECRET: PRODUCTION_TRACKING_SECRET, ...REAL_KEYS });
     expect(config.NODE_ENV).toBe('production');
-    expect(config.operatorApiKeys).toEqual([CRM_KEY, CRM_KEY_2]);
-    expect(config.internalKeys).toEqual({ devices: [BACKEND_KEY], admin: [BACKEND_KEY] });
+    expect(keysOf(config.operatorApiKeys)).toEqual([CRM_KEY, CRM_KEY_2]);
+    expect(internalKeysOf(config.internalKeys)).toEqual({ devices: [BACKEND_KEY], admin: [BACKEND_KEY] });
   });
 
   it('allows the development keys outside production', () => {
     for (const NODE_ENV of ['development', 'test']) {
-      expect(loadGatewayConfig({ NODE_ENV }).operatorApiKeys).toEqual([DEV_OPERATOR_KEY]);
+      expect(keysOf(loadGatewayConfig({ NODE_ENV }).operatorApiKeys)).toEqual([DEV_OPERATOR_KEY]);
     }
   });
 

@@ -9,6 +9,7 @@ import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
 import { EdgeEnv, edgeSettings, type EdgeSettings } from './edge';
 import { weakSecretProblems } from './secrets';
+import { boundList, type BoundKey } from './brands';
 
 // One schema per concern. Every variable has a development default, so a fresh checkout runs with
 // no configuration; production refuses the development keys and every weak secret (secrets.ts).
@@ -19,15 +20,15 @@ export const DEV_INTERNAL_KEY = 'dev-internal-key';
 export const GatewayEnv = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', description: 'Address the gateway listens on' }),
   PORT: Type.Integer({ default: 3000, minimum: 0, maximum: 65535, description: 'Port the gateway listens on' }),
-  OPERATOR_API_KEYS: Type.String({ default: DEV_OPERATOR_KEY, description: 'Comma-separated X-Api-Key values the CRM may use' }),
+  OPERATOR_API_KEYS: Type.String({ default: DEV_OPERATOR_KEY, description: 'Comma-separated X-Api-Key values the CRM may use; KEY@7+8 opens brands 7 and 8 only' }),
   INTERNAL_API_KEYS: Type.String({
     default: DEV_INTERNAL_KEY,
     description: "Comma-separated X-Api-Key values of the operator's own back end that open every internal route, as INTERNAL_ADMIN_KEYS do (the default only while no internal key of any class is set)",
   }),
-  INTERNAL_DEVICE_KEYS: Type.String({ default: '', description: 'Comma-separated X-Api-Key values that register, list and remove devices, and open nothing else' }),
+  INTERNAL_DEVICE_KEYS: Type.String({ default: '', description: 'Comma-separated X-Api-Key values that register, list and remove devices, and open nothing else; KEY@7 opens brand 7 only' }),
   INTERNAL_ADMIN_KEYS: Type.String({
     default: '',
-    description: 'Comma-separated X-Api-Key values that open every internal route: devices, the bonus catalog, wallets, ledgers, player bonuses, credits, dead letters, the queue dashboard',
+    description: 'Comma-separated X-Api-Key values that open every internal route: devices, the bonus catalog, wallets, ledgers, player bonuses, credits, dead letters, the queue dashboard (not with KEY@7, which opens brand 7 only)',
   }),
   CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$', description: 'Middle word of the X-<Word>-* headers' }),
   BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
@@ -63,19 +64,19 @@ type GatewayRaw = Static<typeof GatewayConfigSchema>;
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
 type KeyVariable = 'OPERATOR_API_KEYS' | 'INTERNAL_API_KEYS' | 'INTERNAL_DEVICE_KEYS' | 'INTERNAL_ADMIN_KEYS';
 
-/** The X-Api-Key values of the operator's own back end, by the routes they open. */
+/** The X-Api-Key values of the operator's own back end, by the routes they open, each with its brands. */
 export interface InternalKeys {
   /** Open the device routes: INTERNAL_DEVICE_KEYS, INTERNAL_ADMIN_KEYS and INTERNAL_API_KEYS. */
-  devices: string[];
-  /** Open every internal route and the queue dashboard: INTERNAL_ADMIN_KEYS and INTERNAL_API_KEYS. */
-  admin: string[];
+  devices: BoundKey[];
+  /** Open every internal route, and the queue dashboard when bound to no brand: INTERNAL_ADMIN_KEYS and INTERNAL_API_KEYS. */
+  admin: BoundKey[];
 }
 
 export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS' | 'MAX_HEAP_USED_BYTES'> & {
   /** MAX_HEAP_USED_BYTES, or three quarters of the V8 heap limit when it is unset; 0: off. */
   MAX_HEAP_USED_BYTES: number;
   redis: RedisConnection;
-  operatorApiKeys: string[];
+  operatorApiKeys: BoundKey[];
   internalKeys: InternalKeys;
   webhookMaxAgeMs: number;
   bonus: BonusSettings;
@@ -96,24 +97,30 @@ export function defaultMaxHeapUsedBytes(): number {
 type KeyLists = Record<KeyVariable, string[]>;
 
 /**
- * The keys of each class. INTERNAL_API_KEYS falls back to the development key only while no
- * internal key of any class is set, so a deployment may give scoped keys alone.
+ * The keys of each class, `@brands` taken off. INTERNAL_API_KEYS falls back to the development key
+ * only while no internal key of any class is set, so a deployment may give scoped keys alone.
  */
-function keyListsOf(env: Env): KeyLists {
-  const INTERNAL_DEVICE_KEYS = splitList(env.INTERNAL_DEVICE_KEYS ?? '');
-  const INTERNAL_ADMIN_KEYS = splitList(env.INTERNAL_ADMIN_KEYS ?? '');
+function keyListsOf(env: Env, problems: string[]): { keys: KeyLists; bound: Record<KeyVariable, BoundKey[]> } {
+  const list = (name: KeyVariable, text: string) => boundList(name, splitList(text), problems);
+  const INTERNAL_DEVICE_KEYS = list('INTERNAL_DEVICE_KEYS', env.INTERNAL_DEVICE_KEYS ?? '');
+  const INTERNAL_ADMIN_KEYS = list('INTERNAL_ADMIN_KEYS', env.INTERNAL_ADMIN_KEYS ?? '');
   const scoped = INTERNAL_DEVICE_KEYS.length > 0 || INTERNAL_ADMIN_KEYS.length > 0;
-  return {
-    OPERATOR_API_KEYS: splitList(env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY),
-    INTERNAL_API_KEYS: splitList(env.INTERNAL_API_KEYS || (scoped ? '' : DEV_INTERNAL_KEY)),
+  const bound = {
+    OPERATOR_API_KEYS: list('OPERATOR_API_KEYS', env.OPERATOR_API_KEYS || DEV_OPERATOR_KEY),
+    INTERNAL_API_KEYS: list('INTERNAL_API_KEYS', env.INTERNAL_API_KEYS || (scoped ? '' : DEV_INTERNAL_KEY)),
     INTERNAL_DEVICE_KEYS,
     INTERNAL_ADMIN_KEYS,
   };
+  const keys = Object.fromEntries(Object.entries(bound).map(([name, list]) => [name, list.map(({ key }) => key)])) as KeyLists;
+  return { keys, bound };
 }
 
-/** Keys exist, each class apart, and in production neither the development ones nor weak. */
+/** Keys exist, each class apart and each once, and in production neither the development ones nor weak. */
 function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   const problems: string[] = [];
+  for (const [name, list] of Object.entries(keys)) {
+    if (new Set(list).size < list.length) problems.push(`${name} names a key twice`);
+  }
   const internal = [...keys.INTERNAL_API_KEYS, ...keys.INTERNAL_DEVICE_KEYS, ...keys.INTERNAL_ADMIN_KEYS];
   if (!keys.OPERATOR_API_KEYS.length) problems.push('OPERATOR_API_KEYS must name at least one key');
   if (!internal.length) problems.push('INTERNAL_API_KEYS must name at least one key');
@@ -137,10 +144,11 @@ function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
-  const keys = keyListsOf(env);
+  const problems: string[] = [];
+  const { keys, bound } = keyListsOf(env, problems);
   const redis = redisConnectionOf(env);
   const webpushOrigins = webpushAllowedOriginsOf(env);
-  const problems = [...redis.problems, ...keyProblems(nodeEnvOf(env), keys), ...webpushOrigins.problems];
+  problems.push(...redis.problems, ...keyProblems(nodeEnvOf(env), keys), ...webpushOrigins.problems);
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);
@@ -166,14 +174,14 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     WEBPUSH_ALLOWED_ORIGINS: _w,
     ...rest
   } = raw;
-  const admin = [...keys.INTERNAL_ADMIN_KEYS, ...keys.INTERNAL_API_KEYS];
+  const admin = [...bound.INTERNAL_ADMIN_KEYS, ...bound.INTERNAL_API_KEYS];
   return {
     ...withoutRedisVariables(rest),
     MAX_HEAP_USED_BYTES: raw.MAX_HEAP_USED_BYTES ?? defaultMaxHeapUsedBytes(),
     DATABASE_READ_URL: readDatabaseUrl(raw),
     redis: redis.connection,
-    operatorApiKeys: keys.OPERATOR_API_KEYS,
-    internalKeys: { devices: [...keys.INTERNAL_DEVICE_KEYS, ...admin], admin },
+    operatorApiKeys: bound.OPERATOR_API_KEYS,
+    internalKeys: { devices: [...bound.INTERNAL_DEVICE_KEYS, ...admin], admin },
     webhookMaxAgeMs: durationMs(raw.WEBHOOK_MAX_AGE),
     bonus: bonus!.settings,
     crmAuth: crmAuth!.settings,

@@ -39,10 +39,10 @@ describe('CRM_AUTH and its credentials', () => {
   it('splits each pair at its first colon: a password may hold colons, a user name cannot', () => {
     const config = loadGatewayConfig({ CRM_AUTH: 'basic,oauth2', CRM_BASIC_USERS: 'crm:pa:ss, other:x', CRM_OAUTH_CLIENTS: 'client-1:s3cr:et' });
     expect(config.crmAuth.basicUsers).toEqual([
-      { id: 'crm', secret: 'pa:ss' },
-      { id: 'other', secret: 'x' },
+      { id: 'crm', secret: 'pa:ss', brands: null },
+      { id: 'other', secret: 'x', brands: null },
     ]);
-    expect(config.crmAuth.oauthClients).toEqual([{ id: 'client-1', secret: 's3cr:et' }]);
+    expect(config.crmAuth.oauthClients).toEqual([{ id: 'client-1', secret: 's3cr:et', brands: null }]);
   });
 
   it('refuses a malformed pair, naming its place and never its text', () => {
@@ -54,6 +54,25 @@ describe('CRM_AUTH and its credentials', () => {
       'CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret',
     ]);
     expect(found.join(' ')).not.toMatch(/hunter2|nouser/);
+  });
+
+  it('binds a user or client to brands with @ after its secret; without one it opens every brand', () => {
+    const config = loadGatewayConfig({ CRM_AUTH: 'basic,oauth2', CRM_BASIC_USERS: 'one:pw@1,all:p@ss', CRM_OAUTH_CLIENTS: 'c:s@1+2,c:t@2+1' });
+    expect(config.crmAuth.basicUsers).toEqual([
+      { id: 'one', secret: 'pw', brands: ['1'] },
+      { id: 'all', secret: 'p@ss', brands: null },
+    ]);
+    expect(config.crmAuth.oauthClients.map((client) => client.brands)).toEqual([['1', '2'], ['1', '2']]);
+  });
+
+  it('refuses a malformed brand list, and one OAuth client with two sets of brands, never naming the secret', () => {
+    const found = problems({ CRM_AUTH: 'basic,oauth2', CRM_BASIC_USERS: 'one:hunter2@', CRM_OAUTH_CLIENTS: 'c:s3cret@1,c:s3cret2@2,d:s3cret3@3' });
+    expect(found).toEqual([
+      'CRM_BASIC_USERS: the 1st entry ends in @ but not in brand ids joined by + (KEY@7 or KEY@7+8)',
+      'CRM_OAUTH_CLIENTS names client c with different brands; give each of its entries the same @brands',
+      'CRM_AUTH has basic, but CRM_BASIC_USERS names no user:password',
+    ]);
+    expect(found.join(' ')).not.toMatch(/hunter2|s3cret/);
   });
 
   it.each([
@@ -120,7 +139,7 @@ describe('CRM_AUTH and its credentials', () => {
     expect(found).toEqual(['CRM_BASIC_USERS: the 2nd password is shorter than 32 characters', 'CRM_OAUTH_CLIENTS: the 1st secret is one character repeated']);
     expect(found.join(' ')).not.toMatch(/hunter2|ssss/);
     // The same credentials outside production: the developer's own.
-    expect(loadGatewayConfig({ CRM_AUTH: 'basic', CRM_BASIC_USERS: 'crm:pw' }).crmAuth.basicUsers).toEqual([{ id: 'crm', secret: 'pw' }]);
+    expect(loadGatewayConfig({ CRM_AUTH: 'basic', CRM_BASIC_USERS: 'crm:pw' }).crmAuth.basicUsers).toEqual([{ id: 'crm', secret: 'pw', brands: null }]);
   });
 
   it('keeps the raw variables out of the configuration', () => {

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { NodeEnv } from './base';
 import { splitList } from './env';
+import { boundEntry, type BrandSet } from './brands';
 import { MIN_SECRET_LENGTH, ordinal, weakSecretProblems } from './secrets';
 
 /** How the CRM may authenticate its calls to the gateway (push, polling, bonuses). */
@@ -13,8 +14,8 @@ export const MIN_SIGNING_KEY_LENGTH = MIN_SECRET_LENGTH;
 
 export const CrmAuthEnv = Type.Object({
   CRM_AUTH: Type.String({ default: 'api-key', description: `What the CRM's calls may authenticate with, comma-separated: ${CRM_AUTH_METHODS.join(', ')}` }),
-  CRM_BASIC_USERS: Type.String({ default: '', description: 'Comma-separated user:password pairs the CRM may use with HTTP Basic (split at the first colon)' }),
-  CRM_OAUTH_CLIENTS: Type.String({ default: '', description: 'Comma-separated client_id:client_secret pairs that may get a token at /oauth/token (split at the first colon)' }),
+  CRM_BASIC_USERS: Type.String({ default: '', description: 'Comma-separated user:password pairs the CRM may use with HTTP Basic (split at the first colon); user:password@7 opens brand 7 only' }),
+  CRM_OAUTH_CLIENTS: Type.String({ default: '', description: 'Comma-separated client_id:client_secret pairs that may get a token at /oauth/token (split at the first colon); client:secret@7 opens brand 7 only' }),
   CRM_OAUTH_TOKEN_TTL: Type.Integer({ default: 7200, minimum: 60, maximum: 86400, description: 'Seconds an access token of /oauth/token is valid' }),
   CRM_OAUTH_SIGNING_KEYS: Type.String({
     default: DEV_OAUTH_SIGNING_KEY,
@@ -26,6 +27,8 @@ type CrmAuthRaw = Static<typeof CrmAuthEnv> & { NODE_ENV: NodeEnv };
 export interface Credential {
   id: string;
   secret: string;
+  /** What it opens: `id:secret@7+8` brands 7 and 8, `id:secret` every brand. */
+  brands: BrandSet;
 }
 
 export interface CrmAuthSettings {
@@ -40,12 +43,14 @@ export interface CrmAuthSettings {
 /** Split at the first colon: RFC 7617 forbids one in a Basic user name, a secret may hold one. */
 function credentials(name: string, text: string, problems: string[]): Credential[] {
   return splitList(text).flatMap((entry, index) => {
-    const colon = entry.indexOf(':');
-    if (colon < 1 || colon === entry.length - 1) {
+    const bound = boundEntry(name, entry, index, problems);
+    if (!bound) return [];
+    const colon = bound.key.indexOf(':');
+    if (colon < 1 || colon === bound.key.length - 1) {
       problems.push(`${name}: the ${ordinal(index)} entry is not id:secret with both parts non-empty`);
       return [];
     }
-    return [{ id: entry.slice(0, colon), secret: entry.slice(colon + 1) }];
+    return [{ id: bound.key.slice(0, colon), secret: bound.key.slice(colon + 1), brands: bound.brands }];
   });
 }
 
@@ -59,6 +64,11 @@ export function crmAuthSettings(raw: CrmAuthRaw): { settings: CrmAuthSettings; p
 
   const basicUsers = credentials('CRM_BASIC_USERS', raw.CRM_BASIC_USERS, problems);
   const oauthClients = credentials('CRM_OAUTH_CLIENTS', raw.CRM_OAUTH_CLIENTS, problems);
+  // A token carries its client's brands, so one client id (its secrets rotating) has one set.
+  const clientBrands = new Map(oauthClients.map((client) => [client.id, JSON.stringify(client.brands)]));
+  for (const id of new Set(oauthClients.filter((client) => clientBrands.get(client.id) !== JSON.stringify(client.brands)).map((client) => client.id))) {
+    problems.push(`CRM_OAUTH_CLIENTS names client ${id} with different brands; give each of its entries the same @brands`);
+  }
   if (methods.includes('basic') && !basicUsers.length) problems.push('CRM_AUTH has basic, but CRM_BASIC_USERS names no user:password');
   if (methods.includes('oauth2') && !oauthClients.length) problems.push('CRM_AUTH has oauth2, but CRM_OAUTH_CLIENTS names no client_id:client_secret');
 

@@ -100,7 +100,7 @@ describe('production refuses weak secrets in every app that reads them', () => {
 
   it('takes strong secrets, and weak ones outside production', () => {
     expect(loadGatewayConfig(PRODUCTION).NODE_ENV).toBe('production');
-    expect(loadGatewayConfig({ OPERATOR_API_KEYS: 'k', TRACKING_SECRET: 't'.repeat(16), BONUS_PLATFORM_API_KEY: 'x' }).operatorApiKeys).toEqual(['k']);
+    expect(loadGatewayConfig({ OPERATOR_API_KEYS: 'k', TRACKING_SECRET: 't'.repeat(16), BONUS_PLATFORM_API_KEY: 'x' }).operatorApiKeys).toEqual([{ key: 'k', brands: null }]);
     expect(loadBonusAppConfig({ BONUS_PLATFORM_API_KEY: 'x' }).BONUS_PLATFORM_API_KEY).toBe('x');
   });
 });

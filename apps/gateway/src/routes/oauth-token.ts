@@ -45,7 +45,8 @@ export interface OAuthTokenOptions {
 
 /** The client credentials grant (RFC 6749, 4.4), for the CRM's routes. */
 export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = async (app, { auth, allowGet }) => {
-  const isClient = credentialMatcher(auth.oauthClients);
+  const clientBrands = credentialMatcher(auth.oauthClients);
+  const isClient = (id: string, secret: string) => clientBrands(id, secret) !== undefined;
   /** Basic credentials, written as they are or form-encoded. */
   const basicClient = ({ id, secret }: { id: string; secret: string }) => {
     if (isClient(id, secret)) return id;
@@ -53,6 +54,9 @@ export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = as
     const decodedSecret = formDecoded(secret);
     return decodedId !== undefined && decodedSecret !== undefined && isClient(decodedId, decodedSecret) ? decodedId : undefined;
   };
+
+  // Every entry of one client id has the same brands (checked at boot).
+  const brandsOfClient = (id: string) => auth.oauthClients.find((entry) => entry.id === id)!.brands;
 
   // Here only: every other route reads its body as JSON.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
@@ -89,7 +93,7 @@ export const oauthTokenRoutes: FastifyPluginAsyncTypebox<OAuthTokenOptions> = as
     }
     if (client === undefined) return refuse(reply, 401, 'invalid_client', 'unknown client or wrong secret');
     return {
-      access_token: issueAccessToken(auth.signingKeys[0], client, auth.tokenTtlSeconds),
+      access_token: issueAccessToken(auth.signingKeys[0], client, auth.tokenTtlSeconds, undefined, brandsOfClient(client)),
       token_type: 'Bearer' as const,
       expires_in: auth.tokenTtlSeconds,
     };
