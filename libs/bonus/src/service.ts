@@ -51,7 +51,8 @@ const HOUSE = 'house';
 
 /**
  * The ordering key of a player's wallet in a brand: the same player id in another brand is another
- * wallet. Brand 0 keeps the key events had before brands, so its events stay in order across an upgrade.
+ * wallet. Brand 0's is the bare player id, the key 1.0.0 writes, so events in flight across an
+ * upgrade stay in order.
  */
 export const balanceOrderingKey = (brandId: string, userId: string) => (brandId === '0' ? `balance:${userId}` : `balance:${brandId}:${userId}`);
 

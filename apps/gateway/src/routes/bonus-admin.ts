@@ -102,18 +102,22 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads;
       if (brandId === null && request.brands !== null) return reply.code(403).send({ error: 'this credential does not open every brand: give brand_id' });
       if (brandId !== null && !opensBrand(request.brands, brandId)) return reply.code(403).send({ error: `this credential does not open brand ${brandId}` });
       const saved = await orUnavailable(
-        upsertBonus(db.pool, {
-          code: request.params.code,
-          brandId,
-          label: body.label,
-          type: body.type,
-          product: body.product,
-          amountMinor: amount.minor,
-          currency: body.currency,
-          validityDays: body.validity_days,
-          wageringRequirement: body.wagering_requirement.toFixed(2),
-          active: body.active ?? true,
-        }, brandFilter(request.brands)),
+        upsertBonus(
+          db.pool,
+          {
+            code: request.params.code,
+            brandId,
+            label: body.label,
+            type: body.type,
+            product: body.product,
+            amountMinor: amount.minor,
+            currency: body.currency,
+            validityDays: body.validity_days,
+            wageringRequirement: body.wagering_requirement.toFixed(2),
+            active: body.active ?? true,
+          },
+          brandFilter(request.brands),
+        ),
       );
       if (saved === 'taken') return reply.code(409).send({ error: `bonus code ${request.params.code} is taken by a catalog entry this credential cannot change` });
       const created = saved === 'created';
