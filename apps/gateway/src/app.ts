@@ -104,7 +104,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
       singleGroup: { windowMs: config.PUSH_SINGLE_GROUP_WINDOW_MS, maxMessages: config.PUSH_SINGLE_GROUP_MAX },
     });
     await crm.register(statusRoutes, { reads });
-    await crm.register(bonusRoutes, { db, reads, headerNames: crmHeaderNames(config.CRM_HEADER_WORD) });
+    await crm.register(bonusRoutes, { db, reads, headerNames: crmHeaderNames(config.CRM_HEADER_WORD), defaultBrand: config.BONUS_DEFAULT_BRAND });
   });
 
   if (config.crmAuth.methods.includes('oauth2')) app.register(oauthTokenRoutes, { auth: config.crmAuth, allowGet: config.edge.oauthAllowGet });

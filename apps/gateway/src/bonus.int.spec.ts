@@ -292,8 +292,8 @@ describe('bonus endpoints', () => {
       expect(await settle(h, creditId)).toBe('completed');
       expect(await playerBonuses(h, userId)).toEqual([expect.objectContaining({ credit_id: creditId, amount: '12.50', currency: 'EUR', status: 'Created' })]);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '12.50' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '12.50' },
       ]);
     });
 
@@ -416,8 +416,8 @@ describe('bonus endpoints', () => {
 
       expect(await settle(h, creditId)).toBe('completed');
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '25.50' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '25.50' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
       expect(await ledger(h, userId)).toEqual([expect.objectContaining({ currency: 'EUR', key: 'real_money', amount: '25.50', reason: 'funds-cashback' })]);
       // Funds are no player bonus: no bonus, no bonus event; the wallet change is reported.
@@ -534,8 +534,8 @@ describe('bonus endpoints', () => {
       expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
       expect(await ledger(h, userId)).toEqual([expect.objectContaining({ transaction_id: creditId, currency: 'EUR', key: 'bonus_money', amount: '10.00', reason: 'bonus-credit' })]);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '10.00' },
       ]);
       // The house leg of the same transaction: the entry pair balances.
       const legs = await h.stores.db.ledgerEntry.findMany({ where: { transactionId: creditId } });
@@ -586,8 +586,8 @@ describe('bonus endpoints', () => {
       expect(await ledger(h, userId)).toHaveLength(1);
       expect(await h.stores.db.ledgerEntry.count({ where: { transactionId: creditId } })).toBe(2);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '10.00' },
       ]);
       const bonuses = await playerBonuses(h, userId);
       expect(bonuses).toHaveLength(1);
@@ -605,8 +605,8 @@ describe('bonus endpoints', () => {
       await settle(h, [...ids][0]);
       expect(await ledger(h, userId)).toHaveLength(1);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '4.20' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '4.20' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
     });
 
@@ -640,8 +640,8 @@ describe('bonus endpoints', () => {
       for (const userId of players) expect(await h.stores.db.credit.count({ where: { userId } })).toBe(1);
       for (const response of responses) expect(await settle(h, response.json().credit_id)).toBe('completed');
       for (const userId of players) expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '10.00' },
       ]);
     });
 
@@ -663,7 +663,7 @@ describe('bonus endpoints', () => {
       expect(await h.stores.db.credit.count({ where: { userId: second } })).toBe(0);
       expect(await h.stores.db.credit.findUnique({ where: { id: creditId } })).toMatchObject({ userId: first, amountMinor: 500n, kind: 'funds' });
       expect(await ledger(h, second)).toEqual([]);
-      expect((await wallet(h, first)).balances).toContainEqual({ currency: 'EUR', key: 'real_money', amount: '5.00' });
+      expect((await wallet(h, first)).balances).toContainEqual({ brand_id: 0, currency: 'EUR', key: 'real_money', amount: '5.00' });
     });
 
     it('answers a repeat of the same request, however its JSON is written, with the first credit', async () => {
@@ -691,7 +691,7 @@ describe('bonus endpoints', () => {
       expect(other.json()).toEqual({ error: expect.stringContaining(first.json().credit_id), code: 409 });
       expect(await h.stores.db.credit.findMany({ where: { userId }, select: { id: true, amountMinor: true } })).toEqual([{ id: first.json().credit_id, amountMinor: 500n }]);
       expect(await settle(h, first.json().credit_id)).toBe('completed');
-      expect((await wallet(h, userId)).balances).toContainEqual({ currency: 'EUR', key: 'real_money', amount: '5.00' });
+      expect((await wallet(h, userId)).balances).toContainEqual({ brand_id: 0, currency: 'EUR', key: 'real_money', amount: '5.00' });
     });
 
     it('without the tuple headers, only X-Service-Id deduplicates', async () => {
@@ -732,6 +732,7 @@ describe('bonus endpoints', () => {
         validity_days: 30,
         wagering_requirement: 20.5,
         active: true,
+        brand_id: null,
       });
       // The back office lists inactive bonuses too.
       expect(bonuses.find((b) => b.code === jpy)).toMatchObject({ amount: '500', currency: 'JPY', active: false });
@@ -802,8 +803,8 @@ describe('bonus endpoints', () => {
       expect(await wallet(h, userId)).toEqual({
         user_id: userId,
         balances: [
-          { currency: 'EUR', key: 'real_money', amount: '0.00' },
-          { currency: 'EUR', key: 'bonus_money', amount: '10.00' },
+          { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+          { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '10.00' },
         ],
       });
       const [playerBonus] = await playerBonuses(h, userId);
@@ -826,8 +827,8 @@ describe('bonus endpoints', () => {
       expect(forfeited.statusCode).toBe(200);
       expect(forfeited.json()).toEqual({ user_bonus_id: playerBonus.user_bonus_id, status: 'Forfeited', changed: true });
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
       expect((await playerBonuses(h, userId))[0].status).toBe('Forfeited');
       expect(await ledger(h, userId)).toHaveLength(2);
@@ -844,8 +845,8 @@ describe('bonus endpoints', () => {
       expectError(await h.internal('POST', statusUrl, { status: 'Completed' }), 409);
       expect(await bonusEvents(h, playerBonus.user_bonus_id)).toHaveLength(2);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
     });
 
@@ -858,8 +859,8 @@ describe('bonus endpoints', () => {
       const completed = await h.internal('POST', `/v1/players/${userId}/bonuses/${playerBonus.user_bonus_id}/status`, { status: 'Completed' });
       expect(completed.json()).toEqual({ user_bonus_id: playerBonus.user_bonus_id, status: 'Completed', changed: true });
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '15.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '15.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
       const events = await bonusEvents(h, playerBonus.user_bonus_id);
       expect(events.map((e) => e.status)).toEqual(['Created', 'Completed']);
@@ -878,8 +879,8 @@ describe('bonus endpoints', () => {
       expect((await bonusEvents(h, playerBonus.user_bonus_id)).map((e) => e.status)).toEqual(['Created', 'Forfeited']);
       expect(await ledger(h, userId)).toHaveLength(2);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
     });
 
@@ -907,8 +908,8 @@ describe('bonus endpoints', () => {
       expect((await playerBonuses(h, userId))[0].status).toBe('Expired');
       expect((await bonusEvents(h, playerBonus.user_bonus_id)).map((e) => e.status)).toEqual(['Created', 'Expired']);
       expect((await wallet(h, userId)).balances).toEqual([
-        { currency: 'EUR', key: 'real_money', amount: '0.00' },
-        { currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'real_money', amount: '0.00' },
+        { brand_id: 0, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
       ]);
     });
 
@@ -1023,5 +1024,125 @@ describe('bonus endpoints when PostgreSQL is down', () => {
     expectError(await creditBonus(h, { user_id: 'p' }), 400);
     expectError(await creditFunds(h, { user_id: 'p', amount: 0, currency: 'EUR' }), 400);
     expectError(await creditBonus(h, '{"user_id":'), 400);
+  });
+});
+
+describe('bonus endpoints per brand', () => {
+  // K_ALL opens every brand, K1 brand 1, K2 brand 2, K12 brands 1 and 2 (not BONUS_DEFAULT_BRAND, 0).
+  const KEYS = { all: 'k-all-bonus-brands', one: 'k-one-bonus-brands', two: 'k-two-bonus-brands', both: 'k-both-bonus-brands' };
+  const ADMIN = { all: 'a-all-bonus-brands', one: 'a-one-bonus-brands' };
+  const env = (defaultBrand: string) => ({
+    OPERATOR_API_KEYS: `${KEYS.all},${KEYS.one}@1,${KEYS.two}@2,${KEYS.both}@1+2`,
+    INTERNAL_ADMIN_KEYS: `${ADMIN.all},${ADMIN.one}@1`,
+    BONUS_DEFAULT_BRAND: defaultBrand,
+  });
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await Harness.open(env('0'));
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  const as = (key: string, headers: Record<string, string> = crmHeaders()) => ({ ...headers, 'x-api-key': key });
+  const admin = (key: string, method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown) =>
+    h.app.inject({ method, url, headers: { 'x-api-key': key, 'content-type': 'application/json' }, payload: body === undefined ? undefined : JSON.stringify(body) });
+  const brandOf = async (creditId: string) => (await admin(ADMIN.all, 'GET', `/v1/credits/${creditId}`)).json().brand_id;
+
+  it('makes the same X-Service-Id sent with K1 and with K2 (funds for the same player id) two credits, completed into two wallets', async () => {
+    const userId = uniqueName('player');
+    const headers = crmHeaders();
+    const first = await creditFunds(h, { user_id: userId, amount: 25.5, currency: 'EUR' }, as(KEYS.one, headers));
+    const second = await creditFunds(h, { user_id: userId, amount: 4, currency: 'EUR' }, as(KEYS.two, headers));
+    expect([first.statusCode, second.statusCode]).toEqual([200, 200]);
+    const [one, two] = [first.json().credit_id, second.json().credit_id];
+    expect(two).not.toBe(one);
+    // A retry with K1 is brand 1's credit again.
+    expect((await creditFunds(h, { user_id: userId, amount: 25.5, currency: 'EUR' }, as(KEYS.one, headers))).json()).toEqual({ credit_id: one, status: 'accepted' });
+
+    expect(await settle(h, one)).toBe('completed');
+    expect(await settle(h, two)).toBe('completed');
+    expect([await brandOf(one), await brandOf(two)]).toEqual([1, 2]);
+    const balances = (await admin(ADMIN.all, 'GET', `/v1/players/${userId}/wallet`)).json().balances;
+    expect(balances).toEqual([
+      { brand_id: 1, currency: 'EUR', key: 'real_money', amount: '25.50' },
+      { brand_id: 1, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+      { brand_id: 2, currency: 'EUR', key: 'real_money', amount: '4.00' },
+      { brand_id: 2, currency: 'EUR', key: 'bonus_money', amount: '0.00' },
+    ]);
+    // Each wallet's balance event is its brand's, under a key of its own (the two may be written in either order).
+    const balanceEvents = await h.stores.db.event.findMany({ where: { topic: 'balance', orderingKey: { in: [`balance:1:${userId}`, `balance:2:${userId}`] } } });
+    expect(balanceEvents.map((e) => `${e.orderingKey} ${e.brandId}`).sort()).toEqual([`balance:1:${userId} 1`, `balance:2:${userId} 2`]);
+
+    // An admin key of brand 1 sees brand 1's wallet, entries and credit only.
+    expect((await admin(ADMIN.one, 'GET', `/v1/players/${userId}/wallet`)).json().balances).toEqual(balances.slice(0, 2));
+    expect((await admin(ADMIN.one, 'GET', `/v1/players/${userId}/ledger`)).json().entries).toEqual([expect.objectContaining({ brand_id: 1, amount: '25.50' })]);
+    expect((await admin(ADMIN.one, 'GET', `/v1/credits?user_id=${userId}`)).json().credits.map((c: { credit_id: string }) => c.credit_id)).toEqual([one]);
+    expect((await admin(ADMIN.one, 'GET', `/v1/credits/${two}`)).statusCode).toBe(404);
+  });
+
+  it('credits BONUS_DEFAULT_BRAND for a key of every brand, and refuses 403 a key of brands 1 and 2 without it', async () => {
+    const userId = uniqueName('player');
+    const funds = { user_id: userId, amount: 1, currency: 'EUR' };
+    const credited = await creditFunds(h, funds, as(KEYS.all));
+    expect(credited.statusCode).toBe(200);
+    expect(await brandOf(credited.json().credit_id)).toBe(0);
+
+    const { code } = await createBonus(h);
+    for (const response of [
+      await creditFunds(h, funds, as(KEYS.both)),
+      await creditBonus(h, { user_id: userId, bonus_code: code }, as(KEYS.both)),
+      await h.app.inject({ method: 'GET', url: '/bonus/list', headers: { 'x-api-key': KEYS.both } }),
+    ]) {
+      expect({ status: response.statusCode, body: response.json() }).toEqual({ status: 403, body: { error: expect.stringContaining('BONUS_DEFAULT_BRAND'), code: 403 } });
+    }
+    expect((await admin(ADMIN.all, 'GET', `/v1/credits?user_id=${userId}`)).json().credits).toHaveLength(1);
+
+    // With BONUS_DEFAULT_BRAND=2 the same keys credit brand 2.
+    const other = await Harness.open(env('2'));
+    try {
+      for (const key of [KEYS.all, KEYS.both]) {
+        const response = await creditFunds(other, funds, as(key));
+        expect(response.statusCode).toBe(200);
+        expect(await brandOf(response.json().credit_id)).toBe(2);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("offers each brand the catalog's entries for every brand and its own; another brand's code is unknown", async () => {
+    const [everyBrand, brandOne, brandTwo] = [uniqueName('all'), uniqueName('one'), uniqueName('two')];
+    expect((await admin(ADMIN.all, 'PUT', `/v1/bonuses/${everyBrand}`, bonusBody())).statusCode).toBe(201);
+    expect((await admin(ADMIN.one, 'PUT', `/v1/bonuses/${brandOne}`, bonusBody({ brand_id: 1 }))).statusCode).toBe(201);
+    expect((await admin(ADMIN.all, 'PUT', `/v1/bonuses/${brandTwo}`, bonusBody({ brand_id: 2 }))).statusCode).toBe(201);
+    // A key of brand 1 makes entries of brand 1 only, and changes none of another brand's or every brand's.
+    expectError(await admin(ADMIN.one, 'PUT', `/v1/bonuses/${uniqueName('x')}`, bonusBody()), 403);
+    expectError(await admin(ADMIN.one, 'PUT', `/v1/bonuses/${uniqueName('x')}`, bonusBody({ brand_id: 2 })), 403);
+    expectError(await admin(ADMIN.one, 'PUT', `/v1/bonuses/${brandTwo}`, bonusBody({ brand_id: 1 })), 409);
+    expectError(await admin(ADMIN.one, 'PUT', `/v1/bonuses/${everyBrand}`, bonusBody({ brand_id: 1 })), 409);
+
+    const ours = (codes: string[]) => codes.filter((code) => [everyBrand, brandOne, brandTwo].includes(code)).sort();
+    const listed = async (key: string) => ours((await h.app.inject({ method: 'GET', url: '/bonus/list', headers: { 'x-api-key': key } })).json().Data.map((d: { value: string }) => d.value));
+    expect(await listed(KEYS.one)).toEqual([everyBrand, brandOne].sort());
+    expect(await listed(KEYS.two)).toEqual([everyBrand, brandTwo].sort());
+    expect(await listed(KEYS.all)).toEqual([everyBrand]);
+    expect(ours((await admin(ADMIN.one, 'GET', '/v1/bonuses')).json().bonuses.map((b: { code: string }) => b.code))).toEqual([everyBrand, brandOne].sort());
+
+    const userId = uniqueName('player');
+    const refused = await creditBonus(h, { user_id: userId, bonus_code: brandTwo }, as(KEYS.one));
+    expect({ status: refused.statusCode, body: refused.json() }).toEqual({ status: 404, body: { error: `unknown bonus code ${brandTwo}`, code: 404 } });
+    const credited = await creditBonus(h, { user_id: userId, bonus_code: brandTwo }, as(KEYS.two));
+    expect(credited.statusCode).toBe(200);
+    expect(await settle(h, credited.json().credit_id)).toBe('completed');
+
+    // The player's bonus and its event are brand 2's; an admin key of brand 1 neither sees nor moves it.
+    const [bonus] = (await admin(ADMIN.all, 'GET', `/v1/players/${userId}/bonuses`)).json().bonuses;
+    expect(bonus).toMatchObject({ brand_id: 2, bonus_code: brandTwo });
+    expect((await bonusEvents(h, bonus.user_bonus_id)).map((e) => e.brandId)).toEqual([2n]);
+    expect((await admin(ADMIN.one, 'GET', `/v1/players/${userId}/bonuses`)).json().bonuses).toEqual([]);
+    expect((await admin(ADMIN.one, 'POST', `/v1/players/${userId}/bonuses/${bonus.user_bonus_id}/status`, { status: 'Forfeited' })).statusCode).toBe(404);
+    expect((await admin(ADMIN.all, 'POST', `/v1/players/${userId}/bonuses/${bonus.user_bonus_id}/status`, { status: 'Forfeited' })).statusCode).toBe(200);
   });
 });

@@ -375,13 +375,13 @@ describe('hostile input at the edge', () => {
       // XTS: the ISO 4217 code reserved for tests, so no other test's house account moves.
       const entry = 9_000_000_000_000_000_000n;
       for (let i = 0; i < 3; i++) {
-        await postTransaction(h.stores.db.pool, randomUUID(), 'test-large', [
+        await postTransaction(h.stores.db.pool, '0', randomUUID(), 'test-large', [
           { owner: 'house', currency: 'XTS', kind: 'house', amountMinor: -entry },
           { owner: player, currency: 'XTS', kind: 'real_money', amountMinor: entry },
         ]);
       }
-      expect(await playerAccounts(h.stores.db.pool, player, 'XTS')).toEqual([{ currency: 'XTS', kind: 'real_money', balanceMinor: 3n * entry }]);
-      const { rows } = await h.stores.db.pool.query(`SELECT balance_minor::text AS b FROM accounts WHERE owner = 'house' AND currency = 'XTS'`);
+      expect(await playerAccounts(h.stores.db.pool, null, player, 'XTS')).toEqual([{ brandId: '0', currency: 'XTS', kind: 'real_money', balanceMinor: 3n * entry }]);
+      const { rows } = await h.stores.db.pool.query(`SELECT balance_minor::text AS b FROM accounts WHERE brand_id = 0 AND owner = 'house' AND currency = 'XTS'`);
       expect(BigInt(rows[0].b)).toBeLessThanOrEqual(-3n * entry);
     });
   });

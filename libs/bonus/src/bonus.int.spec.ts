@@ -70,6 +70,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       validityDays: 30,
       wageringRequirement: '35.00',
       active: true,
+      brandId: null,
       ...overrides,
     };
     await upsertBonus(db.pool, bonus);
@@ -92,6 +93,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
   async function credit(fields: Partial<NewCredit> & Pick<NewCredit, 'userId'>): Promise<CreditRow> {
     const headers = fields.crmHeaders ?? crmHeaders();
     const { credit: row } = await recordCredit(db.pool, {
+      brandId: '0',
       idempotencyKey: uniqueName('idem'),
       tupleKey: null,
       kind: 'bonus',
@@ -142,7 +144,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
   }
 
   async function balances(userId: string) {
-    const accounts = await playerAccounts(db.pool, userId);
+    const accounts = await playerAccounts(db.pool, null, userId);
     return Object.fromEntries(accounts.map((a) => [`${a.currency}:${a.kind}`, a.balanceMinor]));
   }
 
@@ -187,7 +189,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(await balances(user)).toEqual({ 'EUR:bonus_money': 1050n });
       await expectBalancesMatchEntries([user]);
 
-      const [playerBonus, ...more] = await listPlayerBonuses(db.pool, user);
+      const [playerBonus, ...more] = await listPlayerBonuses(db.pool, null, user);
       expect(more).toEqual([]);
       expect(playerBonus).toMatchObject({
         creditId: row.id,
@@ -241,7 +243,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(await processCredit(deps(), await fresh(row.id))).toBe('skipped');
       expect(await entriesOf(row.id)).toHaveLength(2);
       expect(await balances(user)).toEqual({ 'EUR:bonus_money': 1050n });
-      expect(await listPlayerBonuses(db.pool, user)).toHaveLength(1);
+      expect(await listPlayerBonuses(db.pool, null, user)).toHaveLength(1);
       expect(await eventsOf(`bonus:${playerBonus.id}`)).toHaveLength(1);
       expect(await eventsOf(`balance:${user}`)).toHaveLength(1);
       expect(await fresh(row.id)).toMatchObject({ status: 'completed', attempts: 1 });
@@ -265,7 +267,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
       expect(await entriesOf(row.id)).toHaveLength(2);
       expect(await balances(user)).toEqual({ 'EUR:bonus_money': 777n });
-      const bonuses = await listPlayerBonuses(db.pool, user);
+      const bonuses = await listPlayerBonuses(db.pool, null, user);
       expect(bonuses).toHaveLength(1);
       expect((await eventsOf(`bonus:${bonuses[0].id}`)).map((e) => e.status)).toEqual(['Created']);
       expect(await eventsOf(`balance:${user}`)).toHaveLength(1);
@@ -284,7 +286,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
         { owner: user, kind: 'real_money', currency: 'USD', amount: 2500n, reason: 'funds-cashback' },
       ]);
       expect(await balances(user)).toEqual({ 'USD:real_money': 2500n });
-      expect(await listPlayerBonuses(db.pool, user)).toEqual([]);
+      expect(await listPlayerBonuses(db.pool, null, user)).toEqual([]);
       expect(await eventsAbout(user)).toEqual([{ topic: 'balance', status: 'balance' }]);
       const [balance] = await eventsOf(`balance:${user}`);
       expect(balance.text).toContain('"amount":25.00');
@@ -339,7 +341,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
     // The rest are processed while the first half's bonuses change status, some of them by two
     // requests at once (only one may win).
-    const firstBonuses = (await Promise.all(players.map((p) => listPlayerBonuses(db.pool, p)))).flat();
+    const firstBonuses = (await Promise.all(players.map((p) => listPlayerBonuses(db.pool, null, p)))).flat();
     const finals = ['Completed', 'Forfeited', 'Expired'] as const;
     const changes = firstBonuses
       .filter(() => random.next() < 0.7)
@@ -402,7 +404,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
     // Events: one Created per bonus credit plus one per change; a balance event per money movement,
     // and the last one of each currency shows the final balances.
-    const allBonuses = (await Promise.all(players.map((p) => listPlayerBonuses(db.pool, p)))).flat();
+    const allBonuses = (await Promise.all(players.map((p) => listPlayerBonuses(db.pool, null, p)))).flat();
     expect(allBonuses).toHaveLength(credits.filter((c) => c.kind === 'bonus').length);
     for (const bonus of allBonuses) {
       const events = await eventsOf(`bonus:${bonus.id}`);
@@ -487,19 +489,19 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
         expect(request.headers['idempotency-key']).toBe(row.id);
         expect(request.headers['content-type']).toMatch(/^application\/json/);
         expect(request.body).toContain('"amount":"10.50"');
-        expect(request.json).toMatchObject({ credit_id: row.id, kind: 'bonus', user_id: user, bonus_code: bonus.code, amount: '10.50', currency: 'EUR' });
+        expect(request.json).toMatchObject({ credit_id: row.id, brand_id: 0, kind: 'bonus', user_id: user, bonus_code: bonus.code, amount: '10.50', currency: 'EUR' });
       }
 
       // The platform keeps the money: nothing in our ledger, no balance event; the bonus is ours to report.
       expect(await entriesOf(row.id)).toEqual([]);
-      expect(await playerAccounts(db.pool, user)).toEqual([]);
-      const bonuses = await listPlayerBonuses(db.pool, user);
+      expect(await playerAccounts(db.pool, null, user)).toEqual([]);
+      const bonuses = await listPlayerBonuses(db.pool, null, user);
       expect(bonuses).toHaveLength(1);
       expect(await eventsAbout(user)).toEqual([{ topic: 'bonus', status: 'Created' }]);
 
       // Processing it again does not record it again.
       expect(await processCredit(d, row)).toBe('skipped');
-      expect(await listPlayerBonuses(db.pool, user)).toHaveLength(1);
+      expect(await listPlayerBonuses(db.pool, null, user)).toHaveLength(1);
       expect(await eventsAbout(user)).toHaveLength(1);
       expect(await fresh(row.id)).toMatchObject({ status: 'completed', attempts: 4, reference: 'P-1' });
     });
@@ -517,7 +519,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       expect(failed.error).toContain('HTTP 422');
       expect(failed.error).toContain('player is blocked');
       expect(platform.received).toHaveLength(1);
-      expect(await listPlayerBonuses(db.pool, user)).toEqual([]);
+      expect(await listPlayerBonuses(db.pool, null, user)).toEqual([]);
       expect(await eventsAbout(user)).toEqual([]);
       expect(await entriesOf(row.id)).toEqual([]);
     });
@@ -603,16 +605,16 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       const bonus = await catalogBonus();
       const row = await credit({ userId: user, bonusCode: bonus.code, amountMinor: 1999n });
       expect(await processCredit(d, row)).toBe('completed');
-      const [playerBonus] = await listPlayerBonuses(db.pool, user);
+      const [playerBonus] = await listPlayerBonuses(db.pool, null, user);
 
       // Not due yet: nothing happens to it.
       await expireDueBonuses(d);
-      expect((await listPlayerBonuses(db.pool, user))[0].status).toBe('Created');
+      expect((await listPlayerBonuses(db.pool, null, user))[0].status).toBe('Created');
 
       await db.pool.query(`UPDATE player_bonuses SET expires_at = now() - interval '1 minute' WHERE id = $1`, [playerBonus.id]);
       expect(await expireDueBonuses(d)).toBeGreaterThanOrEqual(1);
 
-      expect((await listPlayerBonuses(db.pool, user))[0].status).toBe('Expired');
+      expect((await listPlayerBonuses(db.pool, null, user))[0].status).toBe('Expired');
       const events = await eventsOf(`bonus:${playerBonus.id}`);
       expect(events.map((e) => e.status)).toEqual(['Created', 'Expired']);
       expect(events[1].body).toMatchObject({ status: 'Expired', amount: 19.99, user_bonus_id: playerBonus.id, user_id: user });
@@ -636,7 +638,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
       // Again: nothing changes.
       await expireDueBonuses(d);
-      expect((await listPlayerBonuses(db.pool, user))[0].status).toBe('Expired');
+      expect((await listPlayerBonuses(db.pool, null, user))[0].status).toBe('Expired');
       expect(await eventsOf(`bonus:${playerBonus.id}`)).toHaveLength(2);
       expect(await eventsOf(`balance:${user}`)).toHaveLength(2);
       expect(await playerTransactions([user])).toHaveLength(2);
@@ -650,7 +652,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       const bonus = await catalogBonus();
       const row = await credit({ userId: user, bonusCode: bonus.code, amountMinor, currency });
       expect(await processCredit(deps(), row)).toBe('completed');
-      const [playerBonus] = await listPlayerBonuses(db.pool, user);
+      const [playerBonus] = await listPlayerBonuses(db.pool, null, user);
       return { user, row, playerBonus };
     }
 
@@ -742,6 +744,7 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
 
   describe('recordCredit races', () => {
     const newCredit = (userId: string, fields: Partial<NewCredit> = {}): NewCredit => ({
+      brandId: '0',
       idempotencyKey: uniqueName('idem'),
       tupleKey: null,
       kind: 'funds',
@@ -793,6 +796,60 @@ describe('bonus credits, the ledger and bonus events (PostgreSQL)', () => {
       await parkAll([other.credit.id]);
       expect(other.replay).toBe(false);
       expect(again).toMatchObject({ replay: true, credit: { id: answers[0].credit.id } });
+    });
+  });
+
+  describe('per brand', () => {
+    async function brandEvents(userId: string) {
+      const { rows } = await db.pool.query<{ brand: string | null; topic: string; key: string; text: string }>(
+        `SELECT brand_id::text AS brand, topic, ordering_key AS key, body::text AS text FROM events WHERE body->>'user_id' = $1 ORDER BY seq`,
+        [userId],
+      );
+      return rows.map((row) => ({ ...row, body: JSON.parse(row.text) }));
+    }
+
+    it('keeps the same player id in two brands apart: two credits, two wallets, two bonuses, each event with its brand', async () => {
+      const d = deps();
+      const user = uniqueName('player');
+      const bonus = await catalogBonus();
+      const key = uniqueName('idem');
+      const one = await credit({ brandId: '1', idempotencyKey: key, userId: user, bonusCode: bonus.code });
+      const two = await credit({ brandId: '2', idempotencyKey: key, userId: user, bonusCode: bonus.code, amountMinor: 700n });
+      expect(two.id).not.toBe(one.id);
+      expect(await processCredit(d, one)).toBe('completed');
+      expect(await processCredit(d, two)).toBe('completed');
+
+      const wallet = async (brand: string) => Object.fromEntries((await playerAccounts(db.pool, [brand], user)).map((a) => [a.kind, a.balanceMinor]));
+      expect(await wallet('1')).toEqual({ bonus_money: 1050n });
+      expect(await wallet('2')).toEqual({ bonus_money: 700n });
+      await expectBalancesMatchEntries([user]);
+      const [bonusOne] = await listPlayerBonuses(db.pool, ['1'], user);
+      const [bonusTwo] = await listPlayerBonuses(db.pool, ['2'], user);
+      expect(bonusOne).toMatchObject({ brandId: '1', creditId: one.id, amountMinor: 1050n });
+      expect(bonusTwo).toMatchObject({ brandId: '2', creditId: two.id, amountMinor: 700n });
+
+      // A caller of brand 1 does not find brand 2's bonus; brand 2's completion moves brand 2's wallet only.
+      expect(await changeBonusStatus(d, bonusTwo.id, 'Completed', user, ['1'])).toEqual({ ok: false, error: 'not-found' });
+      expect(await changeBonusStatus(d, bonusTwo.id, 'Completed', user, ['2'])).toMatchObject({ ok: true, changed: true });
+      expect(await wallet('1')).toEqual({ bonus_money: 1050n });
+      expect(await wallet('2')).toEqual({ bonus_money: 0n, real_money: 700n });
+      await expectBalancesMatchEntries([user]);
+
+      const events = await brandEvents(user);
+      expect(events.map((e) => [e.brand, e.topic, e.key])).toEqual([
+        ['1', 'bonus', `bonus:${bonusOne.id}`],
+        ['1', 'balance', `balance:1:${user}`],
+        ['2', 'bonus', `bonus:${bonusTwo.id}`],
+        ['2', 'balance', `balance:2:${user}`],
+        ['2', 'bonus', `bonus:${bonusTwo.id}`],
+        ['2', 'balance', `balance:2:${user}`],
+      ]);
+      // The bodies are the CRM's schemas as they are: the brand is the event's, not a field of its body.
+      for (const event of events) expect(event.body).not.toHaveProperty('brand_id');
+      expect(events[5].body.balances.map((b: { key: string; amount: number }) => [b.key, b.amount])).toEqual([
+        ['real_money', 7],
+        ['bonus_money', 0],
+      ]);
     });
   });
 });

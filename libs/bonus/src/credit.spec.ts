@@ -34,8 +34,8 @@ describe('isText', () => {
 });
 
 describe('prepareBonusCredit', () => {
-  const bonus: BonusRow = { code: 'BIG', label: 'Big', type: 'WelcomeBonus', product: 'Casino', amountMinor: 1000n, currency: 'EUR', validityDays: 30, wageringRequirement: '35.00', active: true };
-  const input = (body: Record<string, unknown>) => ({ body, text: JSON.stringify(body), rawAmount: undefined, headers, idempotencyKey: 'svc-1' });
+  const bonus: BonusRow = { code: 'BIG', label: 'Big', type: 'WelcomeBonus', product: 'Casino', amountMinor: 1000n, currency: 'EUR', validityDays: 30, wageringRequirement: '35.00', active: true, brandId: null };
+  const input = (body: Record<string, unknown>) => ({ body, text: JSON.stringify(body), rawAmount: undefined, headers, idempotencyKey: 'svc-1', brandId: '0' });
 
   it('refuses with 422 a catalog bonus over the bounds (stored before them), rather than accepting a credit the ledger cannot carry', () => {
     expect(prepareBonusCredit(input({ user_id: 'p', bonus_code: 'BIG' }), { ...bonus, amountMinor: MAX_AMOUNT_MINOR + 1n })).toMatchObject({ ok: false, status: 422 });
@@ -45,11 +45,11 @@ describe('prepareBonusCredit', () => {
 });
 
 describe('request fingerprints', () => {
-  const bonus: BonusRow = { code: 'W10', label: 'W10', type: 'WelcomeBonus', product: 'Casino', amountMinor: 1000n, currency: 'EUR', validityDays: 30, wageringRequirement: '35.00', active: true };
+  const bonus: BonusRow = { code: 'W10', label: 'W10', type: 'WelcomeBonus', product: 'Casino', amountMinor: 1000n, currency: 'EUR', validityDays: 30, wageringRequirement: '35.00', active: true, brandId: null };
   const input = (text: string) => {
     const body = JSON.parse(text) as Record<string, unknown>;
     const raw = /"amount"\s*:\s*(-?[0-9.]+)/.exec(text)?.[1];
-    return { body, text, rawAmount: raw, headers, idempotencyKey: 'svc-1' };
+    return { body, text, rawAmount: raw, headers, idempotencyKey: 'svc-1', brandId: '0' };
   };
   const funds = (text: string) => {
     const prepared = prepareFundsCredit(input(text));

@@ -56,6 +56,8 @@ interface Common {
   rawAmount: string | undefined;
   headers: CrmHeaders;
   idempotencyKey: string;
+  /** The brand the credit is for (the route's: the credential's one brand, or BONUS_DEFAULT_BRAND). */
+  brandId: string;
 }
 
 function amountOf(input: Common, currency: string): { ok: true; minor: bigint } | { ok: false; status: 400; error: string } {
@@ -90,6 +92,7 @@ export function prepareBonusCredit(input: Common, bonus: BonusRow | undefined): 
   return {
     ok: true,
     credit: {
+      brandId: input.brandId,
       idempotencyKey: input.idempotencyKey,
       tupleKey: tupleKey(input.headers, body.user_id),
       kind: 'bonus',
@@ -119,6 +122,7 @@ export function prepareFundsCredit(input: Common): Prepared {
   return {
     ok: true,
     credit: {
+      brandId: input.brandId,
       idempotencyKey: input.idempotencyKey,
       tupleKey: tupleKey(input.headers, body.user_id),
       kind: 'funds',

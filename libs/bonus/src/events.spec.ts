@@ -10,6 +10,7 @@ function playerBonus(overrides: Partial<PlayerBonusRow> = {}): PlayerBonusRow {
   return {
     id: '0b9f6c52-3a2e-4c1f-9d7e-6a1b2c3d4e5f',
     creditId: '5d2c1b0a-9e8f-4a7b-8c6d-5e4f3a2b1c0d',
+    brandId: '7',
     userId: 'player-42',
     bonusCode: 'WELCOME10',
     type: 'WelcomeBonus',
@@ -78,9 +79,9 @@ describe('bonusEventBody', () => {
   });
 
   it('uses the configured exchange rate of the currency, 1 when it is not listed', () => {
-    const usd = JSON.parse(bonusEventBody(playerBonus({ currency: 'USD' }), 'Created', { crmHeaders: {} }, settings));
+    const usd = JSON.parse(bonusEventBody(playerBonus({ brandId: '7', currency: 'USD' }), 'Created', { crmHeaders: {} }, settings));
     expect(usd.exchange_rate).toBe(0.92);
-    const gbp = JSON.parse(bonusEventBody(playerBonus({ currency: 'GBP' }), 'Created', { crmHeaders: {} }, settings));
+    const gbp = JSON.parse(bonusEventBody(playerBonus({ brandId: '7', currency: 'GBP' }), 'Created', { crmHeaders: {} }, settings));
     expect(gbp.exchange_rate).toBe(1);
   });
 
@@ -178,9 +179,9 @@ describe('references', () => {
 describe('balanceEventBody', () => {
   const at = new Date('2026-03-04T05:06:07.089Z');
   const accounts: AccountRow[] = [
-    { currency: 'EUR', kind: 'bonus_money', balanceMinor: 1050n },
-    { currency: 'EUR', kind: 'real_money', balanceMinor: 20000n },
-    { currency: 'USD', kind: 'real_money', balanceMinor: 999n },
+    { brandId: '7', currency: 'EUR', kind: 'bonus_money', balanceMinor: 1050n },
+    { brandId: '7', currency: 'EUR', kind: 'real_money', balanceMinor: 20000n },
+    { brandId: '7', currency: 'USD', kind: 'real_money', balanceMinor: 999n },
   ];
 
   it('reports real and bonus money of the currency, with origin, timestamp and user id', () => {
@@ -213,7 +214,7 @@ describe('balanceEventBody', () => {
   });
 
   it('writes yen without decimals and the timestamp as RFC 3339 now by default', () => {
-    const text = balanceEventBody('p', 'JPY', [{ currency: 'JPY', kind: 'real_money', balanceMinor: 500n }], settings);
+    const text = balanceEventBody('p', 'JPY', [{ brandId: '7', currency: 'JPY', kind: 'real_money', balanceMinor: 500n }], settings);
     expect(text).toContain('"amount":500,');
     expect(text).toContain('"amount":0,');
     expect(JSON.parse(text).timestamp).toMatch(RFC3339);

@@ -32,9 +32,10 @@ describe('crediting under faults (PostgreSQL)', () => {
   });
 
   /** A recorded credit, parked so that no bonus worker of another suite claims it. */
-  async function credit(userId: string): Promise<CreditRow> {
+  async function credit(userId: string, brandId = '1', idempotencyKey = uniqueName('idem')): Promise<CreditRow> {
     const { credit: row } = await recordCredit(db.pool, {
-      idempotencyKey: uniqueName('idem'),
+      brandId,
+      idempotencyKey,
       tupleKey: null,
       kind: 'funds',
       fingerprint: 'test',
@@ -216,8 +217,8 @@ describe('crediting under faults (PostgreSQL)', () => {
   });
 
   describe('two bonus apps and a slow platform', () => {
-    /** One POST the platform saw: its Idempotency-Key, when it came, and when it ended (answered, or given up by the client). */
-    type Post = { key: string; at: number; end?: number; answered: boolean };
+    /** One POST the platform saw: its Idempotency-Key and brand, when it came, and when it ended (answered, or given up by the client). */
+    type Post = { key: string; brand?: number; at: number; end?: number; answered: boolean };
 
     /** The operator's platform, answering each POST 200 after `delayMs`, and keeping each one's span. */
     async function slowPlatform(delayMs: number) {
@@ -225,7 +226,9 @@ describe('crediting under faults (PostgreSQL)', () => {
       const server = http.createServer((req, res) => {
         const post: Post = { key: String(req.headers['idempotency-key']), at: Date.now(), answered: false };
         posts.push(post);
-        req.resume();
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => (post.brand = JSON.parse(Buffer.concat(chunks).toString('utf8')).brand_id));
         const timer = setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(`{"reference":"P-${post.key}"}`), delayMs);
         res.on('finish', () => {
           post.answered = true;
@@ -242,16 +245,18 @@ describe('crediting under faults (PostgreSQL)', () => {
     }
 
     /**
-     * `credits` funds credits due now, and every other accepted credit of the database parked, so
-     * that the two workers see only these.
+     * `count` funds credits due now, and every other accepted credit of the database parked, so
+     * that the two workers see only these. They are pairs: the same X-Service-Id for the same
+     * player id (`player`, or one of each pair's own) in brand 1 and in brand 2, two credits.
      */
-    async function dueCredits(count: number): Promise<string[]> {
+    async function dueCredits(count: number, player?: string): Promise<string[]> {
       await db.pool.query(`UPDATE credits SET next_attempt_at = now() + interval '1 day' WHERE status = 'accepted'`);
       const ids: string[] = [];
-      for (let i = 0; i < count; i++) {
-        const row = await credit(uniqueName('player'));
-        ids.push(row.id);
+      for (let i = 0; i < count / 2; i++) {
+        const [userId, key] = [player ?? uniqueName('player'), uniqueName('idem')];
+        for (const brand of ['1', '2']) ids.push((await credit(userId, brand, key)).id);
       }
+      expect(new Set(ids).size).toBe(count);
       await db.pool.query(`UPDATE credits SET next_attempt_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
       return ids;
     }
@@ -280,7 +285,10 @@ describe('crediting under faults (PostgreSQL)', () => {
           deps({ wallet: httpWallet({ url: platform.url, timeoutMs }), owner: randomUUID(), leaseMs: 3000, concurrency: 4, postMarginMs: 500, backoffMs: 100, maxAttempts: 10 });
         const deadline = Date.now() + 45_000;
         await Promise.all([worker(app(), ids, 0, deadline), worker(app(), ids, 1000, deadline)]);
-        const { rows } = await db.pool.query<{ id: string; status: string; reference: string | null }>(`SELECT id, status, reference FROM credits WHERE id = ANY($1::uuid[])`, [ids]);
+        const { rows } = await db.pool.query<{ id: string; brand: string; status: string; reference: string | null }>(
+          `SELECT id, brand_id::text AS brand, status, reference FROM credits WHERE id = ANY($1::uuid[])`,
+          [ids],
+        );
         const posts = platform.posts.filter((post) => ids.includes(post.key));
         return { ids, rows, posts };
       } finally {
@@ -295,12 +303,47 @@ describe('crediting under faults (PostgreSQL)', () => {
       return map;
     }
 
-    it('posts each of 40 credits exactly once, with a platform answering in 2 s', async () => {
+    it('posts each of 40 credits over two brands exactly once, with a platform answering in 2 s', async () => {
       const { ids, rows, posts } = await twoApps(2000, 2500);
       expect(rows.filter((row) => row.status === 'completed').map((row) => row.id).sort()).toEqual([...ids].sort());
       const twice = [...byKey(posts)].filter(([, list]) => list.length !== 1).map(([key, list]) => `${key}: ${list.length}`);
       expect(twice).toEqual([]);
       expect(posts).toHaveLength(40);
+      // Per brand: its 20 credits completed, each posted once with its brand.
+      for (const brand of ['1', '2']) {
+        const mine = rows.filter((row) => row.brand === brand);
+        expect(mine.filter((row) => row.status === 'completed')).toHaveLength(20);
+        const brandPosts = posts.filter((post) => post.brand === Number(brand));
+        expect(brandPosts.map((post) => post.key).sort()).toEqual(mine.map((row) => row.id).sort());
+      }
+    }, 60_000);
+
+    it("credits each of 40 credits over two brands once into its brand's wallet, with two apps on the built-in ledger", async () => {
+      const player = uniqueName('player');
+      const ids = await dueCredits(40, player);
+      const app = (): BonusDeps => deps({ owner: randomUUID(), leaseMs: 3000, concurrency: 4, backoffMs: 100, maxAttempts: 10 });
+      const deadline = Date.now() + 45_000;
+      await Promise.all([worker(app(), ids, 0, deadline), worker(app(), ids, 200, deadline)]);
+      const { rows } = await db.pool.query<{ brand: string; completed: number }>(
+        `SELECT brand_id::text AS brand, count(*) FILTER (WHERE status = 'completed')::int AS completed FROM credits WHERE id = ANY($1::uuid[]) GROUP BY brand_id ORDER BY brand_id`,
+        [ids],
+      );
+      expect(rows).toEqual([
+        { brand: '1', completed: 20 },
+        { brand: '2', completed: 20 },
+      ]);
+      // One entry per credit on the player's wallet of the credit's brand, and the balance their sum.
+      const { rows: wallets } = await db.pool.query(
+        `SELECT a.brand_id::text AS brand, a.balance_minor::text AS balance, count(e.id)::int AS entries, count(DISTINCT e.transaction_id)::int AS credits,
+                count(*) FILTER (WHERE c.brand_id = a.brand_id)::int AS own
+           FROM accounts a JOIN ledger_entries e ON e.account_id = a.id JOIN credits c ON c.id = e.transaction_id
+          WHERE a.owner = $1 GROUP BY a.id ORDER BY a.brand_id`,
+        [player],
+      );
+      expect(wallets).toEqual([
+        { brand: '1', balance: '10000', entries: 20, credits: 20, own: 20 },
+        { brand: '2', balance: '10000', entries: 20, credits: 20, own: 20 },
+      ]);
     }, 60_000);
 
     it('never has two posts of one credit in flight, with a platform answering just under the timeout', async () => {

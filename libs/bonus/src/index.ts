@@ -5,3 +5,4 @@ export * from './wallet';
 export * from './service';
 export * from './credit';
 export * from './deps';
+export * from './brand';

@@ -49,9 +49,22 @@ export interface BonusDeps {
 
 const HOUSE = 'house';
 
-async function writeBalanceEvent(sql: Sql, deps: BonusDeps, userId: string, currency: string) {
-  const accounts = await playerAccounts(sql, userId, currency);
-  await insertEvent(sql, { topic: BALANCE_TOPIC, orderingKey: `balance:${userId}`, status: 'balance', body: balanceEventBody(userId, currency, accounts, deps.events) });
+/**
+ * The ordering key of a player's wallet in a brand: the same player id in another brand is another
+ * wallet. Brand 0's is the bare player id, the key 1.0.0 writes, so events in flight across an
+ * upgrade stay in order.
+ */
+export const balanceOrderingKey = (brandId: string, userId: string) => (brandId === '0' ? `balance:${userId}` : `balance:${brandId}:${userId}`);
+
+async function writeBalanceEvent(sql: Sql, deps: BonusDeps, brandId: string, userId: string, currency: string) {
+  const accounts = await playerAccounts(sql, [brandId], userId, currency);
+  await insertEvent(sql, {
+    topic: BALANCE_TOPIC,
+    orderingKey: balanceOrderingKey(brandId, userId),
+    status: 'balance',
+    body: balanceEventBody(userId, currency, accounts, deps.events),
+    brandId,
+  });
 }
 
 async function writeBonusEvent(sql: Sql, deps: BonusDeps, bonus: PlayerBonusRow, status: string, crmHeaders: Record<string, string>, bonusTurnedReal?: bigint) {
@@ -60,17 +73,18 @@ async function writeBonusEvent(sql: Sql, deps: BonusDeps, bonus: PlayerBonusRow,
     orderingKey: `bonus:${bonus.id}`,
     status,
     body: bonusEventBody(bonus, status, { crmHeaders }, deps.events, { bonusTurnedReal }),
+    brandId: bonus.brandId,
   });
 }
 
 /** Finishes a carried-out credit in one transaction, under the credit's row lock, so it is finished once. */
 async function complete(deps: BonusDeps, credit: CreditRow, reference: string | null): Promise<void> {
-  const bonus = credit.kind === 'bonus' && credit.bonusCode ? await getBonus(deps.db.pool, credit.bonusCode) : undefined;
+  const bonus = credit.kind === 'bonus' && credit.bonusCode ? await getBonus(deps.db.pool, credit.bonusCode, [credit.brandId]) : undefined;
   await inTransaction(deps.db, async (sql) => {
     if (!(await lockAcceptedCredit(sql, credit.id))) return;
     const moneyKind = credit.kind === 'bonus' ? 'bonus_money' : 'real_money';
     if (deps.wallet.postsToLedger) {
-      await postTransaction(sql, credit.id, credit.kind === 'bonus' ? 'bonus-credit' : `funds-${credit.type}`, [
+      await postTransaction(sql, credit.brandId, credit.id, credit.kind === 'bonus' ? 'bonus-credit' : `funds-${credit.type}`, [
         { owner: HOUSE, currency: credit.currency, kind: 'house', amountMinor: -credit.amountMinor },
         { owner: credit.userId, currency: credit.currency, kind: moneyKind, amountMinor: credit.amountMinor },
       ]);
@@ -81,6 +95,7 @@ async function complete(deps: BonusDeps, credit: CreditRow, reference: string | 
       const playerBonus = await insertPlayerBonus(sql, {
         id: randomUUID(),
         creditId: credit.id,
+        brandId: credit.brandId,
         userId: credit.userId,
         bonusCode: credit.bonusCode!,
         type: bonus?.type ?? 'Undefined',
@@ -93,7 +108,7 @@ async function complete(deps: BonusDeps, credit: CreditRow, reference: string | 
       });
       await writeBonusEvent(sql, deps, playerBonus, 'Created', credit.crmHeaders);
     }
-    if (deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, credit.userId, credit.currency);
+    if (deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, credit.brandId, credit.userId, credit.currency);
     await finishCredit(sql, credit.id, { status: 'completed', reference });
   });
 }
@@ -181,21 +196,24 @@ export async function runBonusRound(deps: BonusDeps, batch = 50, held = new Set<
 
 export type StatusChange = { ok: true; changed: boolean; bonus: PlayerBonusRow } | { ok: false; error: 'not-found' | 'not-allowed'; from?: string };
 
-/** Moves a player's bonus to another status and reports it; final statuses settle the bonus money. */
-export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status: string, userId?: string): Promise<StatusChange> {
+/**
+ * Moves a player's bonus to another status and reports it; final statuses settle the bonus money.
+ * `brands`: the brands the caller opens (null: every brand); another brand's bonus is not found.
+ */
+export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status: string, userId?: string, brands: readonly string[] | null = null): Promise<StatusChange> {
   return inTransaction(deps.db, async (sql) => {
     const bonus = await lockPlayerBonus(sql, bonusId);
-    if (!bonus || (userId !== undefined && bonus.userId !== userId)) return { ok: false, error: 'not-found' };
+    if (!bonus || (userId !== undefined && bonus.userId !== userId) || (brands !== null && !brands.includes(bonus.brandId))) return { ok: false, error: 'not-found' };
     if (bonus.status === status) return { ok: true, changed: false, bonus };
     if (!canMove(bonus.status, status)) return { ok: false, error: 'not-allowed', from: bonus.status };
     await setPlayerBonusStatus(sql, bonus.id, status);
     let turnedReal: bigint | undefined;
     if (FINAL_BONUS_STATUSES.has(status) && deps.wallet.postsToLedger) {
-      const [account] = (await playerAccounts(sql, bonus.userId, bonus.currency)).filter((a) => a.kind === 'bonus_money');
+      const [account] = (await playerAccounts(sql, [bonus.brandId], bonus.userId, bonus.currency)).filter((a) => a.kind === 'bonus_money');
       const amount = account ? (account.balanceMinor < bonus.amountMinor ? account.balanceMinor : bonus.amountMinor) : 0n;
       if (amount > 0n) {
         const keep = TURNED_REAL_STATUSES.has(status);
-        await postTransaction(sql, randomUUID(), keep ? 'bonus-turned-real' : `bonus-${status.toLowerCase()}`, [
+        await postTransaction(sql, bonus.brandId, randomUUID(), keep ? 'bonus-turned-real' : `bonus-${status.toLowerCase()}`, [
           { owner: bonus.userId, currency: bonus.currency, kind: 'bonus_money', amountMinor: -amount },
           keep
             ? { owner: bonus.userId, currency: bonus.currency, kind: 'real_money', amountMinor: amount }
@@ -207,7 +225,7 @@ export async function changeBonusStatus(deps: BonusDeps, bonusId: string, status
     const credit = await getCredit(sql, bonus.creditId);
     const moved = { ...bonus, status };
     await writeBonusEvent(sql, deps, moved, status, credit?.crmHeaders ?? {}, turnedReal);
-    if (FINAL_BONUS_STATUSES.has(status) && deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, bonus.userId, bonus.currency);
+    if (FINAL_BONUS_STATUSES.has(status) && deps.wallet.postsToLedger) await writeBalanceEvent(sql, deps, bonus.brandId, bonus.userId, bonus.currency);
     return { ok: true, changed: true, bonus: moved };
   });
 }

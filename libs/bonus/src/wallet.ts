@@ -42,6 +42,8 @@ const ANSWER_READ_BYTES = 16 * 1024;
 export function creditFields(credit: CreditRow) {
   return {
     credit_id: credit.id,
+    /** The brand the credit is for: the same player id in two brands is two wallets. */
+    brand_id: Number(credit.brandId),
     kind: credit.kind,
     user_id: credit.userId,
     bonus_code: credit.bonusCode,

@@ -12,6 +12,13 @@ export const BonusEnv = Type.Object({
   BONUS_BACKOFF_MS: Type.Integer({ default: 2000, minimum: 1, description: 'Base of the exponential backoff between tries' }),
   BONUS_CONCURRENCY: Type.Integer({ default: 8, minimum: 1, maximum: 256, description: 'Credits one bonus app carries out at once (posts to the platform in flight)' }),
   BONUS_POLL_MS: Type.Integer({ default: 200, minimum: 10, description: 'Pause of the bonus app between rounds when idle' }),
+  BONUS_DEFAULT_BRAND: Type.Integer({
+    default: 0,
+    minimum: 0,
+    maximum: Number.MAX_SAFE_INTEGER,
+    description:
+      'The brand (activity.brand_id) of a bonus request whose credential opens several brands or every brand; a credential bound to one brand credits that one. A credential that opens several brands without this one is refused 403',
+  }),
   EVENTS_ORIGIN: Type.String({ default: 'operator', minLength: 1, description: 'The origin field of bonus and balance events' }),
   EXCHANGE_RATES: Type.String({ default: '{}', description: 'JSON map of currency to the rate the CRM wants in events, e.g. {"USD":0.92}; 1 when absent' }),
 });

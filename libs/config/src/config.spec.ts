@@ -58,6 +58,7 @@ describe('loadGatewayConfig: defaults', () => {
       BONUS_MAX_ATTEMPTS: 12,
       BONUS_BACKOFF_MS: 2000,
       BONUS_CONCURRENCY: 8,
+      BONUS_DEFAULT_BRAND: 0,
       BONUS_POLL_MS: 200,
       EVENTS_ORIGIN: 'operator',
       EXCHANGE_RATES: '{}',

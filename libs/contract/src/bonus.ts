@@ -15,6 +15,7 @@ export const CREDIT_STATUSES = ['accepted', 'completed', 'failed'] as const;
 
 const oneOf = <T extends string>(values: readonly T[], description?: string) => Type.Union(values.map((value) => Type.Literal(value)), { description });
 const orNull = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const BrandId = (description: string) => Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description });
 const Timestamp = (description: string) => Type.String({ format: 'date-time', description });
 const Uuid = (description: string) => Type.String({ format: 'uuid', description });
 const Money = (description: string) => Type.String({ description: `${description}: decimal text in major units, as many decimals as the currency has ("10.50", JPY "500")` });
@@ -92,6 +93,7 @@ export const CatalogBonusRequestSchema = Type.Object(
     // With MAX_AMOUNT_MINOR (parseAmount), amount x wagering fits the ledger's bigint.
     wagering_requirement: Type.Number({ minimum: 0, maximum: MAX_WAGERING_MULTIPLE, description: 'Times the amount to wager before it turns real' }),
     active: Type.Optional(Type.Boolean({ description: 'Listed and creditable; true when absent' })),
+    brand_id: Type.Optional(orNull(BrandId('The brand the bonus is offered in; every brand when absent or null (a key bound to brands must name one of them)'))),
   },
   { $id: 'CatalogBonusRequest' },
 );
@@ -108,6 +110,7 @@ export const CatalogBonusSchema = Type.Object(
     validity_days: Type.Integer(),
     wagering_requirement: Type.Number(),
     active: Type.Boolean(),
+    brand_id: orNull(Type.Integer({ description: 'The brand it is offered in; null: every brand' })),
   },
   { $id: 'CatalogBonus' },
 );
@@ -124,11 +127,12 @@ export const WalletSchema = Type.Object(
     user_id: Type.String(),
     balances: Type.Array(
       Type.Object({
+        brand_id: Type.Integer({ description: 'The brand of the wallet: the same player id in two brands has two' }),
         currency: Type.String(),
         key: oneOf(['real_money', 'bonus_money'] as const),
         amount: Money('Balance'),
       }),
-      { description: 'Both keys for every currency the player holds' },
+      { description: 'Both keys for every brand and currency the player holds, in the brands the key opens' },
     ),
   },
   { $id: 'Wallet' },
@@ -139,6 +143,7 @@ export const LedgerSchema = Type.Object(
     entries: Type.Array(
       Type.Object({
         id: Type.String(),
+        brand_id: Type.Integer({ description: 'The brand of the wallet the entry is in' }),
         transaction_id: Type.String({ description: 'The credit (or bonus status change) that moved the money' }),
         currency: Type.String(),
         key: oneOf(['real_money', 'bonus_money'] as const),
@@ -156,6 +161,7 @@ export const PlayerBonusSchema = Type.Object(
   {
     user_bonus_id: Uuid("The operator's id of this player's bonus"),
     credit_id: Uuid('The credit that gave it'),
+    brand_id: Type.Integer({ description: "Its credit's brand" }),
     bonus_code: Type.String(),
     type: Type.String(),
     product: Type.String(),
@@ -186,6 +192,7 @@ export const BonusStatusChangedSchema = Type.Object({
 export const CreditSchema = Type.Object(
   {
     credit_id: Uuid('The credit'),
+    brand_id: Type.Integer({ description: "The brand it is for: the credential's, or BONUS_DEFAULT_BRAND" }),
     kind: oneOf(['bonus', 'funds'] as const),
     user_id: Type.String(),
     bonus_code: orNull(Type.String()),

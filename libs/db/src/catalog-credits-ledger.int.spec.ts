@@ -22,6 +22,7 @@ describe('bonus persistence (PostgreSQL)', () => {
   });
 
   const credit = (overrides: Partial<NewCredit> = {}): NewCredit => ({
+    brandId: '0',
     idempotencyKey: uniqueName('service'),
     tupleKey: uniqueName('tuple'),
     kind: 'funds',
@@ -49,12 +50,13 @@ describe('bonus persistence (PostgreSQL)', () => {
       validityDays: 7,
       wageringRequirement: '35.00',
       active: true,
+      brandId: null,
     };
-    expect(await upsertBonus(db.pool, bonus)).toBe(true);
+    expect(await upsertBonus(db.pool, bonus)).toBe('created');
     expect(await getBonus(db.pool, bonus.code)).toEqual(bonus);
 
     const retired = { ...bonus, label: 'Welcome (old)', amountMinor: 9_007_199_254_740_993n, active: false };
-    expect(await upsertBonus(db.pool, retired)).toBe(false);
+    expect(await upsertBonus(db.pool, retired)).toBe('updated');
     expect(await getBonus(db.pool, bonus.code)).toEqual(retired);
     expect((await listBonuses(db.pool, true)).map((b) => b.code)).not.toContain(bonus.code);
     expect(await listBonuses(db.pool, false)).toContainEqual(retired);
@@ -146,20 +148,20 @@ describe('bonus persistence (PostgreSQL)', () => {
     ];
     const transaction = randomUUID();
 
-    expect(await postTransaction(db.pool, transaction, 'credit', legs)).toBe(true);
-    expect(await postTransaction(db.pool, transaction, 'credit', legs)).toBe(false);
-    expect(await postTransaction(db.pool, randomUUID(), 'bonus-completed', [
+    expect(await postTransaction(db.pool, '0', transaction, 'credit', legs)).toBe(true);
+    expect(await postTransaction(db.pool, '0', transaction, 'credit', legs)).toBe(false);
+    expect(await postTransaction(db.pool, '0', randomUUID(), 'bonus-completed', [
       { owner: player, currency, kind: 'bonus_money', amountMinor: -2500n },
       { owner: player, currency, kind: 'real_money', amountMinor: 2500n },
     ])).toBe(true);
-    await expect(postTransaction(db.pool, randomUUID(), 'credit', [{ ...legs[0], amountMinor: 1n }])).rejects.toThrow('does not balance (1)');
+    await expect(postTransaction(db.pool, '0', randomUUID(), 'credit', [{ ...legs[0], amountMinor: 1n }])).rejects.toThrow('does not balance (1)');
 
-    expect(await playerAccounts(db.pool, player)).toEqual([
-      { currency, kind: 'bonus_money', balanceMinor: 0n },
-      { currency, kind: 'real_money', balanceMinor: 2500n },
+    expect(await playerAccounts(db.pool, null, player)).toEqual([
+      { brandId: '0', currency, kind: 'bonus_money', balanceMinor: 0n },
+      { brandId: '0', currency, kind: 'real_money', balanceMinor: 2500n },
     ]);
-    expect(await playerAccounts(db.pool, 'house', currency)).toEqual([{ currency, kind: 'house', balanceMinor: -2500n }]);
-    const entries = await playerEntries(db.pool, player, 10);
+    expect(await playerAccounts(db.pool, null, 'house', currency)).toEqual([{ brandId: '0', currency, kind: 'house', balanceMinor: -2500n }]);
+    const entries = await playerEntries(db.pool, null, player, 10);
     expect(entries.map(({ transactionId, kind, amountMinor, reason }) => ({ transactionId, kind, amountMinor, reason }))).toEqual(
       expect.arrayContaining([
         { transactionId: transaction, kind: 'bonus_money', amountMinor: 2500n, reason: 'credit' },
@@ -168,5 +170,85 @@ describe('bonus persistence (PostgreSQL)', () => {
       ]),
     );
     expect(entries).toHaveLength(3);
+  });
+
+  describe('per brand', () => {
+    it('records the same X-Service-Id and tuple in two brands as two credits, each repeated within its brand', async () => {
+      const key = uniqueName('service');
+      const tuple = uniqueName('tuple');
+      const one = await recordCredit(db.pool, credit({ brandId: '1', idempotencyKey: key, tupleKey: tuple }));
+      const two = await recordCredit(db.pool, credit({ brandId: '2', idempotencyKey: key, tupleKey: tuple }));
+      expect(one).toMatchObject({ replay: false, credit: { brandId: '1' } });
+      expect(two).toMatchObject({ replay: false, credit: { brandId: '2' } });
+      expect(two.credit.id).not.toBe(one.credit.id);
+
+      // A repeat in brand 2 is brand 2's credit; another request under the key in brand 2 conflicts with brand 2's only.
+      expect(await recordCredit(db.pool, credit({ brandId: '2', idempotencyKey: key, tupleKey: tuple }))).toEqual({ credit: two.credit, replay: true, conflict: null });
+      expect(await recordCredit(db.pool, credit({ brandId: '2', idempotencyKey: key, fingerprint: 'request-2' }))).toMatchObject({ replay: true, conflict: 'key', credit: { id: two.credit.id } });
+
+      expect((await listCredits(db.pool, { userId: player, limit: 10, brands: ['1'] })).map((c) => c.id)).toEqual([one.credit.id]);
+      expect((await listCredits(db.pool, { userId: player, limit: 10, brands: null })).map((c) => c.id).sort()).toEqual([one.credit.id, two.credit.id].sort());
+      expect(await getCredit(db.pool, two.credit.id, ['1'])).toBeUndefined();
+      expect(await getCredit(db.pool, two.credit.id, ['1', '2'])).toEqual(two.credit);
+    });
+
+    it('keeps a wallet per brand: the same player id and the house have an account in each', async () => {
+      const currency = uniqueName('X');
+      const legs = (amount: bigint) => [
+        { owner: player, currency, kind: 'real_money' as const, amountMinor: amount },
+        { owner: 'house', currency, kind: 'house' as const, amountMinor: -amount },
+      ];
+      expect(await postTransaction(db.pool, '1', randomUUID(), 'credit', legs(100n))).toBe(true);
+      expect(await postTransaction(db.pool, '2', randomUUID(), 'credit', legs(250n))).toBe(true);
+
+      expect(await playerAccounts(db.pool, null, player)).toEqual([
+        { brandId: '1', currency, kind: 'real_money', balanceMinor: 100n },
+        { brandId: '2', currency, kind: 'real_money', balanceMinor: 250n },
+      ]);
+      expect(await playerAccounts(db.pool, ['2'], player)).toEqual([{ brandId: '2', currency, kind: 'real_money', balanceMinor: 250n }]);
+      expect(await playerAccounts(db.pool, null, 'house', currency)).toEqual([
+        { brandId: '1', currency, kind: 'house', balanceMinor: -100n },
+        { brandId: '2', currency, kind: 'house', balanceMinor: -250n },
+      ]);
+      expect((await playerEntries(db.pool, ['1'], player, 10)).map((e) => [e.brandId, e.amountMinor])).toEqual([['1', 100n]]);
+      const { rows } = await db.pool.query(
+        `SELECT e.brand_id::text AS entry, a.brand_id::text AS account FROM ledger_entries e JOIN accounts a ON a.id = e.account_id WHERE a.currency = $1`,
+        [currency],
+      );
+      expect(rows).toHaveLength(4);
+      for (const row of rows) expect(row.entry).toBe(row.account);
+    });
+
+    it("offers a brand the catalog's entries for every brand and its own, and changes an entry only in the brands given", async () => {
+      const entry = (code: string, brandId: string | null): BonusRow => ({
+        code,
+        brandId,
+        label: code,
+        type: 'WelcomeBonus',
+        product: 'Casino',
+        amountMinor: 100n,
+        currency: 'EUR',
+        validityDays: 7,
+        wageringRequirement: '1.00',
+        active: true,
+      });
+      const all = entry(uniqueName('ALL'), null);
+      const mine = entry(uniqueName('ONE'), '1');
+      const theirs = entry(uniqueName('TWO'), '2');
+      for (const bonus of [all, mine, theirs]) expect(await upsertBonus(db.pool, bonus)).toBe('created');
+
+      const codes = (bonuses: BonusRow[]) => bonuses.map((b) => b.code).filter((code) => [all.code, mine.code, theirs.code].includes(code)).sort();
+      expect(codes(await listBonuses(db.pool, true, ['1']))).toEqual([all.code, mine.code].sort());
+      expect(codes(await listBonuses(db.pool, true, null))).toEqual([all.code, mine.code, theirs.code].sort());
+      expect(await getBonus(db.pool, theirs.code, ['1'])).toBeUndefined();
+      expect(await getBonus(db.pool, all.code, ['1'])).toEqual(all);
+      expect(await getBonus(db.pool, mine.code, ['1'])).toEqual(mine);
+
+      expect(await upsertBonus(db.pool, { ...theirs, brandId: '1', label: 'stolen' }, ['1'])).toBe('taken');
+      expect(await upsertBonus(db.pool, { ...all, label: 'changed' }, ['1'])).toBe('taken');
+      expect(await getBonus(db.pool, theirs.code)).toEqual(theirs);
+      expect(await upsertBonus(db.pool, { ...mine, label: 'renamed' }, ['1'])).toBe('updated');
+      expect(await getBonus(db.pool, mine.code)).toMatchObject({ label: 'renamed', brandId: '1' });
+    });
   });
 });

@@ -5,6 +5,8 @@ import type { Sql } from './client';
 
 export interface CreditRow {
   id: string;
+  /** The brand the credit is for (canonical decimal, as BrandSet holds it). */
+  brandId: string;
   idempotencyKey: string;
   tupleKey: string | null;
   kind: 'bonus' | 'funds';
@@ -25,7 +27,7 @@ export interface CreditRow {
   updatedAt: Date;
 }
 
-const CREDIT_COLUMNS = `id, idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, fingerprint, user_id AS "userId",
+const CREDIT_COLUMNS = `id, brand_id::text AS "brandId", idempotency_key AS "idempotencyKey", tuple_key AS "tupleKey", kind::text AS kind, fingerprint, user_id AS "userId",
   bonus_code AS "bonusCode", amount_minor::text AS "amountMinor", currency, type, request, crm_headers AS "crmHeaders",
   status::text AS status, error, reference, attempts, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
@@ -33,7 +35,7 @@ function toCredit(row: Omit<CreditRow, 'amountMinor'> & { amountMinor: string })
   return { ...row, amountMinor: BigInt(row.amountMinor) };
 }
 
-export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' | 'fingerprint' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
+export type NewCredit = Pick<CreditRow, 'brandId' | 'idempotencyKey' | 'tupleKey' | 'kind' | 'fingerprint' | 'userId' | 'bonusCode' | 'amountMinor' | 'currency' | 'type' | 'crmHeaders'> & {
   /** The body as sent, extra fields included. */
   requestText: string;
 };
@@ -41,23 +43,24 @@ export type NewCredit = Pick<CreditRow, 'idempotencyKey' | 'tupleKey' | 'kind' |
 export type Recorded = { credit: CreditRow; replay: false } | { credit: CreditRow; replay: true; conflict: null | 'key' | 'tuple' };
 
 /**
- * Records a credit once: a repeat under the same X-Service-Id or the same tuple (activity, action,
- * player, trigger hash) gets the first credit back; one asking something else is a `conflict`.
+ * Records a credit once per brand: a repeat under the same X-Service-Id or the same tuple (activity,
+ * action, player, trigger hash) in the same brand gets the first credit back; one asking something
+ * else is a `conflict`. Another brand's credit under the same key is another credit.
  */
 export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorded> {
   const id = uuidv7();
   const inserted = await sql.query(
-    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, fingerprint, user_id, bonus_code, amount_minor, currency, type, request, crm_headers)
-     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10, $11::json, $12::jsonb)
+    `INSERT INTO credits (id, idempotency_key, tuple_key, kind, fingerprint, user_id, bonus_code, amount_minor, currency, type, request, crm_headers, brand_id)
+     VALUES ($1, $2, $3, $4::"CreditKind", $5, $6, $7, $8, $9, $10, $11::json, $12::jsonb, $13)
      ON CONFLICT DO NOTHING
      RETURNING ${CREDIT_COLUMNS}`,
-    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.fingerprint, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders)],
+    [id, credit.idempotencyKey, credit.tupleKey, credit.kind, credit.fingerprint, credit.userId, credit.bonusCode, credit.amountMinor.toString(), credit.currency, credit.type, credit.requestText, JSON.stringify(credit.crmHeaders), credit.brandId],
   );
   if (inserted.rows[0]) return { credit: toCredit(inserted.rows[0]), replay: false };
   // The key's credit and the tuple's may be two: the request must match each.
   const { rows } = await sql.query(
-    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2) ORDER BY created_at`,
-    [credit.idempotencyKey, credit.tupleKey],
+    `SELECT ${CREDIT_COLUMNS} FROM credits WHERE brand_id = $3 AND (idempotency_key = $1 OR ($2::text IS NOT NULL AND tuple_key = $2)) ORDER BY created_at`,
+    [credit.idempotencyKey, credit.tupleKey, credit.brandId],
   );
   const found = rows.map(toCredit);
   const other = found.find((row) => row.fingerprint !== credit.fingerprint);
@@ -65,16 +68,19 @@ export async function recordCredit(sql: Sql, credit: NewCredit): Promise<Recorde
   return { credit: found[0], replay: true, conflict: null };
 }
 
-export async function getCredit(sql: Sql, id: string): Promise<CreditRow | undefined> {
-  const { rows } = await sql.query(`SELECT ${CREDIT_COLUMNS} FROM credits WHERE id = $1`, [id]);
+/** `brands`: the brands it may be of (null: any). */
+export async function getCredit(sql: Sql, id: string, brands: readonly string[] | null = null): Promise<CreditRow | undefined> {
+  const { rows } = await sql.query(`SELECT ${CREDIT_COLUMNS} FROM credits WHERE id = $1 AND ($2::bigint[] IS NULL OR brand_id = ANY($2))`, [id, brands]);
   return rows[0] ? toCredit(rows[0]) : undefined;
 }
 
-export async function listCredits(sql: Sql, filter: { userId?: string; status?: string; limit: number }): Promise<CreditRow[]> {
+/** `brands`: the brands listed (null: every brand). */
+export async function listCredits(sql: Sql, filter: { userId?: string; status?: string; limit: number; brands?: readonly string[] | null }): Promise<CreditRow[]> {
   const { rows } = await sql.query(
     `SELECT ${CREDIT_COLUMNS} FROM credits WHERE ($1::text IS NULL OR user_id = $1) AND ($2::text IS NULL OR status::text = $2)
+        AND ($4::bigint[] IS NULL OR brand_id = ANY($4))
       ORDER BY created_at DESC LIMIT $3`,
-    [filter.userId ?? null, filter.status ?? null, filter.limit],
+    [filter.userId ?? null, filter.status ?? null, filter.limit, filter.brands ?? null],
   );
   return rows.map(toCredit);
 }

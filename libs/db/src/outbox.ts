@@ -8,9 +8,16 @@ import { PUSH_EVENT_COLUMNS, type PushEventRow } from './feed';
 // dispatch_retries row, so a prompt delivery costs no write after the insert.
 
 /** An outbox event whose body is fixed now (bonus and balance events). */
-export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string }): Promise<string> {
+export async function insertEvent(sql: Sql, event: { topic: string; orderingKey: string; status: string; body: string; brandId?: string | null }): Promise<string> {
   const id = uuidv7();
-  await sql.query(`INSERT INTO events (id, topic, ordering_key, status, body) VALUES ($1, $2, $3, $4, $5::json)`, [id, event.topic, event.orderingKey, event.status, event.body]);
+  await sql.query(`INSERT INTO events (id, topic, ordering_key, status, body, brand_id) VALUES ($1, $2, $3, $4, $5::json, $6)`, [
+    id,
+    event.topic,
+    event.orderingKey,
+    event.status,
+    event.body,
+    event.brandId ?? null,
+  ]);
   return id;
 }
 

@@ -5,6 +5,8 @@ import type { Sql } from './client';
 export interface PlayerBonusRow {
   id: string;
   creditId: string;
+  /** Its credit's brand. */
+  brandId: string;
   userId: string;
   bonusCode: string;
   type: string;
@@ -18,7 +20,7 @@ export interface PlayerBonusRow {
   updatedAt: Date;
 }
 
-const PLAYER_BONUS_COLUMNS = `id, credit_id AS "creditId", user_id AS "userId", bonus_code AS "bonusCode", type, product,
+const PLAYER_BONUS_COLUMNS = `id, credit_id AS "creditId", brand_id::text AS "brandId", user_id AS "userId", bonus_code AS "bonusCode", type, product,
   amount_minor::text AS "amountMinor", currency, required_wagering_minor::text AS "requiredWageringMinor", status,
   expires_at AS "expiresAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
@@ -28,16 +30,20 @@ function toPlayerBonus(row: Record<string, unknown>): PlayerBonusRow {
 
 export async function insertPlayerBonus(sql: Sql, bonus: Omit<PlayerBonusRow, 'createdAt' | 'updatedAt'>): Promise<PlayerBonusRow> {
   const { rows } = await sql.query(
-    `INSERT INTO player_bonuses (id, credit_id, user_id, bonus_code, type, product, amount_minor, currency, required_wagering_minor, status, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${PLAYER_BONUS_COLUMNS}`,
+    `INSERT INTO player_bonuses (id, credit_id, user_id, bonus_code, type, product, amount_minor, currency, required_wagering_minor, status, expires_at, brand_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING ${PLAYER_BONUS_COLUMNS}`,
     [bonus.id, bonus.creditId, bonus.userId, bonus.bonusCode, bonus.type, bonus.product, bonus.amountMinor.toString(), bonus.currency,
-      bonus.requiredWageringMinor.toString(), bonus.status, bonus.expiresAt],
+      bonus.requiredWageringMinor.toString(), bonus.status, bonus.expiresAt, bonus.brandId],
   );
   return toPlayerBonus(rows[0]);
 }
 
-export async function listPlayerBonuses(sql: Sql, userId: string): Promise<PlayerBonusRow[]> {
-  const { rows } = await sql.query(`SELECT ${PLAYER_BONUS_COLUMNS} FROM player_bonuses WHERE user_id = $1 ORDER BY created_at`, [userId]);
+/** A player's bonuses in `brands` (null: every brand). */
+export async function listPlayerBonuses(sql: Sql, brands: readonly string[] | null, userId: string): Promise<PlayerBonusRow[]> {
+  const { rows } = await sql.query(
+    `SELECT ${PLAYER_BONUS_COLUMNS} FROM player_bonuses WHERE user_id = $1 AND ($2::bigint[] IS NULL OR brand_id = ANY($2)) ORDER BY created_at`,
+    [userId, brands],
+  );
   return rows.map(toPlayerBonus);
 }
 
