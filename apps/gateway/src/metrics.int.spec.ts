@@ -93,7 +93,7 @@ describe('GET /metrics on the gateway', () => {
     await event('pending', 120);
     await event('dead', 5);
     const expected = {
-      accepted: await count(`SELECT count(*) FROM credits WHERE status = 'accepted'`),
+      accepted: await count(`SELECT count(*) FROM credits WHERE status = 'accepted' AND brand_id = 0`),
       pendingBonus: await count(`SELECT count(*) FROM event_dispatch WHERE topic = 'bonus' AND state = 'pending'`),
       dead: await count(`SELECT count(*) FROM event_dispatch WHERE state = 'dead'`),
       // The head of the topic's queue (other suites may have left older pending events).
@@ -133,9 +133,10 @@ describe('GET /metrics on the gateway', () => {
     expect(requests('DELETE', '/v1/devices/:id', 404)).toBe(1);
     expect(requests('GET', 'unmatched', 404)).toBe(1);
 
-    expect(after.get('operator_credits{state="accepted"}')).toBe(expected.accepted);
-    expect(after.get('operator_credits{state="completed"}')).toEqual(expect.any(Number));
-    expect(after.get('operator_credits{state="failed"}')).toEqual(expect.any(Number));
+    // The funds credit went to BONUS_DEFAULT_BRAND (0); every state of a brand is reported.
+    expect(after.get('operator_credits{state="accepted",brand="0"}')).toBe(expected.accepted);
+    expect(after.get('operator_credits{state="completed",brand="0"}')).toEqual(expect.any(Number));
+    expect(after.get('operator_credits{state="failed",brand="0"}')).toEqual(expect.any(Number));
     expect(after.get('operator_outbox_pending_events{topic="bonus"}')).toBe(expected.pendingBonus);
     expect(expected.oldestBonus).toBeGreaterThan(0);
     expect(after.get('operator_outbox_oldest_pending_seconds{topic="bonus"}')).toBeGreaterThanOrEqual(expected.oldestBonus - 1);

@@ -143,10 +143,10 @@ function keyProblems(nodeEnv: NodeEnv | undefined, keys: KeyLists): string[] {
   return problems;
 }
 
-/** Every brand a credential's @brands names: the brands the metrics label by id. */
-export function namedBrands(config: Pick<GatewayConfig, 'operatorApiKeys' | 'internalKeys' | 'crmAuth'>): string[] {
+/** Every brand a credential's @brands or BONUS_DEFAULT_BRAND names: the brands the metrics label by id. */
+export function namedBrands(config: Pick<GatewayConfig, 'operatorApiKeys' | 'internalKeys' | 'crmAuth' | 'BONUS_DEFAULT_BRAND'>): string[] {
   const bound = [...config.operatorApiKeys, ...config.internalKeys.devices, ...config.crmAuth.basicUsers, ...config.crmAuth.oauthClients];
-  return [...new Set(bound.flatMap(({ brands }) => brands ?? []))];
+  return [...new Set([...bound.flatMap(({ brands }) => brands ?? []), String(config.BONUS_DEFAULT_BRAND)])];
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {

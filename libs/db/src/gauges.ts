@@ -50,12 +50,22 @@ export async function countDeadLetters(db: Db, timeoutMs: number): Promise<numbe
 }
 
 /** Credits in each state, every state named (0 when none is in it), from the (status, next_attempt_at) index. */
-export async function countCreditsByState(db: Db, timeoutMs: number): Promise<Record<string, number>> {
-  const rows = await boundedQuery<{ state: string; count: string }>(
+export interface CreditCount {
+  state: string;
+  brand: string;
+  count: number;
+}
+
+/** Credits by brand and state, every state of a brand that has any (0 when none is in it). */
+export async function countCreditsByState(db: Db, timeoutMs: number): Promise<CreditCount[]> {
+  const rows = await boundedQuery<{ state: string; brand: string; count: string }>(
     db,
     timeoutMs,
-    `SELECT s.state::text AS state, (SELECT count(*) FROM credits c WHERE c.status = s.state) AS count
-       FROM unnest(enum_range(NULL::"CreditStatus")) AS s(state)`,
+    `WITH c AS (SELECT brand_id, status, count(*) AS count FROM credits GROUP BY 1, 2)
+     SELECT s.state::text AS state, b.brand_id::text AS brand, COALESCE(c.count, 0) AS count
+       FROM (SELECT DISTINCT brand_id FROM c) b
+            CROSS JOIN unnest(enum_range(NULL::"CreditStatus")) AS s(state)
+            LEFT JOIN c ON c.brand_id = b.brand_id AND c.status = s.state`,
   );
-  return Object.fromEntries(rows.map((row) => [row.state, Number(row.count)]));
+  return rows.map((row) => ({ state: row.state, brand: row.brand, count: Number(row.count) }));
 }

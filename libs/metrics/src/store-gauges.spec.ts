@@ -22,7 +22,11 @@ describe('store gauges', () => {
           reads++;
           return [{ queue: 'push-fcm', waiting: 7, active: 2, delayed: 1, failed: 0 }];
         },
-        credits: async () => ({ accepted: 3, completed: 10, failed: 1 }),
+        credits: async () => [
+          { state: 'accepted', brand: '0', count: 3 },
+          { state: 'completed', brand: '0', count: 10 },
+          { state: 'completed', brand: '7', count: 2 },
+        ],
         deadLetters: async () => 4,
       },
       { log: recordingLog().sink, maxAgeMs: 100 },
@@ -33,7 +37,8 @@ describe('store gauges', () => {
     expect(await sample('operator_queue_jobs{queue="push-fcm",state="waiting"}')).toBe(7);
     expect(await sample('operator_queue_jobs{queue="push-fcm",state="active"}')).toBe(2);
     expect(await sample('operator_queue_jobs{queue="push-fcm",state="failed"}')).toBe(0);
-    expect(await sample('operator_credits{state="completed"}')).toBe(10);
+    expect(await sample('operator_credits{state="completed",brand="0"}')).toBe(10);
+    expect(await sample('operator_credits{state="completed",brand="7"}')).toBe(2);
     expect(await sample('operator_dead_letters')).toBe(4);
 
     await new Promise((resolve) => setTimeout(resolve, 120));

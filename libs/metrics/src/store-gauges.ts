@@ -15,7 +15,7 @@ export interface StoreReaders {
   queueJobs?: () => Promise<QueueJobsReading[]>;
   outbox?: () => Promise<OutboxTopicBacklog[]>;
   deadLetters?: () => Promise<number>;
-  credits?: () => Promise<Record<string, number>>;
+  credits?: () => Promise<{ state: string; brand: string; count: number }[]>;
 }
 
 export interface StoreGaugeOptions {
@@ -49,8 +49,8 @@ const APPLY: { [R in keyof StoreReaders]-?: (value: Awaited<ReturnType<NonNullab
   deadLetters(count) {
     deadLetters.set(count);
   },
-  credits(byState) {
-    for (const [state, count] of Object.entries(byState)) credits.set({ state }, count);
+  credits(counts) {
+    for (const { state, brand, count } of counts) credits.set({ state, brand }, count);
   },
 };
 
