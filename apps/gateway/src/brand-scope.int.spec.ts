@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import { createSandboxProvider } from '@operator/providers';
-import { createSendRecorder, processSendJob, type SendRecorder } from '@operator/push';
 import { fcmToken, pushRequest, uniqueBrandId, uniqueName } from '@operator/testing';
 import { Harness } from './test/harness';
 
@@ -9,7 +7,6 @@ import { Harness } from './test/harness';
 // another brand is refused, and another brand's pushes, events, devices and dead letters are not
 // there for it. Keys without @ open every brand, as before.
 
-const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const SECRET = 'brand-scope-spec-tracking-secret';
 
 interface FeedPage {
@@ -29,7 +26,6 @@ describe('routes scoped to the brands of the credential', () => {
   const A_ALL = key('a-all');
   const A1 = key('a1');
   let h: Harness;
-  let recorder: SendRecorder;
   let player: string;
 
   beforeAll(async () => {
@@ -39,10 +35,8 @@ describe('routes scoped to the brands of the credential', () => {
       INTERNAL_ADMIN_KEYS: `${A_ALL},${A1}@${b1}`,
       TRACKING_SECRET: SECRET,
     });
-    recorder = createSendRecorder({ db: h.stores.db, log: silent, leaseMs: 60000 });
   });
   afterAll(async () => {
-    await recorder.close();
     await h.close();
   });
 
@@ -52,13 +46,7 @@ describe('routes scoped to the brands of the credential', () => {
     for (const brand of [b1, b2]) expect((await device(D_ALL, 'POST', '/v1/devices', { user_id: player, brand_id: brand, provider: 'fcm', platform: 'android', token: fcmToken() })).statusCode).toBe(201);
   });
 
-  const call = (apiKey: string, method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<LightMyRequestResponse> =>
-    h.app.inject({
-      method,
-      url,
-      headers: { 'x-api-key': apiKey, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      payload: body === undefined ? undefined : JSON.stringify(body),
-    });
+  const call = (apiKey: string, method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<LightMyRequestResponse> => h.request(apiKey, method, url, body);
   const device = call;
   const storedOf = (brand: number) => h.stores.db.message.count({ where: { brandId: BigInt(brand), userId: player } });
 
@@ -69,22 +57,7 @@ describe('routes scoped to the brands of the credential', () => {
   }
 
   async function send(pushIds: string[]) {
-    const outcome = await processSendJob(
-      {
-        db: h.stores.db,
-        provider: 'fcm',
-        providerFor: () => createSandboxProvider('fcm'),
-        log: silent,
-        recorder,
-        leaseMs: 60000,
-        visibilityGraceMs: 30000,
-        parallelMessages: 4,
-        trackingSecret: SECRET,
-        retryAfterMaxMs: 300000,
-      },
-      { pushIds, attempt: 1, maxAttempts: 3, enqueuedAt: Date.now() },
-    );
-    expect(outcome).toMatchObject({ kind: 'done', sent: pushIds.length });
+    expect(await h.send(pushIds)).toMatchObject({ kind: 'done', sent: pushIds.length });
   }
 
   describe('accepting pushes', () => {

@@ -2,15 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
 import type { ProviderName } from '@operator/contract';
-import { createSandboxProvider } from '@operator/providers';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createSendRecorder, processSendJob, pushAcceptedAt, recordEngagement, trackingToken, type SendRecorder } from '@operator/push';
+import { pushAcceptedAt, recordEngagement, trackingToken } from '@operator/push';
 import { INTERNAL_KEY, OPERATOR_KEY, fcmToken, pushRequest, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { buildApp } from './app';
 import { Harness } from './test/harness';
 
 const SECRET = 'status-spec-tracking-secret';
-const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 interface FeedEvent {
@@ -28,14 +26,11 @@ describe('push status: polling, engagement reports and dead letters', () => {
   let h: Harness;
   let brand: number;
   let player: string;
-  let recorder: SendRecorder;
 
   beforeAll(async () => {
     h = await Harness.open({ TRACKING_SECRET: SECRET });
-    recorder = createSendRecorder({ db: h.stores.db, log: silent, leaseMs: 60000 });
   });
   afterAll(async () => {
-    await recorder.close();
     await h.close();
   });
 
@@ -59,23 +54,7 @@ describe('push status: polling, engagement reports and dead letters', () => {
     return ids;
   }
 
-  async function send(pushIds: string[], provider: ProviderName = 'fcm') {
-    return processSendJob(
-      {
-        db: h.stores.db,
-        provider,
-        providerFor: () => createSandboxProvider(provider),
-        log: silent,
-        recorder,
-        leaseMs: 60000,
-        visibilityGraceMs: 30000,
-        parallelMessages: 4,
-        trackingSecret: SECRET,
-        retryAfterMaxMs: 300000,
-      },
-      { pushIds, attempt: 1, maxAttempts: 3, enqueuedAt: Date.now() },
-    );
-  }
+  const send = (pushIds: string[], provider: ProviderName = 'fcm') => h.send(pushIds, provider);
 
   async function sentPushes(count = 1): Promise<string[]> {
     const ids = await accept(count);

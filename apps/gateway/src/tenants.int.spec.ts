@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { createBonusDeps, runBonusRound } from '@operator/bonus';
-import { createSandboxProvider } from '@operator/providers';
-import { createSendRecorder, processSendJob, type SendRecorder } from '@operator/push';
 import { fcmToken, pushRequest, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { Harness } from './test/harness';
 
@@ -41,34 +39,13 @@ describe('brands as tenants on a production gateway', () => {
   let h: Harness;
   let player: string;
 
-  let recorder: SendRecorder;
 
   beforeAll(async () => {
     h = await Harness.open(PRODUCTION);
-    recorder = createSendRecorder({ db: h.stores.db, log: silent, leaseMs: 60000 });
   });
   afterAll(async () => {
-    await recorder.close();
     await h.close();
   });
-
-  /** What the FCM worker does with these pushes, with its sandbox. */
-  const send = (pushIds: string[]) =>
-    processSendJob(
-      {
-        db: h.stores.db,
-        provider: 'fcm',
-        providerFor: () => createSandboxProvider('fcm'),
-        log: silent,
-        recorder,
-        leaseMs: 60000,
-        visibilityGraceMs: 30000,
-        parallelMessages: 4,
-        trackingSecret: SECRET,
-        retryAfterMaxMs: 300000,
-      },
-      { pushIds, attempt: 1, maxAttempts: 3, enqueuedAt: Date.now() },
-    );
 
   beforeEach(async () => {
     player = uniqueName('player');
@@ -78,14 +55,8 @@ describe('brands as tenants on a production gateway', () => {
     }
   });
 
-  function request(method: 'GET' | 'POST' | 'DELETE', url: string, key: string, body?: unknown, headers: Record<string, string> = {}) {
-    return h.app.inject({
-      method,
-      url,
-      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-      payload: body === undefined ? undefined : JSON.stringify(body),
-    });
-  }
+  const request = (method: 'GET' | 'POST' | 'DELETE', url: string, key: string, body?: unknown, headers: Record<string, string> = {}) =>
+    h.request(key, method, url, body, headers);
   const push = (key: string, brand: number) => request('POST', '/channels/push/single', key, pushRequest(brand, player));
 
   /** Every feed event from `after` on, read page by page with `key`. */
@@ -117,7 +88,7 @@ describe('brands as tenants on a production gateway', () => {
     expect({ found: list.pushes.map((p: { push_id: string }) => p.push_id), not_found: list.not_found }).toEqual({ found: [mineId], not_found: [theirsId] });
 
     // Both sent (a status event each), then the feed read by key.
-    expect(await send([mineId, theirsId])).toMatchObject({ kind: 'done', sent: 2 });
+    expect(await h.send([mineId, theirsId])).toMatchObject({ kind: 'done', sent: 2 });
     await until(async () => (await feed(KEYS.K_ALL, start, 1000)).filter((e) => e.push_id === mineId || e.push_id === theirsId).length === 2, 'both events in the feed', 20000);
     const k1 = await feed(KEYS.K1, start, 1);
     expect(k1.filter((e) => e.push_id === mineId).map((e) => e.status)).toEqual(['sent']);

@@ -1,9 +1,11 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { ProviderName } from '@operator/contract';
 import { readDeliveries } from '@operator/db';
 import type { RedisOptions } from '@operator/queue';
 import { INTERNAL_KEY, OPERATOR_KEY, openTestStores, TcpProxy, until, type TestStores } from '@operator/testing';
 import { buildApp, buildOperationsApp } from '../app';
 import { operationsApart } from '../operations';
+import { sandboxSender } from './sandbox-send';
 
 const REFUSAL = `refuse_message_${process.pid}`;
 
@@ -25,7 +27,16 @@ export class Harness {
     return new Harness(stores, app, operations);
   }
 
+  private sender?: ReturnType<typeof sandboxSender>;
+
+  /** Sends these pushes as their provider's push worker would, with its sandbox. */
+  send(pushIds: string[], provider: ProviderName = 'fcm') {
+    this.sender ??= sandboxSender(this.stores.db, this.stores.config.TRACKING_SECRET);
+    return this.sender.send(pushIds, provider);
+  }
+
   async close() {
+    await this.sender?.close();
     // The tests' fetch keeps its connections to the operations port alive; no request is in flight
     // by now, so they are cut rather than waited for (which took 20-30 s on a busy machine).
     this.operations?.server.closeAllConnections();
@@ -51,13 +62,18 @@ export class Harness {
     return this.post('/channels/push/batch', body, headers);
   }
 
-  internal(method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown) {
+  /** A request with `key` as X-Api-Key and `body`, if any, as JSON. */
+  request(key: string, method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown, headers: Record<string, string> = {}) {
     return this.app.inject({
       method,
       url,
-      headers: { 'x-api-key': INTERNAL_KEY, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
       payload: body === undefined ? undefined : JSON.stringify(body),
     });
+  }
+
+  internal(method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown) {
+    return this.request(INTERNAL_KEY, method, url, body);
   }
 
   async registerDevice(device: Record<string, unknown>) {
