@@ -193,50 +193,54 @@ export function checkDuplicates(run: RunRecord): Check {
 }
 
 export interface CreditRows {
-  credits: { id: string; idempotencyKey: string; kind: string; userId: string; amountMinor: string; status: string; error: string | null }[];
+  credits: { id: string; brand: string; idempotencyKey: string; kind: string; userId: string; amountMinor: string; status: string; error: string | null }[];
   ledger: { transactionId: string; legs: string; total: string; playerLeg: string | null }[];
-  accounts: { owner: string; kind: string; balanceMinor: string; entriesMinor: string }[];
+  accounts: { brand: string; owner: string; kind: string; balanceMinor: string; entriesMinor: string }[];
   playerBonuses: { id: string; creditId: string }[];
 }
 
-/** 3. Each X-Service-Id credited exactly once (credits, ledger, balances) and its bonus event sent once. */
+/**
+ * 3. Each X-Service-Id credited exactly once in each brand (credits, ledger, the brand's balances)
+ * and its bonus event sent once.
+ */
 export function checkCredits(run: RunRecord, rows: CreditRows): Check {
   const lines: string[] = [];
   const problems: string[] = [];
   const acked = run.credits.filter((c) => c.creditId);
   const byKey = new Map<string, CreditRows['credits']>();
-  for (const row of rows.credits) byKey.set(row.idempotencyKey, [...(byKey.get(row.idempotencyKey) ?? []), row]);
+  for (const row of rows.credits) byKey.set(`${row.brand}/${row.idempotencyKey}`, [...(byKey.get(`${row.brand}/${row.idempotencyKey}`) ?? []), row]);
   const ledger = new Map(rows.ledger.map((l) => [l.transactionId, l]));
   for (const credit of acked) {
-    const found = byKey.get(credit.serviceId) ?? [];
+    const key = `${credit.brand}/${credit.serviceId}`;
+    const found = byKey.get(key) ?? [];
     if (found.length !== 1) {
-      problems.push(`${credit.serviceId}: ${found.length} credit rows`);
+      problems.push(`${key}: ${found.length} credit rows`);
       continue;
     }
     const [row] = found;
-    if (row.id !== credit.creditId) problems.push(`${credit.serviceId}: row ${row.id}, the CRM was answered ${credit.creditId}`);
-    if (row.status !== 'completed') problems.push(`${credit.serviceId}: ${row.status}${row.error ? ` (${row.error})` : ''}`);
+    if (row.id !== credit.creditId) problems.push(`${key}: row ${row.id}, the CRM was answered ${credit.creditId}`);
+    if (row.status !== 'completed') problems.push(`${key}: ${row.status}${row.error ? ` (${row.error})` : ''}`);
     const tx = ledger.get(row.id);
-    if (!tx) problems.push(`${credit.serviceId}: no ledger transaction`);
+    if (!tx) problems.push(`${key}: no ledger transaction`);
     else if (tx.legs !== '2' || tx.total !== '0' || tx.playerLeg !== String(credit.amountMinor)) {
-      problems.push(`${credit.serviceId}: ledger ${tx.legs} legs, total ${tx.total}, player ${tx.playerLeg}, expected ${credit.amountMinor}`);
+      problems.push(`${key}: ledger ${tx.legs} legs, total ${tx.total}, player ${tx.playerLeg}, expected ${credit.amountMinor}`);
     }
   }
-  const known = new Set(run.credits.map((c) => c.serviceId));
-  const strangers = rows.credits.filter((r) => !known.has(r.idempotencyKey));
-  if (strangers.length) problems.push(`${strangers.length} credit rows with keys the CRM never sent`);
+  const known = new Set(run.credits.map((c) => `${c.brand}/${c.serviceId}`));
+  const strangers = rows.credits.filter((r) => !known.has(`${r.brand}/${r.idempotencyKey}`));
+  if (strangers.length) problems.push(`${strangers.length} credit rows with keys the CRM never sent in their brand`);
 
-  // Balances: what the player should hold, from the credits the CRM had acknowledged.
+  // Balances: what the player should hold in each brand, from the credits the CRM had acknowledged.
   const expected = new Map<string, bigint>();
   for (const credit of acked) {
-    const key = `${credit.userId}/${credit.kind === 'bonus' ? 'bonus_money' : 'real_money'}`;
+    const key = `${credit.brand}/${credit.userId}/${credit.kind === 'bonus' ? 'bonus_money' : 'real_money'}`;
     expected.set(key, (expected.get(key) ?? 0n) + BigInt(credit.amountMinor));
   }
-  const held = new Map(rows.accounts.filter((a) => a.owner !== 'house').map((a) => [`${a.owner}/${a.kind}`, BigInt(a.balanceMinor)]));
+  const held = new Map(rows.accounts.filter((a) => a.owner !== 'house').map((a) => [`${a.brand}/${a.owner}/${a.kind}`, BigInt(a.balanceMinor)]));
   const wrongBalances = [...new Set([...expected.keys(), ...held.keys()])].filter((key) => (expected.get(key) ?? 0n) !== (held.get(key) ?? 0n));
   for (const key of sample(wrongBalances)) problems.push(`balance ${key}: ${held.get(key) ?? 0n}, expected ${expected.get(key) ?? 0n}`);
   const drift = rows.accounts.filter((a) => a.balanceMinor !== a.entriesMinor);
-  for (const account of sample(drift)) problems.push(`account ${account.owner}/${account.kind}: balance ${account.balanceMinor}, entries sum to ${account.entriesMinor}`);
+  for (const account of sample(drift)) problems.push(`account ${account.brand}/${account.owner}/${account.kind}: balance ${account.balanceMinor}, entries sum to ${account.entriesMinor}`);
 
   // Bonus events, as the CRM keeps them. They carry no event_id, so a repeat of one outbox event is
   // told by its body (stored once, sent byte for byte again); a second event is a different body.
@@ -267,6 +271,7 @@ export function checkCredits(run: RunRecord, rows: CreditRows): Check {
 
   lines.push(
     `${acked.length} of ${run.credits.length} credits acknowledged (${run.driver.resends.credits} sent again after their 200); ${rows.credits.length} credit rows, ${rows.credits.filter((r) => r.status === 'completed').length} completed`,
+    `by brand: ${[...new Set(rows.credits.map((r) => r.brand))].sort().map((brand) => `${rows.credits.filter((r) => r.brand === brand).length} in brand ${brand}`).join(', ')}`,
     `ledger: ${rows.ledger.length} transactions; ${wrongBalances.length} player balances off; ${drift.length} accounts whose balance is not the sum of their entries`,
     `bonus events: ${bonusRequests.length} received, ${distinct.size} distinct; ${createdOnce} bonus credits with exactly one Created event; ${repeatedStatus.length} (user_bonus_id, status) with more than one event`,
     `balance events: ${balanceEvents.size} distinct for ${completed} completed credits`,

@@ -6,6 +6,10 @@ import { sleep } from './util';
 export const OPERATOR_KEY = 'dev-operator-key';
 export const INTERNAL_KEY = 'dev-internal-key';
 export const BRAND_ID = 7;
+/** The CRM's keys for the credits, one bound to each brand (appEnv): money is kept per brand. */
+export const CREDIT_BRANDS = [1, 2] as const;
+export type CreditBrand = (typeof CREDIT_BRANDS)[number];
+export const brandKey = (brand: CreditBrand) => `chaos-brand-${brand}-key`;
 
 /** What the CRM expects of a message: accepted, or refused for a reason it can see. */
 export type Expectation = 'accept' | 'no-device' | 'invalid';
@@ -26,6 +30,8 @@ export interface ChaosMessage {
 
 export interface ChaosCredit {
   serviceId: string;
+  /** Sent with the key bound to it; each X-Service-Id is sent under both brands, as two credits. */
+  brand: CreditBrand;
   kind: 'bonus' | 'funds';
   userId: string;
   body: Record<string, unknown>;
@@ -207,18 +213,18 @@ export class CrmDriver {
       'x-service-triggerhash': `th-${credit.serviceId}`,
     };
     for (let attempt = 0; ; attempt += 1) {
-      const answer = await this.call(path, credit.body, headers);
+      const answer = await this.call(path, credit.body, headers, brandKey(credit.brand));
       if (answer.status === 200) {
         const creditId = answer.json?.credit_id;
-        if (typeof creditId !== 'string') this.anomalies.push({ at: Date.now(), what: `credit ${credit.serviceId}: 200 without credit_id` });
-        else if (credit.creditId && credit.creditId !== creditId) this.anomalies.push({ at: Date.now(), what: `credit ${credit.serviceId}: credit_id ${creditId} on a resend, ${credit.creditId} before` });
+        if (typeof creditId !== 'string') this.anomalies.push({ at: Date.now(), what: `credit ${credit.brand}/${credit.serviceId}: 200 without credit_id` });
+        else if (credit.creditId && credit.creditId !== creditId) this.anomalies.push({ at: Date.now(), what: `credit ${credit.brand}/${credit.serviceId}: credit_id ${creditId} on a resend, ${credit.creditId} before` });
         else credit.creditId = creditId;
         credit.ackAt ??= Date.now();
         return;
       }
       if (answer.status !== undefined && answer.status >= 400 && answer.status < 500) {
         credit.refused = `HTTP ${answer.status} ${answer.json?.error ?? ''}`;
-        this.anomalies.push({ at: Date.now(), what: `credit ${credit.serviceId} refused: ${credit.refused}` });
+        this.anomalies.push({ at: Date.now(), what: `credit ${credit.brand}/${credit.serviceId} refused: ${credit.refused}` });
         return;
       }
       if (this.giveUp()) {

@@ -221,7 +221,7 @@ async function main(): Promise<number> {
   const outsideAnswers = await Promise.all(outside.map(async (origin) => [origin, await register({ user_id: 'intruder', brand_id: BRAND_ID, provider: 'webpush', platform: 'web', subscription: subscriptionAt(origin, 'intruder') })] as const));
   log(`${players.length} players registered (${((Date.now() - started) / 1000).toFixed(1)} s of setup)`);
 
-  const credit: ChaosCredit = { serviceId: `hostile-credit-${Date.now()}`, kind: 'funds', userId: 'player-2', amountMinor: 500, body: { user_id: 'player-2', amount: 5, currency: 'EUR', type: 'cashback' } };
+  const credit: ChaosCredit = { serviceId: `hostile-credit-${Date.now()}`, brand: 1, kind: 'funds', userId: 'player-2', amountMinor: 500, body: { user_id: 'player-2', amount: 5, currency: 'EUR', type: 'cashback' } };
   await driver.credit(credit);
   const creditSentAt = Date.now();
 

@@ -1,7 +1,7 @@
 // What the CRM does in a run, shared by the fault suite and its HA run: devices, pushes and credits
 // on a timeline with resends, the wait to settle, and the rows the verdicts read.
 import type { FakeCrm, SeededRandom as Random } from '@operator/testing';
-import { BRAND_ID, INTERNAL_KEY, Pool, type ChaosCredit, type ChaosMessage, type CrmDriver } from './crm';
+import { BRAND_ID, brandKey, CREDIT_BRANDS, INTERNAL_KEY, OPERATOR_KEY, Pool, type ChaosCredit, type ChaosMessage, type CrmDriver } from './crm';
 import type { ChaosDevice, Providers } from './providers';
 import type { Load } from './scale';
 import type { Check, CreditRows } from './checks';
@@ -57,6 +57,7 @@ export function appEnv(providers: Providers, crm: FakeCrm, queuePrefix: string):
     PUSH_RECONCILE_AFTER_MS: '20000',
     // At most the reconciler's wait (the workers refuse more): a Retry-After of an hour waits 15 s here.
     PUSH_RETRY_AFTER_MAX_MS: '15000',
+    OPERATOR_API_KEYS: [OPERATOR_KEY, ...CREDIT_BRANDS.map((brand) => `${brandKey(brand)}@${brand}`)].join(','),
     WEBHOOK_CONCURRENCY: '32',
     ...providers.workerEnv(),
   };
@@ -152,15 +153,18 @@ export async function planWorkload(databaseUrl: string, devices: Map<string, Cha
   const bonusCodes = [...bonusAmounts.keys()];
   const creditPlayers = Math.max(1, Math.ceil(scale.credits / 5));
   const credits: ChaosCredit[] = [];
+  let userId = '';
   for (let i = 0; i < scale.credits; i += 1) {
-    const userId = `cp-${rng.int(0, creditPlayers - 1)}`;
-    const serviceId = `chaos-credit-${i}`;
+    // Two credits a service id and player id, one in each brand, with the same headers: two wallets.
+    if (i % 2 === 0) userId = `cp-${rng.int(0, creditPlayers - 1)}`;
+    const serviceId = `chaos-credit-${Math.floor(i / 2)}`;
+    const brand = CREDIT_BRANDS[i % 2];
     if (rng.chance(0.5)) {
       const code = rng.pick(bonusCodes);
-      credits.push({ serviceId, kind: 'bonus', userId, amountMinor: bonusAmounts.get(code)!, body: { user_id: userId, bonus_code: code, validity_amount: 7 } });
+      credits.push({ serviceId, brand, kind: 'bonus', userId, amountMinor: bonusAmounts.get(code)!, body: { user_id: userId, bonus_code: code, validity_amount: 7 } });
     } else {
       const amountMinor = rng.int(100, 5000);
-      credits.push({ serviceId, kind: 'funds', userId, amountMinor, body: { user_id: userId, amount: amountMinor / 100, currency: 'EUR', type: 'cashback' } });
+      credits.push({ serviceId, brand, kind: 'funds', userId, amountMinor, body: { user_id: userId, amount: amountMinor / 100, currency: 'EUR', type: 'cashback' } });
     }
   }
   return { devices, messages, units, credits };
@@ -264,7 +268,10 @@ export async function settle(databaseUrl: () => string, scale: Load, from: numbe
 
 export async function creditRows(databaseUrl: string): Promise<CreditRows> {
   return {
-    credits: await query(databaseUrl, `SELECT id, idempotency_key AS "idempotencyKey", kind, user_id AS "userId", amount_minor::text AS "amountMinor", status, error FROM credits`),
+    credits: await query(
+      databaseUrl,
+      `SELECT id, brand_id::text AS brand, idempotency_key AS "idempotencyKey", kind, user_id AS "userId", amount_minor::text AS "amountMinor", status, error FROM credits`,
+    ),
     ledger: await query(
       databaseUrl,
       `SELECT e.transaction_id AS "transactionId", count(*)::text AS legs, sum(e.amount_minor)::text AS total,
@@ -273,7 +280,7 @@ export async function creditRows(databaseUrl: string): Promise<CreditRows> {
     ),
     accounts: await query(
       databaseUrl,
-      `SELECT a.owner, a.kind, a.balance_minor::text AS "balanceMinor", coalesce(sum(e.amount_minor), 0)::text AS "entriesMinor"
+      `SELECT a.brand_id::text AS brand, a.owner, a.kind, a.balance_minor::text AS "balanceMinor", coalesce(sum(e.amount_minor), 0)::text AS "entriesMinor"
          FROM accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id GROUP BY a.id`,
     ),
     playerBonuses: await query(databaseUrl, `SELECT id, credit_id AS "creditId" FROM player_bonuses`),
