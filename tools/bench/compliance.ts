@@ -49,7 +49,7 @@ export async function complianceStage(deps: ComplianceDeps): Promise<Record<'gat
     COMPLIANCE_URL: operator.url,
     COMPLIANCE_API_KEY: API_KEY,
     // Long enough that the warm campaign finds every answer.
-    COMPLIANCE_CACHE_TTL: '600000',
+    COMPLIANCE_CACHE_TTL: '10m',
     ...(env.BENCH_COMPLIANCE_CONCURRENCY ? { COMPLIANCE_CONCURRENCY: env.BENCH_COMPLIANCE_CONCURRENCY } : {}),
   };
   const start = (extra: Record<string, string>) =>

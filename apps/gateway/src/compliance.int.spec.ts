@@ -185,7 +185,7 @@ describe('the responsible-gambling gate: an FCM worker checking each player agai
   });
 
   describe('with answers cached for a minute', () => {
-    beforeAll(async () => startWorker({ COMPLIANCE_CACHE_TTL: '60000' }), 30000);
+    beforeAll(async () => startWorker({ COMPLIANCE_CACHE_TTL: '60s' }), 30000);
     afterAll(async () => stopWorker());
 
     it('sends a campaign of 1,000 only to the 730 players who may get it, and reports the 270 failed with the reason and meta', async () => {
@@ -311,7 +311,7 @@ describe('the responsible-gambling gate: an FCM worker checking each player agai
   });
 
   describe('while the operator endpoint answers 503', () => {
-    beforeAll(async () => startWorker({ COMPLIANCE_CACHE_TTL: '1000' }), 30000);
+    beforeAll(async () => startWorker({ COMPLIANCE_CACHE_TTL: '1s' }), 30000);
     afterAll(async () => stopWorker());
 
     it('holds the sends for the 30 s it refuses, sends none unchecked, then sends them once it answers', async () => {
