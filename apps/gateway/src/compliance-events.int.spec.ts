@@ -2,7 +2,7 @@ import { COMPLIANCE_CHANNEL } from '@operator/compliance';
 import { redisUrlConnection } from '@operator/config';
 import { createWorkerRedis, type RedisClient } from '@operator/queue';
 import { ADMIN_KEY, DEVICE_KEY, OPERATOR_KEY, uniqueName, until } from '@operator/testing';
-import { Harness } from './test/harness';
+import { Harness, openBehindProxies } from './test/harness';
 
 // POST /v1/compliance/events takes the CRM's USER_BLOCK_V2 / USER_CONSENTS_V2 bodies and announces
 // their players on COMPLIANCE_CHANNEL, where every push worker drops its cached answers for them.
@@ -74,5 +74,25 @@ describe('POST /v1/compliance/events', () => {
     expect((await post(event(), DEVICE_KEY)).statusCode).toBe(403);
     expect((await post(event(), OPERATOR_KEY)).statusCode).toBe(401);
     expect((await post(event(), null)).statusCode).toBe(401);
+  });
+});
+
+describe('POST /v1/compliance/events with Redis out of reach', () => {
+  it('answers 503 {error} with Retry-After, so the caller sends the events again', async () => {
+    const proxied = await openBehindProxies();
+    try {
+      await proxied.redis.stop();
+      const response = await proxied.h.app.inject({
+        method: 'POST',
+        url: '/v1/compliance/events',
+        headers: { 'content-type': 'application/json', 'x-api-key': ADMIN_KEY },
+        payload: JSON.stringify({ user_id: uniqueName('player') }),
+      });
+      expect(response.statusCode).toBe(503);
+      expect(response.headers['retry-after']).toBeDefined();
+      expect(response.json().error).toMatch(/Redis is unavailable/);
+    } finally {
+      await proxied.close();
+    }
   });
 });
