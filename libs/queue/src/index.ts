@@ -3,3 +3,4 @@ export * from './redis';
 export * from './push-queues';
 export * from './send-worker';
 export * from './board';
+export * from './pubsub';
