@@ -200,7 +200,7 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
   }
 
   const subscription: Subscription | undefined = deps.redis
-    ? subscribe(deps.redis, COMPLIANCE_CHANNEL, heard, { onSubscribed: forgetAll, log: deps.log })
+    ? subscribe(deps.redis, COMPLIANCE_CHANNEL, heard, { onSubscribed: forgetAll, connectionName: `operator-compliance-${process.pid}`, log: deps.log })
     : undefined;
   const ready = subscription?.ready ?? Promise.resolve();
   ready.catch((error: Error) => deps.log?.error({ err: error.message, channel: COMPLIANCE_CHANNEL }, 'cannot subscribe to compliance announcements'));

@@ -13,6 +13,8 @@ export async function publish(redis: RedisClient, channel: string, message: stri
 export interface SubscribeOptions {
   /** Each time the subscription is (re)established: messages sent meanwhile were lost. */
   onSubscribed?: () => void;
+  /** The connection's name in CLIENT LIST. */
+  connectionName?: string;
   log?: LogSink;
 }
 
@@ -27,7 +29,7 @@ export interface Subscription {
  * with a single Redis, Sentinel or Cluster alike, resubscribing after every reconnection.
  */
 export function subscribe(connection: RedisConnection, channel: string, onMessage: (message: string) => void, options: SubscribeOptions = {}): Subscription {
-  const redis = createWorkerRedis(connection, {}, options.log);
+  const redis = createWorkerRedis(connection, options.connectionName ? { connectionName: options.connectionName } : {}, options.log);
   let subscribed = false;
   let closed = false;
   const listener = (from: string, message: string) => {
@@ -47,6 +49,12 @@ export function subscribe(connection: RedisConnection, channel: string, onMessag
     async close() {
       closed = true;
       redis.off('message', listener);
+      // QUIT is answered once the server has dropped the subscription; while Redis is away it is not sent at all.
+      if (redis.status === 'ready') {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([redis.quit().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, 1000)))]);
+        clearTimeout(timer);
+      }
       redis.disconnect();
       await ready.catch(() => undefined);
     },
