@@ -16,6 +16,7 @@ import { loggedRequest } from './log-redaction';
 import { operationsApart, operationsRoutes } from './operations';
 import { bonusRoutes } from './routes/bonus';
 import { bonusAdminRoutes } from './routes/bonus-admin';
+import { complianceEventRoutes } from './routes/compliance-events';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
 import { engagementRoutes } from './routes/engagement';
@@ -120,6 +121,7 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     bodyLimitOf(admin, INTERNAL_BODY_LIMIT_BYTES);
     await admin.register(deadLetterRoutes, { db, reads, maxAgeMs: config.webhookMaxAgeMs });
     await admin.register(bonusAdminRoutes, { db, reads, bonus: createBonusDeps(db, config, app.log) });
+    await admin.register(complianceEventRoutes, { redis });
   });
 
   // Devices report with the push's tracking token, never an API key.

@@ -22,6 +22,7 @@ const ADMIN_ROUTES: [method: 'GET' | 'POST' | 'PUT', url: string, body: unknown]
   ['POST', `/v1/players/p-1/bonuses/${NO_SUCH_ID}/status`, { status: 'Completed' }],
   ['GET', '/v1/webhooks/dead-letters', undefined],
   ['POST', '/v1/webhooks/dead-letters/redrive', { event_ids: [NO_SUCH_ID] }],
+  ['POST', '/v1/compliance/events', { user_id: 'p-1' }],
 ];
 
 describe('internal keys by what they open', () => {

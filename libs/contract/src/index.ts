@@ -15,3 +15,4 @@ export * from './operations';
 export * from './paging';
 export * from './responses';
 export * from './oauth';
+export * from './compliance';

@@ -170,7 +170,8 @@ const TALLY = (field: 'sent' | 'final' | 'named' | 'errors') => `(x.by_push -> m
 
 /**
  * Moves accepted pushes forward from their deliveries (push_deliveries): `sent` once one device took
- * it, `failed` (with the reasons) once every delivery is final and none was sent, each with its
+ * it, `failed` (with the reasons: the suppressions alone when the compliance gate kept any device
+ * from it) once every delivery is final and none was sent, each with its
  * status event (the outbox); closes a push (open null, out of the reconciler's index) once every
  * delivery is final. Answers the pushes that moved; one already moved on is left alone. Pushes are
  * found by key, and each takes its tally by a lookup of its id (see OUTCOMES_BY).
@@ -180,7 +181,10 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
   const { rows } = await sql.query<SettledMessage>(
     `WITH tally AS (
        SELECT x.message_id, count(*) FILTER (WHERE x.status = 'sent') AS sent, count(*) FILTER (WHERE x.status <> 'pending') AS final,
-              count(*) AS named, string_agg(DISTINCT x.error_code, ', ' ORDER BY x.error_code) AS errors
+              count(*) AS named,
+              -- A suppression is the answer the CRM needs: it names the push's error alone.
+              COALESCE(string_agg(DISTINCT x.error_code, ', ' ORDER BY x.error_code) FILTER (WHERE x.error_code LIKE 'suppressed:%'),
+                       string_agg(DISTINCT x.error_code, ', ' ORDER BY x.error_code)) AS errors
          FROM push_deliveries($1::uuid[], $2::date[]) x
         GROUP BY x.message_id HAVING count(*) FILTER (WHERE x.status <> 'pending') > 0),
      x AS MATERIALIZED (

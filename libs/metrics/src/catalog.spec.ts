@@ -7,6 +7,7 @@ const PUBLIC_FAMILIES: Record<string, string> = {
   operator_messages_accepted_total: 'counter',
   operator_sends_total: 'counter',
   operator_send_duration_seconds: 'histogram',
+  operator_push_suppressions_total: 'counter',
   operator_queue_jobs: 'gauge',
   operator_outbox_pending_events: 'gauge',
   operator_outbox_oldest_pending_seconds: 'gauge',

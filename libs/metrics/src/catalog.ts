@@ -11,6 +11,7 @@ export const PUBLIC_FAMILIES = [
   'operator_messages_accepted_total',
   'operator_sends_total',
   'operator_send_duration_seconds',
+  'operator_push_suppressions_total',
   'operator_queue_jobs',
   'operator_outbox_pending_events',
   'operator_outbox_oldest_pending_seconds',
@@ -50,6 +51,13 @@ export const sendDuration = new Histogram({
   help: "Time of one provider call (one push to the provider's devices of its player), by provider and outcome (sent when every device was sent to, else the error class of the first that was not)",
   labelNames: ['provider', 'outcome'] as const,
   buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers,
+});
+
+export const pushSuppressions = new Counter({
+  name: 'operator_push_suppressions_total',
+  help: "Pushes a provider's worker did not send because the operator's records forbid it (the compliance gate), by provider, reason (excluded, blocked, no-consent, unverified: no answer within COMPLIANCE_MAX_WAIT) and brand (the brands the worker's configuration names, else other)",
+  labelNames: ['provider', 'reason', 'brand'] as const,
   registers,
 });
 

@@ -1,4 +1,4 @@
-import { dispatches, httpRequestDuration, messagesAccepted, sendDuration, sends } from './catalog';
+import { dispatches, httpRequestDuration, messagesAccepted, pushSuppressions, sendDuration, sends } from './catalog';
 
 // What the hot paths call. prom-client hashes the label values on every `labels()` call; the
 // children are kept here, one map per label, so a repeated count allocates nothing.
@@ -35,6 +35,7 @@ const httpChild = children3((method, route, status) => httpRequestDuration.label
 const acceptedChild = children3((mode, result, brand) => messagesAccepted.labels(String(mode), String(result), String(brand)));
 const sendsChild = children3((provider, outcome, code) => sends.labels(String(provider), String(outcome), String(code)));
 const sendDurationChild = children2((provider, outcome) => sendDuration.labels(String(provider), String(outcome)));
+const suppressionsChild = children3((provider, reason, brand) => pushSuppressions.labels(String(provider), String(reason), String(brand)));
 const dispatchChild = children2((topic, result) => dispatches.labels(String(topic), String(result)));
 
 /** One request the gateway answered; `route` is the route's template, or `unmatched`. */
@@ -69,6 +70,11 @@ export function countSends(provider: string, outcome: string, errorCode: string,
 
 export function observeSendDuration(provider: string, outcome: string, seconds: number): void {
   sendDurationChild(provider, outcome).observe(seconds);
+}
+
+/** `count` pushes the compliance gate kept from a provider's devices, by its reason and the push's brand label (brandLabeler). */
+export function countSuppressions(provider: string, reason: string, brand: string, count = 1): void {
+  suppressionsChild(provider, reason, brand).inc(count);
 }
 
 export function countDispatch(topic: string, result: 'delivered' | 'retry' | 'dead'): void {

@@ -3,7 +3,8 @@ import { claimDeliveries, type Claim, type ClaimedDelivery, type Db } from '@ope
 import type { ProviderName } from '@operator/contract';
 import type { PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import { errorReason, type LogSink } from '@operator/config';
-import { countSends, NO_ERROR_CODE, observeSendDuration } from '@operator/metrics';
+import { countSends, countSuppressions, NO_ERROR_CODE, observeSendDuration } from '@operator/metrics';
+import { playerKey, type ComplianceGate, type Player, type SuppressionReason, type Verdict } from '@operator/compliance';
 import type { OutageClock } from './outage';
 import type { SendOutcome, SendRecorder } from './outcomes';
 import { trackingToken } from './tracking';
@@ -28,6 +29,30 @@ export interface SendDeps {
   retryAfterMaxMs: number;
   /** When this process last found PostgreSQL out of reach: for a lease's time after, lapsed leases still hold. */
   outage?: OutageClock;
+  /** The responsible-gambling gate (COMPLIANCE_URL): asked once per job for its players before any provider call. */
+  compliance?: SendCompliance;
+  /** The brand label of the suppression metric: a brand the configuration names, else other. */
+  brandLabel?: (brandId: string) => string;
+}
+
+export interface SendCompliance {
+  gate: ComplianceGate;
+  /** COMPLIANCE_MAX_WAIT: how long after acceptance a push whose player cannot be checked waits before it fails. */
+  maxWaitMs: number;
+}
+
+/** The least and most a job waits before asking again about players the operator's endpoint did not answer for. */
+export const UNVERIFIED_WAIT_MS = { min: 1000, max: 60000 };
+
+/** When a push was accepted: the time in its UUIDv7 id (ms since epoch), now for an id of another version. */
+export function pushIdTime(id: string): number {
+  if (id.length !== 36 || id[14] !== '7') return Date.now();
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}
+
+/** The wait before asking again about a push that waited `waitedMs` for its player's check: a tenth of it, in bounds. */
+export function unverifiedWaitMs(waitedMs: number): number {
+  return Math.min(UNVERIFIED_WAIT_MS.max, Math.max(UNVERIFIED_WAIT_MS.min, Math.round(waitedMs / 10)));
 }
 
 export interface SendJobContext {
@@ -152,6 +177,9 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     else byMessage.set(delivery.messageId, [delivery]);
   }
   keep(inactive);
+  // Before any provider call: the players the operator says may get nothing are not sent to, and
+  // those it could not answer for wait (never sent unchecked).
+  const unverifiedWait = deps.compliance && byMessage.size ? await gateMessages(deps, deps.compliance, claim.messages, byMessage, keep) : undefined;
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
@@ -202,9 +230,87 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
   if (transient.length && !lastAttempt) {
     return { kind: 'retry', reason: transient[0].message, delayMs: retryDelayMs(transient, deps.retryAfterMaxMs) };
   }
+  if (unverifiedWait !== undefined) {
+    return { kind: 'wait', reason: 'players not verified yet', delayMs: notYetVisible ? Math.min(200, unverifiedWait) : unverifiedWait };
+  }
   if (notYetVisible) return { kind: 'wait', reason: 'messages not committed yet', delayMs: 200 };
   if (claim.heldElsewhere > 0) {
     return { kind: 'wait', reason: 'pushes held by another job', delayMs: Math.ceil(deps.leaseMs / 2) };
   }
   return { kind: 'done', sent, failed, dropped: missing.length };
+}
+
+const SUPPRESSED_BECAUSE: Record<SuppressionReason, string> = {
+  excluded: 'the player is self-excluded (the operator\'s records)',
+  blocked: 'the player is blocked (the operator\'s records)',
+  'no-consent': 'the player has not opted in to push notifications (the operator\'s records)',
+  unverified: 'the operator\'s records did not answer for the player within COMPLIANCE_MAX_WAIT',
+};
+
+/**
+ * Asks the gate once for the distinct players of these pushes and takes out of `byMessage` every
+ * push that is not allowed: a suppressed one fails each delivery with `suppressed:<reason>` (its
+ * devices stay active); an unverified one stays pending, or fails `suppressed:unverified` once
+ * COMPLIANCE_MAX_WAIT since its acceptance has passed. Answers the wait before asking again when
+ * some push waits (the shortest of their back-offs), else undefined.
+ */
+async function gateMessages(
+  deps: SendDeps,
+  compliance: SendCompliance,
+  messages: Claim['messages'],
+  byMessage: Map<string, ClaimedDelivery[]>,
+  keep: (outcomes: SendOutcome[]) => void,
+): Promise<number | undefined> {
+  const playerOf = new Map<string, Player>();
+  const players = new Map<string, Player>();
+  for (const messageId of byMessage.keys()) {
+    const message = messages.get(messageId)!;
+    const player = { brandId: message.brandId, userId: (message.payload as PushRequest).activity.user_id };
+    playerOf.set(messageId, player);
+    players.set(playerKey(player), player);
+  }
+  let verdicts: Map<string, Verdict>;
+  try {
+    verdicts = await compliance.gate.check([...players.values()]);
+  } catch (error) {
+    verdicts = new Map();
+    deps.log.error({ err: error }, 'the compliance gate failed unexpectedly; the players count as unverified');
+  }
+
+  const now = Date.now();
+  const suppressed: SendOutcome[] = [];
+  let waitMs: number | undefined;
+  let waiting = 0;
+  let unverifiedError: string | undefined;
+  for (const [messageId, deliveries] of [...byMessage]) {
+    const player = playerOf.get(messageId)!;
+    const verdict = verdicts.get(playerKey(player)) ?? { kind: 'unverified', error: 'no verdict for the player' };
+    if (verdict.kind === 'allowed') continue;
+    byMessage.delete(messageId);
+    let reason: SuppressionReason;
+    if (verdict.kind === 'suppressed') reason = verdict.reason;
+    else {
+      const waitedMs = now - pushIdTime(messageId);
+      const leftMs = compliance.maxWaitMs - waitedMs;
+      if (leftMs > 0) {
+        // Not recorded: the deliveries stay pending for the job's next run, which uses no attempt.
+        const delayMs = Math.min(unverifiedWaitMs(waitedMs), Math.max(leftMs, UNVERIFIED_WAIT_MS.min));
+        waitMs = waitMs === undefined ? delayMs : Math.min(waitMs, delayMs);
+        waiting++;
+        unverifiedError ??= verdict.error;
+        continue;
+      }
+      reason = 'unverified';
+    }
+    countSuppressions(deps.provider, reason, deps.brandLabel ? deps.brandLabel(player.brandId) : 'other');
+    for (const delivery of deliveries) {
+      suppressed.push({
+        pushId: messageId,
+        outcome: { deliveryId: delivery.id, status: 'failed', errorCode: `suppressed:${reason}`, error: SUPPRESSED_BECAUSE[reason] },
+      });
+    }
+  }
+  if (suppressed.length) keep(suppressed);
+  if (waiting) deps.log.warn({ pushes: waiting, retryInMs: waitMs, reason: unverifiedError }, 'players could not be checked; their pushes wait');
+  return waitMs;
 }

@@ -2,12 +2,12 @@ import type { Logger, PushWorkerConfig } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
-import { startMetricsServer, watchStores } from '@operator/metrics';
+import { brandLabeler, startMetricsServer, watchStores } from '@operator/metrics';
 import { closePushQueues, createProducerRedis, createPushQueues, createSendWorker, createWorkerRedis, queueJobCounts, redisErrorListener, redisReadiness } from '@operator/queue';
 import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
-import { processSendJob } from './send';
+import { processSendJob, type SendCompliance } from './send';
 
 /** A running send worker: the app calls `close` on shutdown, and `abandon` if `close` misses its deadline. */
 export interface PushWorker {
@@ -27,6 +27,8 @@ export async function startPushWorker<C>(
   config: PushWorkerConfig<C>,
   log: Logger,
   createClient: (credential: C, label: string) => PushProvider,
+  /** The compliance gate, when COMPLIANCE_URL (or a brand's entry) configures one; the worker closes it. */
+  compliance?: SendCompliance,
 ): Promise<PushWorker> {
   if (config.sandbox) {
     log.warn(
@@ -74,6 +76,8 @@ export async function startPushWorker<C>(
     sendPolicy: { attempts: tuning.sendAttempts, backoffMs: tuning.sendBackoffMs },
   });
 
+  // The suppression metric's brand label: the brands this worker's credentials name, else other.
+  const brandLabel = brandLabeler(config.credentials.brands.keys());
   const worker = createSendWorker(
     provider,
     (run) =>
@@ -90,6 +94,8 @@ export async function startPushWorker<C>(
           trackingSecret: config.TRACKING_SECRET,
           retryAfterMaxMs: config.PUSH_RETRY_AFTER_MAX_MS,
           outage,
+          compliance,
+          brandLabel,
         },
         run,
       ),
@@ -104,7 +110,7 @@ export async function startPushWorker<C>(
   );
   worker.on('failed', (job, error) => log.warn({ jobId: job?.id, attempts: job?.attemptsMade, reason: error.message }, 'send job attempt failed'));
   worker.on('error', redisErrorListener(redis));
-  log.info({ provider, tuning, sandbox: config.sandbox, metricsPort: metrics.port }, 'push worker started');
+  log.info({ provider, tuning, sandbox: config.sandbox, compliance: compliance !== undefined, metricsPort: metrics.port }, 'push worker started');
 
   return {
     close: async () => {
@@ -116,6 +122,7 @@ export async function startPushWorker<C>(
       await closePushQueues(queues).catch(() => undefined);
       producer.disconnect();
       await registry.close();
+      await compliance?.gate.close();
       await closeDb(db);
       await redis.quit().catch(() => redis.disconnect());
       await metrics.close();
