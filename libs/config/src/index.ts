@@ -14,3 +14,4 @@ export * from './origins';
 export * from './edge';
 export * from './secrets';
 export * from './brands';
+export * from './compliance';

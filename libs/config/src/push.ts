@@ -6,6 +6,7 @@ import { RedisEnv, redisConnectionOf, type RedisConnection, type RedisVariable, 
 import { TrackingEnv, trackingProblems } from './events';
 import { DEFAULT_TUNING, PushProviderTuningEnv, sharedTuningField, tuningOf, type PushTuning } from './push-tuning';
 import { webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
+import { ComplianceEnv, complianceSettingsOf, COMPLIANCE_SECRET_VARIABLES, type ComplianceSettings } from './compliance';
 
 export * from './push-tuning';
 
@@ -75,7 +76,7 @@ export interface ProviderCredentials<C> {
 }
 
 /** What every push worker reads, whichever its provider. */
-export const WorkerBaseSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv]);
+export const WorkerBaseSchema = Type.Composite([RuntimeEnv, DatabaseEnv, RedisEnv, MetricsEnv, EgressEnv, PushSendEnv, TrackingEnv, PushWorkerEnv, PushProviderTuningEnv, ComplianceEnv]);
 export type PushWorkerConfig<C = unknown> = Omit<Static<typeof WorkerBaseSchema>, RedisVariable> &
   Readonly<Record<string, unknown>> & {
     provider: string;
@@ -89,6 +90,8 @@ export type PushWorkerConfig<C = unknown> = Omit<Static<typeof WorkerBaseSchema>
     egress: EgressSettings;
     /** WEBPUSH_ALLOWED_ORIGINS, for a provider whose settings read it; empty on the others. */
     webpushAllowedOrigins: AllowedOrigin[];
+    /** The responsible-gambling gate's endpoints and knobs; undefined: no gate (COMPLIANCE_URL unset, no brand's entry). */
+    compliance: ComplianceSettings | undefined;
   };
 
 type Problems = string[];
@@ -150,6 +153,7 @@ export function loadWorkerConfigOf<C>(part: ProviderConfigPart<C>, schema: TObje
   const tuning = tuningOf({ ...DEFAULT_TUNING, ...part.tuning }, raw);
   const problems: Problems = [...databaseProblems(raw), ...redis.problems, ...trackingProblems(raw), ...webpushOrigins.problems];
   const credentials: ProviderCredentials<C> = { brands: new Map() };
+  const complianceEntries = new Map<string, unknown>();
   const defaultVariables = Object.values(settings.variables);
 
   if (defaultVariables.some((name) => env[name])) {
@@ -170,6 +174,7 @@ export function loadWorkerConfigOf<C>(part: ProviderConfigPart<C>, schema: TObje
         problems.push(`PUSH_CREDENTIALS_FILE: brand ${brandId} must be an object of provider credentials`);
         continue;
       }
+      if (entry.compliance !== undefined) complianceEntries.set(brandId, entry.compliance);
       const own = entry[provider];
       if (!own) continue;
       const credential = settings.credential(typeof own === 'object' ? (own as Record<string, unknown>) : {}, reader(`PUSH_CREDENTIALS_FILE brand ${brandId} ${provider}`, problems));
@@ -191,11 +196,13 @@ export function loadWorkerConfigOf<C>(part: ProviderConfigPart<C>, schema: TObje
   }
   const { egress, problems: egressProblems } = egressSettings(raw, env);
   problems.push(...egressProblems);
+  const compliance = complianceSettingsOf(raw, complianceEntries, problems);
   // A delivery deferred for longer would look stranded to the reconciler, which would enqueue it again.
   if (raw.PUSH_RETRY_AFTER_MAX_MS > tuning.reconcileAfterMs) {
     problems.push(`PUSH_RETRY_AFTER_MAX_MS (${raw.PUSH_RETRY_AFTER_MAX_MS}) must not exceed PUSH_RECONCILE_AFTER_MS (${tuning.reconcileAfterMs})`);
   }
   if (problems.length) throw new ConfigError(problems);
   const { WEBPUSH_ALLOWED_ORIGINS: _w, ...rest } = raw;
-  return { ...withoutRedisVariables(rest), redis: redis.connection, provider, credentials, sandbox, tuning, egress, webpushAllowedOrigins: webpushOrigins.origins } as PushWorkerConfig<C>;
+  for (const name of COMPLIANCE_SECRET_VARIABLES) delete (rest as Record<string, unknown>)[name];
+  return { ...withoutRedisVariables(rest), redis: redis.connection, provider, credentials, sandbox, tuning, egress, webpushAllowedOrigins: webpushOrigins.origins, compliance } as PushWorkerConfig<C>;
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TObject, TSchema } from '@sinclair/typebox';
-import { BonusEnv, DispatcherEnv, GatewayConfigSchema, MetricsEnv, PUSH_TUNING_KNOBS, PushProviderTuningEnv, PushWorkerEnv, type PushTuningKnob } from '@operator/config';
+import { BonusEnv, ComplianceEnv, DispatcherEnv, GatewayConfigSchema, MetricsEnv, PUSH_TUNING_KNOBS, PushProviderTuningEnv, PushWorkerEnv, type PushTuningKnob } from '@operator/config';
 import { PUSH_TUNING } from './config';
 import { PROVIDERS } from './registry';
 
@@ -9,7 +9,7 @@ import { PROVIDERS } from './registry';
 // variable with the default the code really uses, every registered provider's included.
 describe('docs/operating.md configuration tables', () => {
   const readme = readFileSync(join(__dirname, '../../../docs/operating.md'), 'utf8');
-  const schemas: TObject[] = [GatewayConfigSchema, MetricsEnv, PushWorkerEnv, ...PROVIDERS.map((provider) => provider.settings.env), DispatcherEnv, BonusEnv];
+  const schemas: TObject[] = [GatewayConfigSchema, MetricsEnv, PushWorkerEnv, ComplianceEnv, ...PROVIDERS.map((provider) => provider.settings.env), DispatcherEnv, BonusEnv];
   const variables = schemas.flatMap((schema) => Object.entries(schema.properties as Record<string, TSchema>));
 
   it.each(variables)('lists %s with its default', (name, schema) => {

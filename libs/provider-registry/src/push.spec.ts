@@ -497,3 +497,54 @@ describe('PUSH_RETRY_AFTER_MAX_MS against the reconciler', () => {
     expect(loadPushWorkerConfig('webpush', { PUSH_RETRY_AFTER_MAX_MS: '30000', PUSH_RECONCILE_AFTER_MS: '30000' }).PUSH_RETRY_AFTER_MAX_MS).toBe(30000);
   });
 });
+
+describe('loadPushWorkerConfig: compliance', () => {
+  const KEY = 'operator-key-never-shown';
+
+  it('has no gate unless COMPLIANCE_URL or a brand entry names an endpoint', () => {
+    expect(loadPushWorkerConfig('fcm', {}).compliance).toBeUndefined();
+  });
+
+  it("carries COMPLIANCE_URL and each brand's compliance entry of PUSH_CREDENTIALS_FILE, for every provider", () => {
+    const credentials = jsonFile({
+      brands: {
+        '7': { compliance: { url: 'https://brand7.example/crm', username: 'b7', password: 'p7' } },
+        '9': { webpush: { publicKey: 'pub-9', privateKey: 'priv-9', subject: 'mailto:nine@example.com' }, compliance: {} },
+      },
+    });
+    for (const provider of ['fcm', 'apns', 'webpush', 'hms', 'onesignal'] as const) {
+      const config = loadPushWorkerConfig(provider, {
+        PUSH_CREDENTIALS_FILE: credentials,
+        COMPLIANCE_URL: 'https://operator.example',
+        COMPLIANCE_API_KEY: KEY,
+        COMPLIANCE_CACHE_TTL: '2m',
+        COMPLIANCE_CONCURRENCY: '16',
+      });
+      expect(config.compliance).toMatchObject({ default: { url: 'https://operator.example', credential: { kind: 'api-key', header: 'X-Api-Key', key: KEY } }, cacheTtlMs: 120_000, concurrency: 16, maxWaitMs: 3_600_000 });
+      expect(config.compliance?.brands).toEqual(
+        new Map([
+          ['7', { url: 'https://brand7.example/crm', credential: { kind: 'basic', username: 'b7', password: 'p7' } }],
+          ['9', { url: 'https://operator.example', credential: { kind: 'api-key', header: 'X-Api-Key', key: KEY } }],
+        ]),
+      );
+      // The settings hold the secret; the configuration's flat variables, which may be logged, do not.
+      expect(config.COMPLIANCE_API_KEY).toBeUndefined();
+    }
+  });
+
+  it('refuses a bad compliance setting with the others, by variable, never quoting a secret', () => {
+    const error = configError('apns', {
+      COMPLIANCE_URL: 'operator.example',
+      COMPLIANCE_PASSWORD: KEY,
+      COMPLIANCE_MAX_WAIT: 'forever',
+      PUSH_CREDENTIALS_FILE: jsonFile({ brands: { '3': { compliance: { url: 'https://b3.example', apiKey: 42 } } } }),
+    });
+    expect(error.problems).toEqual([
+      'compliance credentials: set COMPLIANCE_USERNAME and COMPLIANCE_PASSWORD together',
+      'COMPLIANCE_URL must be an http:// or https:// URL',
+      'PUSH_CREDENTIALS_FILE brand 3 compliance: apiKey must be a string',
+      'COMPLIANCE_MAX_WAIT must be a duration (like 60s, 5m, 1h, or seconds), got "forever"',
+    ]);
+    expect(error.message).not.toContain(KEY);
+  });
+});
