@@ -1,4 +1,5 @@
 import type { Logger, PushWorkerConfig } from '@operator/config';
+import { createComplianceGate } from '@operator/compliance';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
@@ -17,6 +18,13 @@ export interface PushWorker {
   abandon(): Promise<void>;
 }
 
+/** The gate of the configuration's compliance settings (undefined: none configured). */
+function gateOf(config: PushWorkerConfig<unknown>, log: Logger): SendCompliance | undefined {
+  const settings = config.compliance;
+  if (!settings) return undefined;
+  return { gate: createComplianceGate(settings, { redis: config.redis, egress: config.egress, log }), maxWaitMs: settings.maxWaitMs };
+}
+
 /**
  * Starts one provider's send worker. `createClient` makes the provider client for one credential.
  * /metrics, /health/live and /health/ready answer on METRICS_PORT, readiness while PostgreSQL and
@@ -27,9 +35,11 @@ export async function startPushWorker<C>(
   config: PushWorkerConfig<C>,
   log: Logger,
   createClient: (credential: C, label: string) => PushProvider,
-  /** The compliance gate, when COMPLIANCE_URL (or a brand's entry) configures one; the worker closes it. */
-  compliance?: SendCompliance,
+  /** The compliance gate; by default the one COMPLIANCE_URL (or a brand's entry) configures, if any. The worker closes it. */
+  compliance: SendCompliance | undefined = gateOf(config, log),
 ): Promise<PushWorker> {
+  // No send before the worker hears the gateway's announcements of changed players.
+  await (compliance?.gate as { ready?: Promise<void> } | undefined)?.ready;
   if (config.sandbox) {
     log.warn(
       { provider },
