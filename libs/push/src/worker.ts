@@ -8,6 +8,7 @@ import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob, type SendCompliance } from './send';
+import { createComplianceGate } from '@operator/compliance';
 
 /** A running send worker: the app calls `close` on shutdown, and `abandon` if `close` misses its deadline. */
 export interface PushWorker {
@@ -27,8 +28,6 @@ export async function startPushWorker<C>(
   config: PushWorkerConfig<C>,
   log: Logger,
   createClient: (credential: C, label: string) => PushProvider,
-  /** The compliance gate, when COMPLIANCE_URL (or a brand's entry) configures one; the worker closes it. */
-  compliance?: SendCompliance,
 ): Promise<PushWorker> {
   if (config.sandbox) {
     log.warn(
@@ -51,6 +50,10 @@ export async function startPushWorker<C>(
   // What this process's claims, recorder and reconciler know of PostgreSQL's last outage.
   const outage = createOutageClock();
   const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs, flushMs: config.PUSH_RECORD_INTERVAL_MS, outage });
+  // Subscribed before the first job: a change announced from then on reaches this worker's cache.
+  const gate = config.compliance && createComplianceGate(config.compliance, { redis: config.redis, egress: config.egress, log });
+  await gate?.ready;
+  const compliance: SendCompliance | undefined = gate && { gate, maxWaitMs: config.compliance!.maxWaitMs };
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
