@@ -1,3 +1,4 @@
+import pLimit from 'p-limit';
 import type { ComplianceEndpoint, ComplianceSettings, LogSink, RedisConnection } from '@operator/config';
 import { createOutbound, OutboundError, type Outbound, type ProxySettings } from '@operator/egress';
 import { subscribe, type Subscription } from '@operator/queue';
@@ -70,20 +71,8 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
   const inFlight = new Map<string, Map<string, Lookup>>();
   let closed = false;
 
-  // Players waiting for a slot of the `concurrency` looked up at once.
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  async function slot<T>(work: () => Promise<T>): Promise<T> {
-    if (running >= settings.concurrency) await new Promise<void>((resolve) => waiting.push(resolve));
-    else running += 1;
-    try {
-      return await work();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running -= 1;
-    }
-  }
+  // At most `concurrency` players looked up at once.
+  const slot = pLimit(settings.concurrency);
 
   function endpointOf(brandId: string): ComplianceEndpoint | undefined {
     return settings.brands.get(brandId) ?? settings.default;

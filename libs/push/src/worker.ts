@@ -1,5 +1,4 @@
 import type { Logger, PushWorkerConfig } from '@operator/config';
-import { createComplianceGate } from '@operator/compliance';
 import type { ProviderName } from '@operator/contract';
 import { closeDb, createDb, pingDb } from '@operator/db';
 import { createProviderRegistry, createSandboxProvider, type PushProvider } from '@operator/providers';
@@ -9,6 +8,7 @@ import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { startReconciler } from './reconcile';
 import { processSendJob, type SendCompliance } from './send';
+import { createComplianceGate } from '@operator/compliance';
 
 /** A running send worker: the app calls `close` on shutdown, and `abandon` if `close` misses its deadline. */
 export interface PushWorker {
@@ -16,13 +16,6 @@ export interface PushWorker {
   close(): Promise<void>;
   /** Gives back the claims of deliveries not sent yet. */
   abandon(): Promise<void>;
-}
-
-/** The gate of the configuration's compliance settings (undefined: none configured). */
-function gateOf(config: PushWorkerConfig<unknown>, log: Logger): SendCompliance | undefined {
-  const settings = config.compliance;
-  if (!settings) return undefined;
-  return { gate: createComplianceGate(settings, { redis: config.redis, egress: config.egress, log }), maxWaitMs: settings.maxWaitMs };
 }
 
 /**
@@ -35,11 +28,7 @@ export async function startPushWorker<C>(
   config: PushWorkerConfig<C>,
   log: Logger,
   createClient: (credential: C, label: string) => PushProvider,
-  /** The compliance gate; by default the one COMPLIANCE_URL (or a brand's entry) configures, if any. The worker closes it. */
-  compliance: SendCompliance | undefined = gateOf(config, log),
 ): Promise<PushWorker> {
-  // No send before the worker hears the gateway's announcements of changed players.
-  await (compliance?.gate as { ready?: Promise<void> } | undefined)?.ready;
   if (config.sandbox) {
     log.warn(
       { provider },
@@ -61,6 +50,10 @@ export async function startPushWorker<C>(
   // What this process's claims, recorder and reconciler know of PostgreSQL's last outage.
   const outage = createOutageClock();
   const recorder = createSendRecorder({ db, log, leaseMs: tuning.claimLeaseMs, flushMs: config.PUSH_RECORD_INTERVAL_MS, outage });
+  // Subscribed before the first job: a change announced from then on reaches this worker's cache.
+  const gate = config.compliance && createComplianceGate(config.compliance, { redis: config.redis, egress: config.egress, log });
+  await gate?.ready;
+  const compliance: SendCompliance | undefined = gate && { gate, maxWaitMs: config.compliance!.maxWaitMs };
   // The reconciler enqueues through a connection that fails fast: a pass with Redis down is simply tried again later.
   const producer = createProducerRedis(config.redis, {}, log);
   const queues = createPushQueues(producer, config.QUEUE_PREFIX);
