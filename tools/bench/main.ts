@@ -15,6 +15,7 @@ import { each, load, type Request } from './load';
 import { appStarter, stopApp, waitUntil } from './processes';
 import { cpuBetween, cpuPer, sampleCpu } from './cpu';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
+import { complianceStage, GATE_ROWS, type ComplianceDeps } from './compliance';
 import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
 
 const env = process.env;
@@ -129,6 +130,18 @@ const farDeps = (gatewayPort: number): FarSendDeps => ({
   appEnv,
   accept: async (provider, total) => void (await each(gatewayPort, 4, batchesOf(total, provider === 'fcm' ? fcmPlayer : apnsPlayer))),
   toSend: () => count(DELIVERIES_TO_SEND_SQL),
+  sending,
+});
+const gateDeps = (gatewayPort: number, providers: Providers): ComplianceDeps => ({
+  appEnv,
+  workerEnv: providers.workerEnv(),
+  register: async (players) =>
+    void (await each(
+      gatewayPort,
+      16,
+      players.map((userId) => ({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: userId, brand_id: BRAND, provider: 'fcm', platform: 'android', token: fcmToken() }) })),
+    )),
+  accept: async (players) => void (await each(gatewayPort, 4, batchesOf(players.length, (i) => players[i]))),
   sending,
 });
 const ACCEPT_ROWS: [string, string, 'singles' | 'batches'][] = [
@@ -273,6 +286,16 @@ async function main() {
   const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' }, profile);
   try {
     await until(async () => (await fetch(`http://127.0.0.1:${gatewayPort}/health/ready`).catch(() => undefined))?.ok === true, 'the gateway', 30000);
+    // BENCH_ONLY=compliance: the gate's stage alone, on players of its own.
+    if (env.BENCH_ONLY === 'compliance') {
+      const gate = await complianceStage(gateDeps(gatewayPort, providers));
+      console.log('');
+      console.log('| stage | load | fresh tables |');
+      console.log('|---|---|---|');
+      for (const [stage, what, key] of GATE_ROWS) console.log(`| ${stage} | ${what} | ${gate[key].text} |`);
+      return;
+    }
+
     const devices: Request[] = [];
     for (let i = 0; i < PLAYERS; i++) {
       devices.push({ path: '/v1/devices', headers: INTERNAL, body: JSON.stringify({ user_id: fcmPlayer(i), brand_id: BRAND, provider: 'fcm', platform: 'android', token: fcmToken() }) });
@@ -335,6 +358,8 @@ async function main() {
     // for the second pass), then the dispatcher alone, on databases of its own.
     Object.assign(fresh, await retentionCost(DATABASE_URL, { writes: fresh.pgWrites.rate, wal: fresh.pgWal.rate }));
     Object.assign(fresh, await dispatcherFigures(DATABASE_URL));
+    // The gate's stage, on fresh tables only: what it measures is the worker's wait on the operator's endpoint.
+    Object.assign(fresh, await complianceStage(gateDeps(gatewayPort, providers)));
 
     let old: Awaited<ReturnType<typeof pass>> | undefined;
     // The bare app again before the second pass: how fast the machine itself is then, since a
@@ -359,6 +384,7 @@ async function main() {
       ...ACCEPT_ROWS,
       ...SEND_ROWS,
       ...FAR_ROWS,
+      ...GATE_ROWS,
       ['dispatcher', 'queued status events to a local receiver', 'dispatcher'],
       ['end to end', `${END_TO_END} messages: first request to last status received`, 'e2e'],
       ['end to end, batched status webhook', `the same, CRM_STATUS_WEBHOOK_BATCH_MAX=${E2E_WEBHOOK_BATCH}`, 'e2eBatched'],

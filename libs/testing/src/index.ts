@@ -10,6 +10,7 @@ export * from './fake-hms';
 export * from './fake-onesignal';
 export * from './until';
 export * from './fake-crm';
+export * from './fake-compliance';
 export * from './random';
 export * from './ports';
 export * from './pgbouncer';
