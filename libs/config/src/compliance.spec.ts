@@ -24,7 +24,7 @@ describe('complianceSettingsOf', () => {
       consentDefault: 'opted-out',
       cacheTtlMs: 60_000,
       maxWaitMs: 3_600_000,
-      concurrency: 64,
+      concurrency: 128,
       timeoutMs: 5000,
     });
   });

@@ -20,7 +20,7 @@ export const ComplianceEnv = Type.Object({
   }),
   COMPLIANCE_CACHE_TTL: Type.String({ default: '60s', description: "How long a player's answer is reused (like 60s, 5m; 0 asks every time)" }),
   COMPLIANCE_MAX_WAIT: Type.String({ default: '1h', description: 'How long a push waits for an answer after its acceptance before it fails as suppressed:unverified' }),
-  COMPLIANCE_CONCURRENCY: Type.Integer({ default: 64, minimum: 1, description: 'Players looked up at once by one worker' }),
+  COMPLIANCE_CONCURRENCY: Type.Integer({ default: 128, minimum: 1, description: 'Players looked up at once by one worker' }),
   COMPLIANCE_TIMEOUT_MS: Type.Integer({ default: 5000, minimum: 100, description: 'Time to wait for one answer of the endpoint' }),
 });
 

@@ -1,5 +1,5 @@
 import type { PushRequest } from '@operator/contract';
-import { claimDeliveries, type Claim, type ClaimedDelivery, type Db } from '@operator/db';
+import { claimDeliveries, type Claim, type ClaimedDelivery, type ClaimedMessage, type Db } from '@operator/db';
 import type { ProviderName } from '@operator/contract';
 import type { PushProvider, SendError, SendResult, SendTarget } from '@operator/providers';
 import { errorReason, type LogSink } from '@operator/config';
@@ -177,9 +177,10 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
     else byMessage.set(delivery.messageId, [delivery]);
   }
   keep(inactive);
-  // Before any provider call: the players the operator says may get nothing are not sent to, and
-  // those it could not answer for wait (never sent unchecked).
-  const unverifiedWait = deps.compliance && byMessage.size ? await gateMessages(deps, deps.compliance, claim.messages, byMessage, keep) : undefined;
+  // Pushes whose player the operator's records could not answer for: not sent, the job waits.
+  const unverified = { waitMs: undefined as number | undefined, pushes: 0, error: undefined as string | undefined };
+  // The gate is asked once per player in a job, whatever its pushes and devices.
+  const verdicts = new Map<string, Promise<Verdict>>();
 
   const outcomeOf = (delivery: ClaimedDelivery, result: SendResult): SendOutcome => {
     const pushId = delivery.messageId;
@@ -200,6 +201,18 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
 
   await eachLimited([...byMessage], deps.parallelMessages, async ([messageId, deliveries]) => {
     const message = claim.messages.get(messageId)!;
+    // Just before the provider call, each push as soon as its player's answer is in: lookups and
+    // sends overlap. A player not allowed is not sent to; one not answered for waits.
+    if (deps.compliance) {
+      const gated = await gateMessage(deps, deps.compliance, verdicts, messageId, message, deliveries);
+      if (gated.kind === 'suppressed') return keep(gated.outcomes);
+      if (gated.kind === 'wait') {
+        unverified.waitMs = Math.min(unverified.waitMs ?? gated.delayMs, gated.delayMs);
+        unverified.pushes++;
+        unverified.error ??= gated.error;
+        return;
+      }
+    }
     if (authFailure) {
       // Credentials were refused: do not try them on more devices; these wait for the next attempt.
       keep(deliveries.map((delivery) => outcomeOf(delivery, { ok: false, error: authFailure! })));
@@ -222,6 +235,8 @@ async function sendClaimed(deps: SendDeps, job: SendJobContext, claim: Claim): P
 
   await Promise.all(recorded);
   if (deadDevices) log.info({ devices: deadDevices }, 'deactivated devices with dead tokens');
+  if (unverified.pushes) log.warn({ pushes: unverified.pushes, retryInMs: unverified.waitMs, reason: unverified.error }, 'players could not be checked; their pushes wait');
+  const unverifiedWait = unverified.waitMs;
 
   if (authFailure && !lastAttempt) {
     log.error({ provider: deps.provider, code: authFailure.code, reason: authFailure.message }, 'provider refused our credentials; check the configuration');
@@ -247,70 +262,56 @@ const SUPPRESSED_BECAUSE: Record<SuppressionReason, string> = {
   unverified: 'the operator\'s records did not answer for the player within COMPLIANCE_MAX_WAIT',
 };
 
+async function verdictOf(deps: SendDeps, gate: ComplianceGate, player: Player): Promise<Verdict> {
+  try {
+    return (await gate.check([player])).get(playerKey(player)) ?? { kind: 'unverified', error: 'no verdict for the player' };
+  } catch (error) {
+    deps.log.error({ err: error }, 'the compliance gate failed unexpectedly; the player counts as unverified');
+    return { kind: 'unverified', error: errorReason(error) };
+  }
+}
+
+type Gated =
+  | { kind: 'allowed' }
+  | { kind: 'suppressed'; outcomes: SendOutcome[] }
+  | { kind: 'wait'; delayMs: number; error: string };
+
 /**
- * Asks the gate once for the distinct players of these pushes and takes out of `byMessage` every
- * push that is not allowed: a suppressed one fails each delivery with `suppressed:<reason>` (its
- * devices stay active); an unverified one stays pending, or fails `suppressed:unverified` once
- * COMPLIANCE_MAX_WAIT since its acceptance has passed. Answers the wait before asking again when
- * some push waits (the shortest of their back-offs), else undefined.
+ * What the gate says of one push's player (a player asked about by several pushes is looked up once:
+ * the gate shares lookups and caches answers): a suppressed push fails each delivery with
+ * `suppressed:<reason>` (its devices stay active); an unverified one stays pending, with the wait
+ * before asking again, or fails `suppressed:unverified` once COMPLIANCE_MAX_WAIT since its
+ * acceptance has passed.
  */
-async function gateMessages(
+async function gateMessage(
   deps: SendDeps,
   compliance: SendCompliance,
-  messages: Claim['messages'],
-  byMessage: Map<string, ClaimedDelivery[]>,
-  keep: (outcomes: SendOutcome[]) => void,
-): Promise<number | undefined> {
-  const playerOf = new Map<string, Player>();
-  const players = new Map<string, Player>();
-  for (const messageId of byMessage.keys()) {
-    const message = messages.get(messageId)!;
-    const player = { brandId: message.brandId, userId: (message.payload as PushRequest).activity.user_id };
-    playerOf.set(messageId, player);
-    players.set(playerKey(player), player);
+  verdicts: Map<string, Promise<Verdict>>,
+  messageId: string,
+  message: ClaimedMessage,
+  deliveries: ClaimedDelivery[],
+): Promise<Gated> {
+  const player: Player = { brandId: message.brandId, userId: (message.payload as PushRequest).activity.user_id };
+  const key = playerKey(player);
+  let asking = verdicts.get(key);
+  if (!asking) verdicts.set(key, (asking = verdictOf(deps, compliance.gate, player)));
+  const verdict = await asking;
+  if (verdict.kind === 'allowed') return verdict;
+  let reason: SuppressionReason;
+  if (verdict.kind === 'suppressed') reason = verdict.reason;
+  else {
+    const waitedMs = Date.now() - pushIdTime(messageId);
+    const leftMs = compliance.maxWaitMs - waitedMs;
+    // Not recorded: the deliveries stay pending for the job's next run, which uses no attempt.
+    if (leftMs > 0) return { kind: 'wait', delayMs: Math.min(unverifiedWaitMs(waitedMs), Math.max(leftMs, UNVERIFIED_WAIT_MS.min)), error: verdict.error };
+    reason = 'unverified';
   }
-  let verdicts: Map<string, Verdict>;
-  try {
-    verdicts = await compliance.gate.check([...players.values()]);
-  } catch (error) {
-    verdicts = new Map();
-    deps.log.error({ err: error }, 'the compliance gate failed unexpectedly; the players count as unverified');
-  }
-
-  const now = Date.now();
-  const suppressed: SendOutcome[] = [];
-  let waitMs: number | undefined;
-  let waiting = 0;
-  let unverifiedError: string | undefined;
-  for (const [messageId, deliveries] of [...byMessage]) {
-    const player = playerOf.get(messageId)!;
-    const verdict = verdicts.get(playerKey(player)) ?? { kind: 'unverified', error: 'no verdict for the player' };
-    if (verdict.kind === 'allowed') continue;
-    byMessage.delete(messageId);
-    let reason: SuppressionReason;
-    if (verdict.kind === 'suppressed') reason = verdict.reason;
-    else {
-      const waitedMs = now - pushIdTime(messageId);
-      const leftMs = compliance.maxWaitMs - waitedMs;
-      if (leftMs > 0) {
-        // Not recorded: the deliveries stay pending for the job's next run, which uses no attempt.
-        const delayMs = Math.min(unverifiedWaitMs(waitedMs), Math.max(leftMs, UNVERIFIED_WAIT_MS.min));
-        waitMs = waitMs === undefined ? delayMs : Math.min(waitMs, delayMs);
-        waiting++;
-        unverifiedError ??= verdict.error;
-        continue;
-      }
-      reason = 'unverified';
-    }
-    countSuppressions(deps.provider, reason, deps.brandLabel ? deps.brandLabel(player.brandId) : 'other');
-    for (const delivery of deliveries) {
-      suppressed.push({
-        pushId: messageId,
-        outcome: { deliveryId: delivery.id, status: 'failed', errorCode: `suppressed:${reason}`, error: SUPPRESSED_BECAUSE[reason] },
-      });
-    }
-  }
-  if (suppressed.length) keep(suppressed);
-  if (waiting) deps.log.warn({ pushes: waiting, retryInMs: waitMs, reason: unverifiedError }, 'players could not be checked; their pushes wait');
-  return waitMs;
+  countSuppressions(deps.provider, reason, deps.brandLabel ? deps.brandLabel(player.brandId) : 'other');
+  return {
+    kind: 'suppressed',
+    outcomes: deliveries.map((delivery) => ({
+      pushId: messageId,
+      outcome: { deliveryId: delivery.id, status: 'failed', errorCode: `suppressed:${reason}`, error: SUPPRESSED_BECAUSE[reason] },
+    })),
+  };
 }
