@@ -8,6 +8,7 @@ import { apnsToken, FakeApns, pushRequest, testTls, uniqueBrandId, uniqueName, u
 import { acceptMessages } from './accept';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
+import { specSendDeps } from './test/send-deps';
 import { silent } from './test/web-push-fixture';
 
 // What waits when a provider asks to wait is what its answer is about, never the queue: a 429 about
@@ -73,18 +74,7 @@ describe('back-off scoped to what it is about (PostgreSQL, Redis, two APNs over 
     connection.disconnect();
   });
 
-  const deps = (): SendDeps => ({
-    db,
-    provider: 'apns',
-    providerFor: (brandId) => registry.providerFor(brandId),
-    log: silent,
-    recorder,
-    leaseMs: 60000,
-    visibilityGraceMs: 30000,
-    parallelMessages: 4,
-    trackingSecret: 'test-tracking-secret',
-    retryAfterMaxMs: CAP_MS,
-  });
+  const deps = (): SendDeps => specSendDeps({ db, provider: 'apns', providerFor: (brandId) => registry.providerFor(brandId), recorder, retryAfterMaxMs: CAP_MS });
   const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
 
   /** An iPhone of `player` at `of`'s brand, whose APNs answers the next sends to it as scripted. */

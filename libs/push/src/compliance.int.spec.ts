@@ -8,6 +8,7 @@ import { pushRequest, uniqueName } from '@operator/testing';
 import { acceptMessages } from './accept';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, UNVERIFIED_WAIT_MS, unverifiedWaitMs, type SendDeps } from './send';
+import { specSendDeps } from './test/send-deps';
 import { silent, WebPushFixture } from './test/web-push-fixture';
 
 /** A gate whose verdicts the test sets, counting each check() and the players it was asked about. */
@@ -56,21 +57,16 @@ describe('the compliance gate at send time (PostgreSQL, Redis, a Web Push servic
     await t.end();
   });
 
-  const deps = (overrides: Partial<SendDeps> = {}): SendDeps => ({
-    db: t.db,
-    provider: 'webpush',
-    providerFor: () => t.provider,
-    log: silent,
-    recorder,
-    leaseMs: 60000,
-    visibilityGraceMs: 30000,
-    parallelMessages: 4,
-    trackingSecret: 'test-tracking-secret',
-    retryAfterMaxMs: 300000,
-    compliance: { gate, maxWaitMs: 3_600_000 },
-    brandLabel: (brandId) => (brandId === String(t.brand) ? brandId : 'other'),
-    ...overrides,
-  });
+  const deps = (overrides: Partial<SendDeps> = {}): SendDeps =>
+    specSendDeps({
+      db: t.db,
+      provider: 'webpush',
+      providerFor: () => t.provider,
+      recorder,
+      compliance: { gate, maxWaitMs: 3_600_000 },
+      brandLabel: (brandId) => (brandId === String(t.brand) ? brandId : 'other'),
+      ...overrides,
+    });
   const job = (pushIds: string[], attempt = 1, maxAttempts = 4) => ({ pushIds, attempt, maxAttempts, enqueuedAt: Date.now() });
   const player = (userId = t.player): Player => ({ brandId: String(t.brand), userId });
   const message = (pushId: string) => t.db.message.findFirstOrThrow({ where: { id: pushId } });

@@ -5,6 +5,7 @@ import { createOutageClock } from './outage';
 import { createSendRecorder } from './outcomes';
 import { reconcileOnce, startReconciler, type Reconciler } from './reconcile';
 import { processSendJob, type SendDeps } from './send';
+import { specSendDeps } from './test/send-deps';
 import { BundledWorker } from './test/bundled-worker';
 import { silent, WebPushFixture } from './test/web-push-fixture';
 
@@ -153,7 +154,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
 
     const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 60000 });
     try {
-      const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 60000, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret', retryAfterMaxMs: 300000 };
+      const deps = specSendDeps({ db: t.db, provider: 'webpush', providerFor: () => t.provider, recorder });
       for (const j of jobs) await processSendJob(deps, { pushIds: j.data.pushIds, attempt: 1, maxAttempts: 4, enqueuedAt: j.timestamp });
     } finally {
       await recorder.close();
@@ -234,7 +235,7 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
       await sleep(700);
       const recorder = createSendRecorder({ db: t.db, log: silent, leaseMs: 500 });
       try {
-        const deps: SendDeps = { db: t.db, provider: 'webpush', providerFor: () => t.provider, log: silent, recorder, leaseMs: 500, visibilityGraceMs: 30000, parallelMessages: 4, trackingSecret: 'test-tracking-secret', retryAfterMaxMs: 300000 };
+        const deps = specSendDeps({ db: t.db, provider: 'webpush', providerFor: () => t.provider, recorder, leaseMs: 500 });
         // This worker's own last query failed for an unreachable database just now.
         const cutOff = createOutageClock();
         cutOff.saw(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }));

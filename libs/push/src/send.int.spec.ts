@@ -8,6 +8,7 @@ import { createWebPushProvider } from '@operator/provider-webpush';
 import { redisUrlConnection } from '@operator/config';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, type SendDeps } from './send';
+import { specSendDeps } from './test/send-deps';
 import { silent, WebPushFixture } from './test/web-push-fixture';
 
 describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () => {
@@ -25,19 +26,7 @@ describe('sending pushes (PostgreSQL, Redis, a Web Push service over TLS)', () =
     await t.end();
   });
 
-  const deps = (overrides: Partial<SendDeps> = {}): SendDeps => ({
-    db: t.db,
-    provider: 'webpush',
-    providerFor: () => t.provider,
-    log: silent,
-    recorder,
-    leaseMs: 60000,
-    visibilityGraceMs: 30000,
-    parallelMessages: 4,
-    trackingSecret: 'test-tracking-secret',
-    retryAfterMaxMs: 300000,
-    ...overrides,
-  });
+  const deps = (overrides: Partial<SendDeps> = {}): SendDeps => specSendDeps({ db: t.db, provider: 'webpush', providerFor: () => t.provider, recorder, ...overrides });
   const device = t.device.bind(t);
   const accept = (count = 1, policy = { attempts: 4, backoffMs: 50 }) => t.accept(count, policy, { web: { tag: 'promo', require_interaction: 'true' } });
 
