@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { FakeCompliance, optedIn } from '@operator/testing';
 import { cpuMs } from './cpu';
+import { stopApp } from './processes';
 import type { Figure } from './far-send';
 
 const env = process.env;
@@ -26,13 +27,6 @@ export interface ComplianceDeps {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
-}
 
 export const GATE_ROWS: [string, string, 'gateOff' | 'gateCold' | 'gateWarm'][] = [
   ['gate: none', `one FCM worker, ${GATE_PLAYERS} players with one device each, no COMPLIANCE_URL`, 'gateOff'],
@@ -83,7 +77,7 @@ export async function complianceStage(deps: ComplianceDeps): Promise<Record<'gat
       await sleep(1000);
       return await run(worker);
     } finally {
-      await stop(worker);
+      await stopApp(worker);
     }
   };
 
