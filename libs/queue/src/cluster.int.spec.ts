@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { redisConnectionOf } from '@operator/config';
+import { redisConnectionOf, type RedisConnection } from '@operator/config';
 import type { ProviderName } from '@operator/contract';
 import { startCluster, uniqueName, until, type RedisClusterTopology } from '@operator/testing';
 import { PUSH_QUEUES, queueKey } from './jobs';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
 import { createProducerRedis, createWorkerRedis, redisErrorListener, redisServer, type RedisClient } from './redis';
 import { createSendWorker } from './send-worker';
+import { publish, subscribe } from './pubsub';
 
 // A Redis Cluster of three masters of its own, reached through REDIS_CLUSTER_NODES. BullMQ's
 // scripts and MULTIs touch several keys of a queue at once, which a Cluster refuses (CROSSSLOT)
@@ -25,6 +26,7 @@ describe('Redis Cluster', () => {
   const errors: string[] = [];
   const log = { info: () => undefined, warn: () => undefined, error: (_details: object, message: string) => void errors.push(message) };
   let cluster: RedisClusterTopology;
+  let connection: RedisConnection;
   let producer: RedisClient;
   const workerConnections: RedisClient[] = [];
   let queues: PushQueues;
@@ -32,8 +34,9 @@ describe('Redis Cluster', () => {
 
   beforeAll(async () => {
     cluster = await startCluster({ dir, masters: 3 });
-    const { connection, problems } = redisConnectionOf({ REDIS_CLUSTER_NODES: cluster.nodeList });
-    expect(problems).toEqual([]);
+    const read = redisConnectionOf({ REDIS_CLUSTER_NODES: cluster.nodeList });
+    expect(read.problems).toEqual([]);
+    connection = read.connection;
     producer = createProducerRedis(connection, {}, log);
     queues = createPushQueues(producer, prefix);
     for (const provider of PROVIDERS) {
@@ -83,6 +86,18 @@ describe('Redis Cluster', () => {
       slots.set(queue, own[0]);
     }
     expect(new Set(slots.values()).size).toBeGreaterThan(1);
+  });
+
+  it("hears on a subscription what is published through the cluster, whichever node each is on", async () => {
+    const channel = `spec:pubsub:${randomUUID()}`;
+    const heard: string[] = [];
+    const subscription = subscribe(connection, channel, (message) => heard.push(message));
+    await subscription.ready;
+    // A node answers PUBLISH with its own subscribers only, and passes the message to the others.
+    await publish(producer, channel, '["p1"]');
+    await until(() => heard.length === 1, 'the message on the subscription');
+    expect(heard).toEqual(['["p1"]']);
+    await subscription.close();
   });
 
   it('reports the cluster as ready, with its masters', async () => {

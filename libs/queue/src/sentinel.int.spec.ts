@@ -8,6 +8,7 @@ import { queueKey } from './jobs';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
 import { createProducerRedis, createWorkerRedis, redisErrorListener, redisServer, type RedisClient } from './redis';
 import { createSendWorker } from './send-worker';
+import { publish, subscribe } from './pubsub';
 
 // A master, a replica and three Sentinels of their own. The apps' connections are made from
 // REDIS_SENTINELS, with REDIS_URL on a port where nothing listens: they must find the master
@@ -141,6 +142,26 @@ describe('Redis through Sentinel', () => {
       expect(await client.ping()).toBe('PONG');
     } finally {
       client.disconnect();
+    }
+  });
+  it('keeps a subscription across SENTINEL FAILOVER: subscribed again on the new master, it hears what is published there', async () => {
+    const channel = `spec:pubsub:${randomUUID()}`;
+    const heard: string[] = [];
+    let subscriptions = 0;
+    const subscription = subscribe(connection, channel, (message) => heard.push(message), { onSubscribed: () => (subscriptions += 1) });
+    try {
+      await subscription.ready;
+      const old = await topology.currentMaster();
+      const next = await topology.failover();
+      expect(next.port).not.toBe(old.port);
+      // Told of the new subscription (the gate drops its answers then), and on the new master.
+      await until(() => subscriptions >= 2, 'the subscription made again', 20000);
+      await until(async () => (await redisCli(next.port, 'PUBLISH', channel, 'after')) === '1', 'the subscriber on the new master', 20000);
+      await until(() => heard.includes('after'), 'the message published after the failover');
+      expect(await publish(producer, channel, 'through the producer')).toBe(1);
+      await until(() => heard.includes('through the producer'), "the producer's message");
+    } finally {
+      await subscription.close();
     }
   });
 });
