@@ -135,6 +135,18 @@ describe('createComplianceGate: the cache', () => {
     expect(server.requests).toHaveLength(4);
   });
 
+  it('drops the expired answers of players never asked about again, once a TTL has passed', async () => {
+    for (const userId of ['p1', 'p2', 'p3']) server.records.set(userId, { consents: OPTED_IN });
+    open({ cacheTtlMs: 60_000 });
+    await verdictOf('p1');
+    await verdictOf('p2');
+    expect(gate!.cachedPlayers()).toBe(2);
+    clock += 60_000;
+    // The next answer written sweeps the expired ones: only p3 is held.
+    await verdictOf('p3');
+    expect(gate!.cachedPlayers()).toBe(1);
+  });
+
   it('caches per brand: the same user id of another brand is asked again', async () => {
     server.records.set('p1', { consents: OPTED_IN });
     open();

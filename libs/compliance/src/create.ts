@@ -20,6 +20,8 @@ export interface ComplianceGateDeps {
 export interface ComplianceGateHandle extends ComplianceGate {
   /** Settles once COMPLIANCE_CHANNEL is subscribed (at once without `redis`); rejects if it cannot be. */
   readonly ready: Promise<void>;
+  /** Players whose answers are held now, expired ones not swept yet included. */
+  cachedPlayers(): number;
 }
 
 /** An answer's size beyond any player's list of blocks or consents. */
@@ -70,6 +72,7 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
   const cache = new Map<string, Map<string, Cached>>();
   const inFlight = new Map<string, Map<string, Lookup>>();
   let closed = false;
+  let sweptAt = now();
 
   // At most `concurrency` players looked up at once.
   const slot = pLimit(settings.concurrency);
@@ -130,6 +133,20 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
     return undefined;
   }
 
+  /**
+   * Drops every expired answer, at most once a TTL: a campaign's players are rarely asked about
+   * again, so waiting for their next check would keep each one for ever.
+   */
+  function sweep(): void {
+    const at = now();
+    if (at - sweptAt < settings.cacheTtlMs) return;
+    sweptAt = at;
+    for (const [userId, ofUser] of cache) {
+      for (const [brandId, entry] of ofUser) if (entry.expiresAt <= at) ofUser.delete(brandId);
+      if (ofUser.size === 0) cache.delete(userId);
+    }
+  }
+
   function verdictFor(player: Player): Verdict | Promise<Verdict> {
     const hit = cached(player);
     if (hit) return hit;
@@ -144,6 +161,7 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
       }
       // A forget() during the fetch means the answer may predate the change it announced.
       if (verdict.kind !== 'unverified' && !lookup.stale && settings.cacheTtlMs > 0 && !closed) {
+        sweep();
         let ofUserCache = cache.get(player.userId);
         if (!ofUserCache) cache.set(player.userId, (ofUserCache = new Map()));
         ofUserCache.set(player.brandId, { verdict, expiresAt: now() + settings.cacheTtlMs });
@@ -196,6 +214,7 @@ export function createComplianceGate(settings: ComplianceSettings, deps: Complia
 
   return {
     ready,
+    cachedPlayers: () => cache.size,
     async check(players) {
       const distinct = new Map<string, Player>();
       for (const player of players) distinct.set(playerKey(player), player);
