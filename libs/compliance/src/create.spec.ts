@@ -95,6 +95,9 @@ describe('createComplianceGate: no usable answer', () => {
     ['not JSON', { status: 200, body: '<html>oops' }, 'userblocks: answer is not JSON'],
     ['JSON without the list', { status: 200, body: '{"blocks":"none"}' }, 'userblocks: answer has no list of blocks'],
     ['no answer in time', 'hang', 'userblocks: timeout'],
+    // Followed, the redirect would land on an answer that allows the player.
+    ['a redirect, not followed', { status: 302, headers: { location: '/userconsents/p1' } }, 'userblocks: status 302'],
+    ['an answer past the size cap', { status: 200, body: `{"blocks":[${'{"active":false,"type":"Blocked","note":""},'.repeat(7000)}{}]}` }, 'userblocks: answer larger than 262144 bytes'],
   ] as const)('%s is unverified, not cached', async (_what, answer, error) => {
     server.records.set('p1', { consents: OPTED_IN });
     server.answers.set('/userblocks/p1', answer);

@@ -10,7 +10,7 @@ export interface PlayerRecords {
 }
 
 /** How one path answers instead of its records. */
-export type Answer = { status: number; body?: string } | 'hang';
+export type Answer = { status: number; body?: string; headers?: Record<string, string> } | 'hang';
 
 export interface SpecServer {
   url: string;
@@ -59,7 +59,7 @@ export async function startSpecServer(prefix = ''): Promise<SpecServer> {
     setTimeout(() => {
       state.inFlight -= 1;
       if (answer) {
-        response.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body ?? '{}');
+        response.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body ?? '{}');
       } else if (!body) {
         response.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
       } else {
