@@ -1,4 +1,4 @@
-import { opensBrand, type BrandSet } from '@operator/config';
+import { brandRefusal, type BrandSet } from '@operator/config';
 
 export type BrandChoice = { ok: true; brandId: string } | { ok: false; error: string };
 
@@ -9,6 +9,7 @@ export type BrandChoice = { ok: true; brandId: string } | { ok: false; error: st
 export function bonusBrand(brands: BrandSet, defaultBrand: number | string): BrandChoice {
   if (brands !== null && brands.length === 1) return { ok: true, brandId: brands[0] };
   const brandId = String(defaultBrand);
-  if (opensBrand(brands, brandId)) return { ok: true, brandId };
-  return { ok: false, error: `this credential does not open brand ${brandId} (BONUS_DEFAULT_BRAND, the brand of a bonus request whose credential opens several brands)` };
+  const refused = brandRefusal(brands, brandId);
+  if (!refused) return { ok: true, brandId };
+  return { ok: false, error: `${refused} (BONUS_DEFAULT_BRAND, the brand of a bonus request whose credential opens several brands)` };
 }

@@ -47,6 +47,11 @@ export function opensBrand(brands: BrandSet, brandId: string | number | bigint):
   return brands === null || brands.includes(String(brandId));
 }
 
+/** Why a credential of `brands` may not act on `brandId` (every route says it alike), or undefined when it may. */
+export function brandRefusal(brands: BrandSet, brandId: string | number | bigint): string | undefined {
+  return opensBrand(brands, brandId) ? undefined : `this credential does not open brand ${brandId}`;
+}
+
 /** The brands two sets both open (an OAuth token's and its client's now). */
 export function commonBrands(a: BrandSet, b: BrandSet): BrandSet {
   if (a === null) return b;

@@ -26,7 +26,7 @@ import {
 } from '@operator/contract';
 import { changeBonusStatus, creditFields, formatMinor, isCurrency, parseAmount, type BonusDeps } from '@operator/bonus';
 import { getCredit, listBonuses, listCredits, listPlayerBonuses, playerAccounts, playerEntries, upsertBonus, readOrPrimary, type CreditRow, type Db, type Reads } from '@operator/db';
-import { opensBrand } from '@operator/config';
+import { brandRefusal } from '@operator/config';
 import { orUnavailable } from './unavailable';
 import { brandFilter } from '../brands';
 
@@ -100,7 +100,8 @@ export const bonusAdminRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads;
       // An entry for every brand is made and changed only by a key that opens every brand.
       const brandId = body.brand_id === undefined || body.brand_id === null ? null : String(body.brand_id);
       if (brandId === null && request.brands !== null) return reply.code(403).send({ error: 'this credential does not open every brand: give brand_id' });
-      if (brandId !== null && !opensBrand(request.brands, brandId)) return reply.code(403).send({ error: `this credential does not open brand ${brandId}` });
+      const refused = brandId === null ? undefined : brandRefusal(request.brands, brandId);
+      if (refused) return reply.code(403).send({ error: refused });
       const saved = await orUnavailable(
         upsertBonus(
           db.pool,

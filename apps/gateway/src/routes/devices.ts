@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { v7 as uuidv7 } from 'uuid';
 import { BadRequest, errorResponse, isUuid, TooLarge, Unauthorized, Unavailable, type DeviceView } from '@operator/contract';
 import { checkDeviceCredential, DeviceSchema, RegisterDeviceSchema } from '@operator/provider-registry';
-import { matchAllowedOrigin, opensBrand, type AllowedOrigin } from '@operator/config';
+import { matchAllowedOrigin, brandRefusal, type AllowedOrigin } from '@operator/config';
 import { deleteDevice, listPlayerDevices, registerDeviceOf, type Db, type Device, type Reads } from '@operator/db';
 import { brandFilter } from '../brands';
 import { orUnavailable } from './unavailable';
@@ -52,7 +52,8 @@ export const deviceRoutes: FastifyPluginAsyncTypebox<{ db: Db; reads: Reads; web
         const match = matchAllowedOrigin(body.subscription.endpoint, webpushAllowedOrigins);
         if (!match.ok) return reply.code(400).send({ error: `subscription.endpoint: ${match.reason}` });
       }
-      if (!opensBrand(request.brands, body.brand_id)) return reply.code(403).send({ error: `this credential does not open brand ${body.brand_id}` });
+      const refused = brandRefusal(request.brands, body.brand_id);
+      if (refused) return reply.code(403).send({ error: refused });
       const registration = {
         brandId: BigInt(body.brand_id),
         userId: body.user_id,

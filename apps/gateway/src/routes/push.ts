@@ -19,7 +19,7 @@ import {
   type CrmHeaderField,
   type PushRequest,
 } from '@operator/contract';
-import { opensBrand, type BrandSet } from '@operator/config';
+import { brandRefusal } from '@operator/config';
 import { acceptedMessages, NO_BRAND } from '@operator/metrics';
 import { acceptMessages, groupSingles, UnavailableError, type AcceptDeps, type SingleGroupOptions } from '@operator/push';
 
@@ -34,11 +34,6 @@ export interface PushRouteOptions {
 const TAGS = ['CRM: push'];
 const errors = { 400: BadRequest, 401: Unauthorized, 413: TooLarge, 503: Unavailable };
 const BrandRefused = errorResponse("The credential is bound to brands and this push's activity.brand_id is not one of them");
-
-/** Why a push for `brandId` is refused to a credential of `brands`, or undefined when it is not. */
-export function brandRefusal(brands: BrandSet, brandId: number): string | undefined {
-  return opensBrand(brands, brandId) ? undefined : `this credential does not open brand ${brandId}`;
-}
 
 /** An activity id the CRM gave a message, if it can be read even from an invalid one. */
 function activityIdOf(item: unknown, field: 'id' | 'brand_id'): number | null {
