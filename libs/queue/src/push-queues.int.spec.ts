@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { redisUrlConnection } from '@operator/config';
 import { createProducerRedis } from './redis';
 import { closePushQueues, createPushQueues, enqueueSendJobs, type PushQueues } from './push-queues';
+import { PROVIDER_NAMES } from '@operator/provider-registry';
 import { PUSH_QUEUES, queueKey, sendPushJobId } from './jobs';
 
 describe('push queues (Redis)', () => {
@@ -21,7 +22,8 @@ describe('push queues (Redis)', () => {
 
   it('names one queue per provider', () => {
     expect(Object.fromEntries(Object.entries(queues).map(([provider, queue]) => [provider, queue.name]))).toEqual(PUSH_QUEUES);
-    expect(PUSH_QUEUES).toEqual({ fcm: 'push-fcm', apns: 'push-apns', webpush: 'push-webpush', hms: 'push-hms', onesignal: 'push-onesignal' });
+    expect(Object.keys(PUSH_QUEUES)).toEqual([...PROVIDER_NAMES]);
+    for (const name of PROVIDER_NAMES) expect(PUSH_QUEUES[name]).toBe(`push-${name}`);
   });
 
   it('derives job ids from the pushes, so adding the same job again is a no-op', async () => {
