@@ -163,6 +163,18 @@ describe('sending under faults: PostgreSQL cut, a worker killed, jobs lost by Re
     expect([...receipts(phone).values()]).toEqual([1, 1, 1]);
   });
 
+  it('takes pushes still waiting in the queue behind a backlog for waiting, not lost', async () => {
+    await device();
+    const pushIds = await accept(3);
+    await outOfTheWay(pushIds);
+    await sleep(300);
+    // Past afterMs, with their job still in the queue: a campaign's tail waiting its turn.
+    const reconcile = { db: t.db, queues: t.queues, provider: 'webpush' as const, log: silent, afterMs: 100, leaseMs: 60000, jobMaxMessages: 10, sendPolicy: { attempts: 4, backoffMs: 50 } };
+    expect(await reconcileOnce(reconcile)).toEqual([]);
+    await t.queues.webpush.obliterate({ force: true }); // now their job is lost
+    expect((await reconcileOnce(reconcile)).sort()).toEqual([...pushIds].sort());
+  });
+
   describe('an outage of PostgreSQL longer than the send lease, with a send held unrecorded', () => {
     /**
      * A worker claims two pushes and has their sends answered just as PostgreSQL goes away for two

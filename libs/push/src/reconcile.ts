@@ -29,8 +29,9 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
   const round = Date.now().toString(36);
   // Leases of workers that died, lapsed for a lease's time more: nothing reads them any more.
   await dropLapsedLeases(deps.db.pool, deps.leaseMs);
+  const afterMs = await strandedAfterMs(deps);
   return inTransaction(deps.db, async (tx) => {
-    const pushIds = await takeStrandedPushes(tx, deps.provider, deps.afterMs, deps.limit ?? 5000);
+    const pushIds = await takeStrandedPushes(tx, deps.provider, afterMs, deps.limit ?? 5000);
     if (!pushIds.length) return pushIds;
     const jobs = [];
     for (let i = 0; i < pushIds.length; i += deps.jobMaxMessages) {
@@ -40,6 +41,20 @@ export async function reconcileOnce(deps: ReconcileDeps): Promise<string[]> {
     deps.log.warn({ provider: deps.provider, pushes: pushIds.length }, 'enqueued again pushes whose send job was lost');
     return pushIds;
   });
+}
+
+/** Clock skew allowed between the process that queued a job and PostgreSQL. */
+const QUEUED_SKEW_MS = 5000;
+
+/**
+ * A queue works its jobs oldest first, so a push accepted after the oldest job still waiting may
+ * be waiting behind it, however long a campaign's backlog: only pushes older than that job are
+ * looked for, so a backlog is not taken for lost jobs and queued twice.
+ */
+async function strandedAfterMs(deps: ReconcileDeps): Promise<number> {
+  const [oldest] = await deps.queues[deps.provider].getJobs(['wait'], 0, 0, true);
+  if (!oldest) return deps.afterMs;
+  return Math.max(deps.afterMs, Date.now() - oldest.timestamp + QUEUED_SKEW_MS);
 }
 
 export interface Reconciler {
