@@ -151,11 +151,13 @@ export async function campaign(total: number, deps: CampaignDeps): Promise<strin
     const samples: MemorySample[] = [];
     const keys: { at: number; keys: number }[] = [];
     let sampling = false;
+    let fcmSends = 0;
     const sample = async () => {
       if (sampling) return;
       sampling = true;
       try {
-        // The fake FCM server keeps every request it took: forgotten each second, so the bench's own memory is its own.
+        // The fake FCM server keeps every request it took: counted and forgotten each second, so the bench's own memory is its own.
+        fcmSends += deps.providers.fcm.requests.length;
         deps.providers.fcm.requests.length = 0;
         deps.providers.fcm.tokenGrants.length = 0;
         pgPids = await postgresPids().catch(() => pgPids);
@@ -217,13 +219,14 @@ export async function campaign(total: number, deps: CampaignDeps): Promise<strin
       for (const [name, pid] of Object.entries(apps)) peaks[`${name} RSS`] = procKiB(pid, 'VmHWM');
       // Late duplicates: a second `sent` for a push would come within the dispatcher's next rounds.
       await new Promise((resolve) => setTimeout(resolve, 2000));
+      fcmSends += deps.providers.fcm.requests.length;
       const keyAt = (share: number) => keys.filter((k) => k.at <= keys[0].at + share * (keys[keys.length - 1].at - keys[0].at)).pop()?.keys ?? 0;
       return [
         `campaign: ${total} one-device FCM messages to ${players} players, batches of ${BATCH}, 4 in flight; one FCM worker (local fake FCM); ` +
           `dispatcher with ${env.CRM_STATUS_WEBHOOK_BATCH_MAX ? `CRM_STATUS_WEBHOOK_BATCH_MAX=${env.CRM_STATUS_WEBHOOK_BATCH_MAX}` : 'one status per POST'}`,
         `accepted: ${acceptedCount} (failed or fatal: ${failed}) in ${acceptSeconds.toFixed(1)} s (${(acceptedCount / acceptSeconds).toFixed(0)} messages/s)`,
         `reported: ${receiver.reached} accepted pushes sent; duplicate sent statuses: ${receiver.duplicates}; strays: ${receiver.strays}; ` +
-          `statuses by kind: ${JSON.stringify(receiver.byStatus)} in ${receiver.posts} posts`,
+          `statuses by kind: ${JSON.stringify(receiver.byStatus)} in ${receiver.posts} posts; sends the fake FCM server took: ${fcmSends}`,
         `total: ${seconds.toFixed(1)} s, ${(acceptedCount / seconds).toFixed(0)} messages/s (first request to last status)`,
         `CPU per message: ${cpuPer(used, acceptedCount, 'bench (load, fake FCM, receiver)')}`,
         ...memoryLines(samples, peaks, FLAT_MIB),
