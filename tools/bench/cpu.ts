@@ -17,7 +17,7 @@ export function cpuMs(pid: number | undefined): number {
   return user + kernel;
 }
 
-function pidsNamed(name: string): number[] {
+export function pidsNamed(name: string): number[] {
   try {
     return readdirSync('/proc')
       .filter((entry) => /^\d+$/.test(entry))

@@ -69,16 +69,19 @@ export async function load(port: number, connections: number, seconds: number, n
   return { requests: latencies.length, seconds: elapsed, perSecond: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99), statuses };
 }
 
-/** Sends each request once, at most `inFlight` at a time; answers the wall time and latencies. */
-export async function each(port: number, inFlight: number, requests: Request[], onAnswer?: (status: number, body: string) => void) {
+/**
+ * Sends each request once, at most `inFlight` at a time; answers the wall time and latencies.
+ * `requests` may be a generator, so a long run makes each body only when it is sent.
+ */
+export async function each(port: number, inFlight: number, requests: Iterable<Request>, onAnswer?: (status: number, body: string) => void) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight });
   const latencies: number[] = [];
-  let next = 0;
+  const iterator = requests[Symbol.iterator]();
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: Math.min(inFlight, requests.length) }, async () => {
-      while (next < requests.length) {
-        const request = requests[next++];
+    Array.from({ length: Array.isArray(requests) ? Math.min(inFlight, requests.length) : inFlight }, async () => {
+      for (let next = iterator.next(); !next.done; next = iterator.next()) {
+        const request = next.value;
         const at = performance.now();
         const answer = await send(agent, port, request);
         latencies.push(performance.now() - at);

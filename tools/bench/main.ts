@@ -1,5 +1,7 @@
 // `npm run bench`: each stage of the stack on this machine, as built apps against the real stores,
 // with local provider servers and CRM; taken again with millions of old rows in the tables.
+// `npm run bench -- --campaign N` runs one campaign of N one-device messages end to end instead,
+// with each process's memory over the run (campaign.ts).
 import { fork } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -17,6 +19,7 @@ import { cpuBetween, cpuPer, sampleCpu } from './cpu';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
 import { complianceStage, GATE_ROWS, type ComplianceDeps } from './compliance';
 import { beginCost, costRows, dispatcherFigures, retentionCost } from './pg-cost';
+import { campaign } from './campaign';
 
 const env = process.env;
 const SECONDS = Number(env.BENCH_SECONDS || 10);
@@ -30,6 +33,8 @@ const E2E_WEBHOOK_BATCH = Number(env.BENCH_E2E_WEBHOOK_BATCH || 100);
 const OLD_ROWS = Number(env.BENCH_OLD_ROWS ?? 5_000_000);
 const DATABASE_URL = env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench';
 const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
+const CAMPAIGN_ARG = process.argv.indexOf('--campaign');
+const CAMPAIGN = CAMPAIGN_ARG < 0 ? 0 : Number(process.argv[CAMPAIGN_ARG + 1]);
 const BRAND = 7;
 const OPERATOR = { 'x-api-key': 'dev-operator-key' };
 const INTERNAL = { 'x-api-key': 'dev-internal-key' };
@@ -286,6 +291,12 @@ async function main() {
   const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' }, profile);
   try {
     await until(async () => (await fetch(`http://127.0.0.1:${gatewayPort}/health/ready`).catch(() => undefined))?.ok === true, 'the gateway', 30000);
+    if (CAMPAIGN_ARG >= 0) {
+      if (!(CAMPAIGN > 0)) throw new Error('--campaign takes a number of messages');
+      const deps = { gatewayPort, gatewayPid: gateway.pid, players: PLAYERS, pool, redisUrl: REDIS_URL, providers, start: (name: string, extra: Record<string, string>) => start(name, extra), log };
+      for (const line of await campaign(CAMPAIGN, deps)) console.log(line);
+      return;
+    }
     // BENCH_ONLY=compliance: the gate's stage alone, on players of its own.
     if (env.BENCH_ONLY === 'compliance') {
       const gate = await complianceStage(gateDeps(gatewayPort, providers));

@@ -1,6 +1,6 @@
 // `npm run bench`: builds the apps and the benchmark (see bundle.mjs), makes a fresh database for it,
-// then runs it. Sizes come from BENCH_* variables (see tools/bench/main.ts and pg-cost.ts);
-// BENCH_QUICK=1 makes every size small (a run of about two minutes, no old rows) unless set.
+// then runs it with this script's arguments (`--campaign N`: tools/bench/campaign.ts). Sizes come
+// from BENCH_* variables (see tools/bench/main.ts and pg-cost.ts); BENCH_QUICK=1 makes every size small (a run of about two minutes, no old rows) unless set.
 import { execFileSync, spawn } from 'node:child_process';
 import { bundle } from '../bundle.mjs';
 import { ensureDatabase, migrate } from '../db-migrate.mjs';
@@ -20,6 +20,6 @@ const QUICK = {
   BENCH_DISPATCHER_EVENTS: '5000',
 };
 const env = process.env.BENCH_QUICK === '1' ? { ...QUICK, ...process.env } : process.env;
-const child = spawn(process.execPath, ['--enable-source-maps', 'dist/tools/bench/main.js'], { stdio: 'inherit', env });
+const child = spawn(process.execPath, ['--enable-source-maps', 'dist/tools/bench/main.js', ...process.argv.slice(2)], { stdio: 'inherit', env });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
