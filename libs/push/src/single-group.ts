@@ -28,20 +28,30 @@ interface Waiting {
 }
 
 /**
+ * Groups being stored at once. The next group gathers until one of them is done (or it is full):
+ * under load groups grow with the time a store takes, rather than going every window at a few
+ * messages each, every one paying its own round trips, transaction and send job.
+ */
+const MAX_STORING = 2;
+
+/**
  * Group commit for single pushes: the singles that arrive within a short window are accepted
  * together, as one batch (one transaction, one set of send jobs), and each is answered with its own
  * outcome. A commit per request is what limits singles; a group costs about what one single did.
  * When the group's stores are down, every request of the group gets the same error (503).
+ * `acceptGroup` stores a group (acceptMessages; another in tests).
  */
-export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): SingleAcceptor {
+export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acceptGroup: typeof acceptMessages = acceptMessages): SingleAcceptor {
   let gathering: Waiting[] = [];
   let timer: NodeJS.Timeout | undefined;
   let immediate: NodeJS.Immediate | undefined;
+  /** The gathering group's time is up, and it waits for a group being stored to finish. */
+  let due = false;
   const storing = new Set<Promise<void>>();
 
   async function store(group: Waiting[]) {
     try {
-      const outcomes = await acceptMessages(
+      const outcomes = await acceptGroup(
         deps,
         group.map((waiting) => waiting.request),
         group.map((waiting) => waiting.headers),
@@ -58,19 +68,33 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions): Sin
     clearTimeout(timer);
     clearImmediate(immediate);
     timer = immediate = undefined;
+    due = false;
     const group = gathering;
     gathering = [];
     if (!group.length) return;
-    const stored = store(group).finally(() => storing.delete(stored));
+    const stored = store(group).finally(() => {
+      storing.delete(stored);
+      if (due) flush();
+    });
     storing.add(stored);
   }
 
-  /** Idle: the group goes at the end of this turn. Busy: it gathers for the window, or until it is full. */
+  /** At the end of its wait the group goes, unless MAX_STORING groups are being stored: then when one is done. */
+  function timeUp() {
+    timer = immediate = undefined;
+    if (storing.size >= MAX_STORING) due = true;
+    else flush();
+  }
+
+  /**
+   * Idle: the group goes at the end of this turn. Busy: it gathers for the window and until fewer
+   * than MAX_STORING groups are being stored, or until it is full.
+   */
   function schedule() {
     if (gathering.length >= options.maxMessages) flush();
-    else if (timer) return;
-    else if (storing.size === 0 || options.windowMs === 0) immediate ??= setImmediate(flush);
-    else timer = setTimeout(flush, options.windowMs);
+    else if (timer || immediate || due) return;
+    else if (storing.size === 0 || options.windowMs === 0) immediate = setImmediate(timeUp);
+    else timer = setTimeout(timeUp, options.windowMs);
   }
 
   return {

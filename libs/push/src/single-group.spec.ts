@@ -1,0 +1,91 @@
+import type { CrmHeaders, PushRequest } from '@operator/contract';
+import type { AcceptDeps, Outcome } from './accept';
+import { groupSingles } from './single-group';
+
+// The grouping alone, with groups "stored" by a stand-in that is answered when the test says.
+
+interface Stored {
+  ids: number[];
+  done: () => void;
+}
+
+function standIn() {
+  const groups: Stored[] = [];
+  const acceptGroup = (_deps: AcceptDeps, requests: PushRequest[]) =>
+    new Promise<Outcome[]>((resolve) => {
+      const ids = requests.map((request) => request.activity.id);
+      groups.push({ ids, done: () => resolve(ids.map((id) => ({ kind: 'accepted', pushId: `push-${id}`, duplicate: false }))) });
+    });
+  return { groups, acceptGroup };
+}
+
+const request = (id: number) => ({ activity: { id } }) as PushRequest;
+const headers = {} as CrmHeaders;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(probe: () => boolean, what: string) {
+  const deadline = Date.now() + 5000;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(1);
+  }
+}
+
+describe('groupSingles', () => {
+  it('gathers, while two groups are being stored, every single that comes until one of them is done', async () => {
+    const { groups, acceptGroup } = standIn();
+    const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 100 }, acceptGroup);
+
+    const answers = [singles.accept(request(1), headers, undefined)];
+    await until(() => groups.length === 1, 'the first group');
+    answers.push(singles.accept(request(2), headers, undefined));
+    await until(() => groups.length === 2, 'the second group, after its window');
+
+    // Each comes well past the window: without a free slot they still make one group.
+    for (const id of [3, 4, 5]) {
+      answers.push(singles.accept(request(id), headers, undefined));
+      await sleep(20);
+    }
+    expect(groups.map((group) => group.ids)).toEqual([[1], [2]]);
+
+    groups[1].done();
+    await until(() => groups.length === 3, 'the third group');
+    expect(groups[2].ids).toEqual([3, 4, 5]);
+    groups[0].done();
+    groups[2].done();
+    expect((await Promise.all(answers)).map((outcome) => outcome.kind === 'accepted' && outcome.pushId)).toEqual([1, 2, 3, 4, 5].map((id) => `push-${id}`));
+    await singles.close();
+  });
+
+  it('stores a full group at once, even with two groups being stored', async () => {
+    const { groups, acceptGroup } = standIn();
+    const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 2 }, acceptGroup);
+    const answers = [1, 2, 3, 4, 5, 6].map((id) => singles.accept(request(id), headers, undefined));
+    expect(groups.map((group) => group.ids)).toEqual([
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ]);
+    for (const group of groups) group.done();
+    await Promise.all(answers);
+    await singles.close();
+  });
+
+  it('on close, stores the group waiting for a slot without waiting, and waits for every group', async () => {
+    const { groups, acceptGroup } = standIn();
+    const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 100 }, acceptGroup);
+    const answers = [singles.accept(request(1), headers, undefined)];
+    await until(() => groups.length === 1, 'the first group');
+    answers.push(singles.accept(request(2), headers, undefined));
+    await until(() => groups.length === 2, 'the second group');
+    answers.push(singles.accept(request(3), headers, undefined));
+
+    let closed = false;
+    const closing = singles.close().then(() => (closed = true));
+    expect(groups.map((group) => group.ids)).toEqual([[1], [2], [3]]);
+    for (const group of groups) group.done();
+    await closing;
+    expect(closed).toBe(true);
+    expect(await Promise.all(answers)).toHaveLength(3);
+  });
+});
