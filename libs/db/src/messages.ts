@@ -109,46 +109,12 @@ export interface StoredMessage {
  * players, each naming one delivery per device (ids, devices, providers). A concurrent insert of a
  * key waits, then skips. Around midnight two attempts of a key may go to two day partitions: the
  * caller then runs this serializable (acceptIsolation), and one of them fails and is tried again.
+ * The statement is the function accept_messages (its migration), planned once per connection.
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<StoredMessage[]> {
   if (!messages.length) return [];
   const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: ProviderName[] | null }>(
-    `WITH input AS (
-       SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS (
-                       id uuid, accepted_on date, brand_id bigint, crm_message_id bigint, user_id text, activity_id bigint, action_group_id bigint,
-                       action_id bigint, trigger_hash text, origin text, payload json, meta text, crm_headers jsonb))
-                WITH ORDINALITY AS i(id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
-                                     trigger_hash, origin, payload, meta, crm_headers, n)),
-     -- Per message: the push id of its key if accepted before, and its player's active devices.
-     -- Each is a lookup through its index (OFFSET 0 and the aggregate keep them lookups whatever
-     -- the statistics, which lag far behind a burst), and nothing below joins two sets: the
-     -- planner takes an INSERT ... RETURNING for one row, and a join it plans from that can go
-     -- quadratic on a batch.
-     targets AS MATERIALIZED (
-       SELECT i.*, k.id AS known_id, v.device_ids, v.providers
-         FROM input i
-         LEFT JOIN LATERAL (
-           SELECT m.id FROM messages m
-            WHERE m.brand_id = i.brand_id AND m.crm_message_id = i.crm_message_id AND m.accepted_on BETWEEN $2::date AND $3::date
-           OFFSET 0) k ON true
-         LEFT JOIN LATERAL (
-           SELECT array_agg(d.id ORDER BY d.id) AS device_ids, array_agg(d.provider::text ORDER BY d.id) AS providers
-             FROM devices d WHERE d.user_id = i.user_id AND d.brand_id = i.brand_id AND d.active) v ON true),
-     inserted AS (
-       INSERT INTO messages (id, accepted_on, brand_id, crm_message_id, user_id, activity_id, action_group_id, action_id,
-                             trigger_hash, origin, payload, meta, crm_headers, delivery_ids, device_ids, providers)
-       SELECT t.id, t.accepted_on, t.brand_id, t.crm_message_id, t.user_id, t.activity_id, t.action_group_id, t.action_id,
-              t.trigger_hash, t.origin, t.payload, t.meta::json, t.crm_headers,
-              ARRAY(SELECT uuid_v7() FROM unnest(t.device_ids)), t.device_ids, t.providers::text[]
-         FROM targets t
-        WHERE t.known_id IS NULL AND t.device_ids IS NOT NULL
-        ORDER BY t.brand_id, t.crm_message_id
-       ON CONFLICT (brand_id, crm_message_id, accepted_on) DO NOTHING
-       RETURNING id)
-     SELECT t.n, t.known_id AS "knownId", t.id = ANY(ARRAY(SELECT id FROM inserted)) AS inserted,
-            t.device_ids IS NOT NULL AS reachable, t.providers
-       FROM targets t
-      ORDER BY t.n`,
+    'SELECT n, known_id AS "knownId", inserted, reachable, providers FROM accept_messages($1::json, $2::date, $3::date)',
     [JSON.stringify(messages.map(toRecord)), ...dedupeDays(window)],
   );
   return rows.map((row, i) => ({
