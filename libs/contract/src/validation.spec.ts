@@ -348,6 +348,14 @@ describe('fieldName', () => {
 });
 
 describe('dropNulls', () => {
+  it('returns a request without nulls as it is, and never changes the one it is given', () => {
+    const plain = { title: 't', activity: { id: 1 }, android: { tag: 'x' }, meta: { a: null } };
+    expect(dropNulls(plain)).toBe(plain);
+    const nested = { title: 't', activity: { id: 1, origin: null } };
+    expect(dropNulls(nested)).toEqual({ title: 't', activity: { id: 1 } });
+    expect(nested).toEqual({ title: 't', activity: { id: 1, origin: null } });
+  });
+
   it('drops null-valued fields of the request and of activity, android, ios and web', () => {
     expect(
       dropNulls({ a: null, b: 1, activity: { id: 1, origin: null }, android: { tag: null }, ios: null, web: { dir: null, tag: 't' } }),

@@ -8,10 +8,15 @@ import { checkStorable } from './storable';
 // Objects of the contract whose fields are ours to read; `meta` is the CRM's own and is kept as sent.
 const CONTRACT_OBJECTS = new Set(['activity', 'android', 'ios', 'web']);
 
+/** `value` without its null members; `value` itself when it has none (the usual request), so nothing is copied. */
 function withoutNulls(value: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) if (item !== null) out[key] = item;
-  return out;
+  for (const key in value) {
+    if (value[key] !== null) continue;
+    const out: Record<string, unknown> = {};
+    for (const [name, item] of Object.entries(value)) if (item !== null) out[name] = item;
+    return out;
+  }
+  return value;
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -20,9 +25,15 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 /** `null` in an optional field means absent: dropped from the request and its contract objects, never inside `meta`. */
 export function dropNulls(value: unknown): unknown {
   if (!isPlainObject(value)) return value;
-  const out = withoutNulls(value);
+  let out = withoutNulls(value);
   for (const key of CONTRACT_OBJECTS) {
-    if (isPlainObject(out[key])) out[key] = withoutNulls(out[key]);
+    const inner = out[key];
+    if (!isPlainObject(inner)) continue;
+    const kept = withoutNulls(inner);
+    if (kept === inner) continue;
+    // The caller's object is never changed.
+    if (out === value) out = { ...value };
+    out[key] = kept;
   }
   return out;
 }
