@@ -1,12 +1,15 @@
 // The webhook dispatcher alone: `events` push status events wait in the outbox, and the dispatcher,
 // bundled and run as its own process, posts them to a local receiver that answers 200 at once.
-// Answers the time from its start until the receiver had every one. --batch N runs again with
-// CRM_STATUS_WEBHOOK_BATCH_MAX=N, over events of its own.
+// Answers the time from its start until the receiver had every one, and the CPU each side spent per
+// event from the first event's arrival to the last's (/proc: the dispatcher, its PostgreSQL backends,
+// this process, which is the receiver) with pg_stat_statements' time in the bench database when the
+// server loads it. --batch N runs again with CRM_STATUS_WEBHOOK_BATCH_MAX=N, over events of its own.
 //
 //   node tools/bench-dispatcher.mjs [events] [--batch N]   (BENCH_DATABASE_URL, WEBHOOK_* as for the app;
 //   BENCH_CPU_PROF=<dir> for the dispatcher's CPU profiles)
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -50,7 +53,51 @@ async function insertChunk(client, brand, salt, first, count) {
   return rows.map((row) => row.id);
 }
 
-function startReceiver(expected) {
+/** User and kernel CPU of a process in ms, from /proc (0 elsewhere or once it is gone). */
+function cpuMsOf(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU of every PostgreSQL process by pid: those of the bench database are picked out at the end. */
+function postgresCpu() {
+  const cpu = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') cpu.set(Number(entry), cpuMsOf(entry));
+    } catch {
+      // Gone in between.
+    }
+  }
+  return cpu;
+}
+
+/** The CPU counters the run is measured with; `child` is the dispatcher. */
+function sampleCpu(child) {
+  const own = process.cpuUsage();
+  return { dispatcher: cpuMsOf(child.pid), postgres: postgresCpu(), receiver: (own.user + own.system) / 1000 };
+}
+
+/** pg_stat_statements' time (plan and execution) and calls in this database, when the server loads it. */
+async function statementTimes(client) {
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const { rows } = await client.query(
+      `SELECT coalesce(sum(total_exec_time + total_plan_time), 0)::float8 AS ms, coalesce(sum(calls), 0)::float8 AS calls
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    );
+    return rows[0];
+  } catch {
+    return undefined;
+  }
+}
+
+function startReceiver(expected, onFirst) {
   const seen = new Set();
   /** When the first of the expected events arrived (performance.now()). */
   const first = { at: 0 };
@@ -64,7 +111,10 @@ function startReceiver(expected) {
       const body = JSON.parse(Buffer.concat(chunks).toString());
       for (const { event_id: id } of Array.isArray(body) ? body : [body]) {
         if (expected.has(id) && !seen.has(id)) {
-          if (!seen.size) first.at = performance.now();
+          if (!seen.size) {
+            first.at = performance.now();
+            onFirst?.();
+          }
           seen.add(id);
           if (seen.size === expected.size) resolveAll();
         }
@@ -94,11 +144,17 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, batch = 1,
   } finally {
     await client.end();
   }
-  const receiver = await startReceiver(ids);
+  let child;
+  /** CPU counters at the first event's arrival. */
+  let before;
+  const receiver = await startReceiver(ids, () => (before = sampleCpu(child)));
+  const stats = new pg.Client({ connectionString: databaseUrl });
+  await stats.connect();
+  const statementsBefore = await statementTimes(stats);
   const started = performance.now();
   // BENCH_CPU_PROF=<dir>: the dispatcher writes its CPU profile there when it exits.
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, APP], {
+  child = spawn(process.execPath, [...profile, APP], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'inherit'],
     env: {
@@ -120,9 +176,24 @@ export async function benchDispatcher({ databaseUrl, events = 20_000, batch = 1,
       new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${receiver.seen.size} of ${events} events posted in time`)), timeoutMs))),
     ]);
     const ended = performance.now();
-    return { events, batch, seconds: (ended - started) / 1000, postingSeconds: (ended - receiver.first.at) / 1000 };
+    const after = sampleCpu(child);
+    const { rows } = await stats.query('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+    // A backend that began after the first sample counts whole.
+    const postgres = rows.reduce((sum, { pid }) => sum + (after.postgres.get(pid) ?? 0) - (before.postgres.get(pid) ?? 0), 0);
+    const statementsAfter = await statementTimes(stats);
+    // Per event from the first arrival on: the first event is not counted.
+    const per = (ms) => (ms * 1000) / (events - 1);
+    const cpu = {
+      dispatcherUs: per(after.dispatcher - before.dispatcher),
+      postgresUs: per(postgres),
+      receiverUs: per(after.receiver - before.receiver),
+      statementsUs: statementsBefore && statementsAfter ? (1000 * (statementsAfter.ms - statementsBefore.ms)) / events : undefined,
+      statementsPerEvent: statementsBefore && statementsAfter ? (statementsAfter.calls - statementsBefore.calls) / events : undefined,
+    };
+    return { events, batch, seconds: (ended - started) / 1000, postingSeconds: (ended - receiver.first.at) / 1000, cpu };
   } finally {
     clearTimeout(timer);
+    await stats.end();
     child.kill('SIGTERM');
     await exited;
     await receiver.close();
@@ -145,6 +216,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     console.log(
       `${how}: ${result.events} events in ${result.seconds.toFixed(2)} s: ${(result.events / result.seconds).toFixed(0)} events/s; ` +
         `${(result.events / result.postingSeconds).toFixed(0)} events/s from the first post, ${(result.seconds - result.postingSeconds).toFixed(2)} s after the start`,
+    );
+    const { cpu } = result;
+    const statements =
+      cpu.statementsUs === undefined ? '' : `; statements ${cpu.statementsUs.toFixed(1)} µs, ${cpu.statementsPerEvent.toFixed(2)} calls (pg_stat_statements, from the start)`;
+    console.log(
+      `  CPU per event from the first post: dispatcher ${cpu.dispatcherUs.toFixed(0)} µs, PostgreSQL ${cpu.postgresUs.toFixed(0)} µs, receiver ${cpu.receiverUs.toFixed(0)} µs${statements}`,
     );
   }
 }

@@ -50,6 +50,7 @@ async function main() {
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     proxy: config.egress,
     concurrency: config.WEBHOOK_CONCURRENCY,
+    pipelining: config.WEBHOOK_PIPELINING,
     batchSize: config.WEBHOOK_BATCH_SIZE,
     leaseMs: Math.max(30000, config.WEBHOOK_TIMEOUT_MS * 3),
     maxAgeMs: config.maxAgeMs,

@@ -55,6 +55,12 @@ export const DispatcherEnv = Type.Object({
   CRM_WEBHOOK_API_KEY: Type.String({ default: '', description: 'API key towards the CRM, if it wants one' }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ default: 10000, minimum: 100, description: 'Time to wait for the CRM to answer one event' }),
   WEBHOOK_CONCURRENCY: Type.Integer({ default: 64, minimum: 1, description: 'Events posted at once, each over its own kept-alive connection' }),
+  WEBHOOK_PIPELINING: Type.Integer({
+    default: 1,
+    minimum: 1,
+    maximum: 64,
+    description: 'Posts written on one kept-alive connection before its first answer (HTTP/1.1 pipelining, for a receiver that takes it): WEBHOOK_CONCURRENCY posts share WEBHOOK_CONCURRENCY / WEBHOOK_PIPELINING connections; 1: one at a time',
+  }),
   WEBHOOK_BATCH_SIZE: Type.Integer({ default: 4000, minimum: 1, maximum: 10000, description: 'Events claimed from the outbox at once; more are claimed when half are posted' }),
   WEBHOOK_BACKOFF_MS: Type.Integer({ default: 1000, minimum: 1, description: 'Base of the exponential backoff between attempts' }),
   WEBHOOK_MAX_BACKOFF_MS: Type.Integer({ default: 600000, minimum: 1, description: 'Longest wait between two attempts' }),

@@ -16,6 +16,8 @@ export interface OutboundOptions {
   /** Default unlimited. */
   connectionsPerOrigin?: number;
   keepAliveTimeoutMs?: number;
+  /** Requests written on one connection before its first answer (HTTP/1.1 pipelining); only those marked `pipelined` are. Default 1. */
+  pipelining?: number;
   /** Opens every connection itself, TLS included: `proxy`, `ca` and `publicOnly` are then its business. */
   connect?: (target: OutboundTarget) => Duplex;
 }
@@ -38,6 +40,12 @@ export interface OutboundRequest {
   publicOnly?: boolean;
   /** Done once a 2xx status comes (a push service's 201 means taken); the body is drained apart. */
   successWithoutBody?: boolean;
+  /**
+   * May be written behind others on a connection before their answers (see `pipelining`): the
+   * request may be sent again without harm (undici sends again those behind a dropped connection)
+   * and its answer is expected at once.
+   */
+  pipelined?: boolean;
 }
 
 export interface OutboundAnswer {
@@ -81,6 +89,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
   const common = {
     keepAliveTimeout: options.keepAliveTimeoutMs ?? 4000,
     ...(options.connectionsPerOrigin ? { connections: options.connectionsPerOrigin } : {}),
+    ...(options.pipelining ? { pipelining: options.pipelining } : {}),
   };
 
   function dispatcherFor(proxy: URL | null, publicOnly: boolean): Dispatcher {
@@ -156,6 +165,7 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
       headers: spec.headers,
       body: spec.body,
       signal,
+      ...(spec.pipelined ? { idempotent: true, blocking: false } : {}),
       dispatcher: watching(dispatcherFor(proxy, spec.publicOnly === true), written),
     });
     if (spec.successWithoutBody && answer.statusCode >= 200 && answer.statusCode < 300) {

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { DueEvent, PushEventRow } from '@operator/db';
 import { FakeCrm, freePort } from '@operator/testing';
 import { createPoster, type Poster, type PosterOptions, type Publish } from './poster';
@@ -176,5 +178,84 @@ describe('poster (a receiver over HTTP)', () => {
     expect(await posting.dispatch([second])).toEqual([{ event: second, outcome: 'dead', error: 'no queue bound' }]);
     expect(published).toEqual([`${first.id} ${first.body}`, `${second.id} ${second.body}`]);
     expect(crm.received).toHaveLength(0);
+  });
+});
+
+describe('poster with pipelining (a receiver that takes pipelined requests)', () => {
+  const posters: Poster[] = [];
+  const servers: http.Server[] = [];
+  afterEach(async () => {
+    await Promise.all(posters.splice(0).map((poster) => poster.close()));
+    for (const server of servers.splice(0)) server.closeAllConnections();
+    await Promise.all(servers.splice(0).map((server) => new Promise((done) => server.close(done))));
+  });
+
+  /**
+   * A receiver that holds its answers until `seen.hold` requests wait, then answers them (and
+   * every later one at once); with `seen.close`, the first of them with `Connection: close`,
+   * after which the server drops the requests pipelined behind it on that connection.
+   */
+  async function receiver() {
+    const seen = { hold: 1, close: false, connections: 0, bodies: [] as string[], signed: true };
+    const waiting: http.ServerResponse[] = [];
+    const server = http.createServer({ keepAliveTimeout: 10_000 }, (request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      request.on('end', () => {
+        seen.bodies.push(body);
+        seen.signed &&= verifySignature(SECRET, body, request.headers['x-signature'] as string);
+        waiting.push(response);
+        if (waiting.length < seen.hold) return;
+        seen.hold = 1;
+        for (const held of waiting.splice(0)) {
+          if (seen.close) held.setHeader('connection', 'close');
+          seen.close = false;
+          held.end('ok');
+        }
+      });
+    });
+    server.on('connection', () => (seen.connections += 1));
+    servers.push(server);
+    await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/bonus`;
+    const made = createPoster({ urls: { bonus: url }, secret: SECRET, auth: {}, timeoutMs: 5000, concurrency: 4, pipelining: 4, maxAgeMs: 3_600_000, backoffMs: 20, maxBackoffMs: 200 });
+    posters.push(made);
+    return { poster: made, seen };
+  }
+
+  const fourKeys = () => ['a', 'b', 'c', 'd'].map((orderingKey) => event({ orderingKey }));
+
+  it('writes posts of different events one after the other on one kept connection', async () => {
+    const { poster, seen } = await receiver();
+    // The first post opens the connection; the next four are all written before any is answered.
+    await poster.dispatch([event()]);
+    seen.bodies.length = 0;
+    seen.hold = 4;
+    const events = fourKeys();
+    const results = await Promise.all(events.map((each) => poster.dispatch([each])));
+    expect(results.flat().map((result) => result.outcome)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+    expect(seen.connections).toBe(1);
+    expect(seen.bodies.sort()).toEqual(events.map((each) => each.body).sort());
+    expect(seen.signed).toBe(true);
+  });
+
+  it('delivers the posts pipelined behind one whose answer closes the connection', async () => {
+    const { poster, seen } = await receiver();
+    await poster.dispatch([event()]);
+    seen.hold = 4;
+    seen.close = true;
+    const events = fourKeys();
+    // Each comes to delivered, or to a retry that is posted again (as the dispatcher does).
+    const delivered = await Promise.all(
+      events.map(async (each) => {
+        for (let attempt = 0; attempt < 5; attempt++) {
+          const [result] = await poster.dispatch([each]);
+          if (result.outcome === 'delivered') return each.body;
+        }
+        return undefined;
+      }),
+    );
+    expect(delivered.sort()).toEqual(events.map((each) => each.body).sort());
+    expect(seen.connections).toBeGreaterThan(1);
   });
 });

@@ -28,8 +28,13 @@ export interface PosterOptions {
   /** Status events posted together as one JSON array (event format only); 1 (the default): each alone, as an object. */
   statusBatchMax?: number;
   timeoutMs: number;
-  /** Posts in flight at once, over as many kept-alive connections. */
+  /** Posts in flight at once, over as many kept-alive connections (fewer with pipelining). */
   concurrency: number;
+  /**
+   * Posts written on one kept-alive connection before its first answer (HTTP/1.1 pipelining), over
+   * concurrency / pipelining connections; 1 (the default): one at a time.
+   */
+  pipelining?: number;
   maxAgeMs: number;
   backoffMs: number;
   maxBackoffMs: number;
@@ -69,8 +74,10 @@ export function createPoster(options: PosterOptions): Poster {
     baseHeaders.authorization = `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
   }
   if (options.auth.apiKey) baseHeaders[options.auth.apiKey.header.toLowerCase()] = options.auth.apiKey.value;
-  // A connection per post in flight, kept open between posts; through the operator's proxy when set.
-  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: options.concurrency });
+  // A connection per post in flight, kept open between posts, or one per `pipelining` posts in
+  // flight, each written behind the others; through the operator's proxy when set.
+  const pipelining = options.pipelining ?? 1;
+  const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: Math.ceil(options.concurrency / pipelining), pipelining });
   const targets = new Map(posted.map((topic) => [topic, new URL(options.urls[topic]!)]));
 
   const statusFormat = options.statusFormat ?? { format: 'event' };
@@ -91,6 +98,11 @@ export function createPoster(options: PosterOptions): Poster {
         body,
         timeoutMs: options.timeoutMs,
         maxBodyBytes: ANSWER_READ_BYTES,
+        // Pipelined posts are sent again by undici when one before them loses the connection. A post
+        // is safe to send again: delivery is at least once (a failed post is retried whole; the CRM
+        // takes an event_id twice as once), and the scheduler has at most one post of a key in
+        // flight, so posts sharing a connection are of other keys and order per key holds.
+        pipelined: pipelining > 1,
       });
     } catch (error) {
       const reason = error instanceof OutboundError && error.failure === 'timeout' ? `timeout after ${options.timeoutMs} ms` : (error as Error).message;
