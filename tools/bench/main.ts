@@ -342,12 +342,15 @@ async function main() {
       const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
       const worker = start('push-worker-fcm', {});
       await sleep(1000);
+      const cost = await beginCost(DATABASE_URL, 'end to end');
       const e2e = await endToEnd(gatewayPort, receiver, { gateway: gateway.pid, 'FCM worker': worker.pid, dispatcher: dispatcher.pid });
       await Promise.all([stop(worker), stop(dispatcher)]);
+      const { figures } = await cost.end(e2e.messages);
       console.log('');
       console.log('| stage | load | fresh tables |');
       console.log('|---|---|---|');
       console.log(`| end to end | ${END_TO_END} messages: first request to last status received | ${e2e.text} |`);
+      for (const [stage, what, key] of costRows(END_TO_END).filter(([, , key]) => key in figures)) console.log(`| ${stage} | ${what} | ${figures[key].text} |`);
       return;
     }
 

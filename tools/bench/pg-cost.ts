@@ -201,7 +201,8 @@ export interface Cost {
 /**
  * Where PostgreSQL's time went during a stage, statement by statement, when the server loads
  * pg_stat_statements (`shared_preload_libraries`; the bench does not need it): the statements are
- * counted from the stage's start, server-wide, and the costliest printed per message.
+ * counted from the stage's start, on this database alone (other benches may share the server), and
+ * the costliest printed per message.
  */
 class StatementTimes {
   private constructor(
@@ -225,7 +226,8 @@ class StatementTimes {
   private static async read(client: pg.Client): Promise<Map<string, { ms: number; calls: number; query: string }> | undefined> {
     try {
       const { rows } = await client.query<{ id: string; ms: number; calls: string; query: string }>(
-        `SELECT queryid::text || ':' || dbid AS id, total_exec_time + total_plan_time AS ms, calls, query FROM pg_stat_statements`,
+        `SELECT queryid::text || ':' || dbid AS id, total_exec_time + total_plan_time AS ms, calls, query FROM pg_stat_statements
+          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`,
       );
       return new Map(rows.map((row) => [row.id, { ms: row.ms, calls: Number(row.calls), query: row.query }]));
     } catch {
@@ -243,7 +245,7 @@ class StatementTimes {
       .sort((a, b) => b.ms - a.ms);
     const total = spent.reduce((sum, each) => sum + each.ms, 0);
     log(`${label}: statements' time in PostgreSQL (pg_stat_statements), ${fmt((1000 * total) / messages, 0)} µs a message in all; the costliest:`);
-    for (const each of spent.slice(0, 8)) {
+    for (const each of spent.slice(0, 12)) {
       const text = each.query.replace(/\s+/g, ' ').slice(0, 100);
       log(`  ${fmt((1000 * each.ms) / messages, 1)} µs a message, ${each.calls} calls, ${fmt(each.ms / each.calls, 2)} ms a call: ${text}`);
     }

@@ -375,6 +375,31 @@ describe('deliveries (PostgreSQL)', () => {
       expect((await claimDeliveries(db.pool, [failedPush, reportedPush], 'fcm', 60_000)).deliveries).toEqual([]);
     });
 
+    it('gives each push of one device its own outcome, whatever the case of the ids it is named by', async () => {
+      await device('fcm');
+      // Ids that start a, b, c, ... f: named with b, d and f in upper case, they sort B D F a c e as text.
+      const pushIds: string[] = [];
+      for (let i = 0; i < 12; i++) pushIds.push(await push('abcdef'[i % 6] + randomUUID().slice(1)));
+      const claim = await claimDeliveries(db.pool, pushIds, 'fcm', 60_000);
+      const named = pushIds.map((id, i) => (i % 2 ? id.toUpperCase() : id)).reverse();
+      const sent = (i: number) => i % 3 === 0;
+      await recordOutcomes(
+        db.pool,
+        named.map((id) => {
+          const i = pushIds.indexOf(id.toLowerCase());
+          const deliveryId = claim.deliveries.find((d) => d.messageId === pushIds[i])!.id;
+          return sent(i) ? { deliveryId, status: 'sent', providerMessageId: `m-${i}` } : { deliveryId, status: 'failed', errorCode: `code-${i}`, error: 'no' };
+        }),
+        named,
+      );
+      for (const [i, pushId] of pushIds.entries()) {
+        expect(await pushState(pushId)).toMatchObject(
+          sent(i) ? { status: 'sent', providerMessageId: `m-${i}`, sentAt: true } : { status: 'failed', error: `code-${i}`, errorCode: `code-${i}`, sentAt: false },
+        );
+      }
+      await dropLeases(db.pool, [claim.leaseId!]);
+    });
+
     it('records two tries of one push (two workers, one lease lapsed) once: the second waits for the first, then finds the push closed', async () => {
       await device('fcm');
       const pushId = await push();
