@@ -111,6 +111,9 @@ const PENDING_EVENTS = `SELECT (SELECT count(*) FROM events e WHERE e.topic = 'p
 const ANY_PENDING_EVENT = `SELECT ((SELECT e.feed_seq FROM events e WHERE e.topic = 'push.status' AND e.feed_seq > ${SETTLED} ORDER BY e.feed_seq LIMIT 1) IS NOT NULL
   OR EXISTS (SELECT 1 FROM dispatch_retries WHERE topic = 'push.status' AND state = 'pending'))::int AS count`;
 
+/** A stage's rate as a multiple of the bare app's req/s in the same pass: the figure compared across runs. */
+const timesBaseline = (rate: number, bare: number) => `${(rate / bare).toFixed(2)}x the baseline`;
+
 interface Row {
   stage: string;
   load: string;
@@ -206,7 +209,7 @@ async function accept(gatewayPort: number, gatewayPid: number | undefined, bare:
   if (other.length) log(`singles answered other than 200: ${JSON.stringify(singles.statuses)}`);
   figures.singles = {
     text:
-      `${singles.perSecond.toFixed(0)} req/s (${((100 * singles.perSecond) / bare).toFixed(0)}% of the baseline), p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms; ` +
+      `${singles.perSecond.toFixed(0)} req/s (${timesBaseline(singles.perSecond, bare)}), p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms; ` +
       `CPU per request: ${cpuPer(cpuBetween(cpu, sampleCpu(apps)), singles.requests, 'load generator')}`,
     rate: singles.perSecond,
   };
@@ -216,7 +219,7 @@ async function accept(gatewayPort: number, gatewayPid: number | undefined, bare:
   const batch = await each(gatewayPort, 4, batches);
   figures.batches = {
     text:
-      `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms; ` +
+      `${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s (${timesBaseline((BATCHES * BATCH_SIZE) / batch.seconds, bare)}), p50 ${batch.p50.toFixed(0)} ms; ` +
       `CPU per message: ${cpuPer(cpuBetween(cpu, sampleCpu(apps)), BATCHES * BATCH_SIZE, 'load generator')}`,
     rate: (BATCHES * BATCH_SIZE) / batch.seconds,
   };
@@ -247,7 +250,7 @@ async function pass(gatewayPort: number, gatewayPid: number | undefined, receive
   const cost = await beginCost(DATABASE_URL, 'end to end');
   const e2e = await endToEnd(gatewayPort, receiver, { gateway: gatewayPid, 'FCM worker': worker.pid, dispatcher: dispatcher.pid });
   await Promise.all([stop(worker), stop(dispatcher)]);
-  figures.e2e = e2e;
+  figures.e2e = { ...e2e, text: `${timesBaseline(e2e.rate, bare)}: ${e2e.text}` };
   Object.assign(figures, (await cost.end(e2e.messages)).figures);
 
   // The same with the opt-in batched status webhook, for a receiver that takes arrays of events.
@@ -257,7 +260,8 @@ async function pass(gatewayPort: number, gatewayPid: number | undefined, receive
   });
   const batchedWorker = start('push-worker-fcm', {});
   await sleep(1000);
-  figures.e2eBatched = await endToEnd(gatewayPort, receiver, { gateway: gatewayPid, 'FCM worker': batchedWorker.pid, dispatcher: batchedDispatcher.pid });
+  const batched = await endToEnd(gatewayPort, receiver, { gateway: gatewayPid, 'FCM worker': batchedWorker.pid, dispatcher: batchedDispatcher.pid });
+  figures.e2eBatched = { ...batched, text: `${timesBaseline(batched.rate, bare)}: ${batched.text}` };
   await Promise.all([stop(batchedWorker), stop(batchedDispatcher)]);
   return figures;
 }
