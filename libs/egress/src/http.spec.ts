@@ -65,23 +65,24 @@ describe('outbound HTTP', () => {
   });
 
   it('gives a request the whole deadline for its answer once it is on a connection, however long the connection took', async () => {
-    // A peer slow to take connections (its accept queue full): the TLS handshake waits 300 ms
-    // of a 400 ms deadline, then the answer takes 250 ms more.
-    const slow = await start((_req, res) => setTimeout(() => res.writeHead(201).end(), 250));
+    // A peer slow to take connections (its accept queue full): the TLS handshake waits 600 ms
+    // of a 1,000 ms deadline (the rest is for the handshake on a loaded machine), then the answer
+    // takes 700 ms more.
+    const slow = await start((_req, res) => setTimeout(() => res.writeHead(201).end(), 700));
     const relay = net.createServer((client) => {
       const upstream = net.connect(slow.port, '127.0.0.1');
       client.pause();
       setTimeout(() => {
         client.pipe(upstream).pipe(client);
         client.resume();
-      }, 300);
+      }, 600);
       client.on('error', () => upstream.destroy());
       upstream.on('error', () => client.destroy());
     });
     await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
     servers.push({ close: () => new Promise<void>((resolve) => relay.close(() => resolve())) });
     const { port } = relay.address() as AddressInfo;
-    const answer = await outbound.request({ url: `https://127.0.0.1:${port}/`, timeoutMs: 400, maxBodyBytes: 1024 });
+    const answer = await outbound.request({ url: `https://127.0.0.1:${port}/`, timeoutMs: 1000, maxBodyBytes: 1024 });
     expect(answer.status).toBe(201);
 
     // And a connection that never comes is given up at the first deadline.
