@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { fcmToken } from '@operator/testing';
 import type { Providers } from '../chaos/providers';
 import { each, type Request } from './load';
-import { stopApp, waitUntil } from './processes';
+import { LocalReceiver, stopApp, waitUntil } from './processes';
 import { cpuBetween, cpuPer, sampleCpu } from './cpu';
 import { memoryLines, procKiB, storeMemory, type MemorySample } from './memory';
 
@@ -36,7 +36,7 @@ export interface CampaignDeps {
 }
 
 /** The CRM's side: counts each message's `sent` statuses by the `n` of its meta, one byte a message. */
-class CountingReceiver {
+class CountingReceiver extends LocalReceiver {
   readonly sent: Uint8Array;
   /** Messages both accepted and reported `sent`. */
   reached = 0;
@@ -46,8 +46,7 @@ class CountingReceiver {
   posts = 0;
   byStatus: Record<string, number> = {};
   lastAt = performance.now();
-  port = 0;
-  private readonly server = http.createServer((req, res) => {
+  protected readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -66,6 +65,7 @@ class CountingReceiver {
     total: number,
     private readonly accepted: Uint8Array,
   ) {
+    super();
     this.sent = new Uint8Array(total);
   }
 
@@ -81,17 +81,6 @@ class CountingReceiver {
     if (this.sent[n] < 255) this.sent[n] += 1;
   }
 
-  async start() {
-    this.server.keepAliveTimeout = 60000;
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as { port: number }).port;
-    return this;
-  }
-
-  close() {
-    this.server.closeAllConnections();
-    this.server.close();
-  }
 }
 
 interface Event {

@@ -14,7 +14,7 @@ import { apnsToken, fcmToken, freePort, hmsToken, oneSignalSubscriptionId } from
 import { DELIVERIES_TO_SEND_SQL, SENDING_STATE_SQL } from '../../libs/db/src/to-send';
 import { Providers } from '../chaos/providers';
 import { each, load, type Request } from './load';
-import { appStarter, stopApp, waitUntil } from './processes';
+import { appStarter, LocalReceiver, stopApp, waitUntil } from './processes';
 import { cpuBetween, cpuPer, sampleCpu } from './cpu';
 import { FAR_DELAY_MS, FAR_SENDS, farSend, type FarSendDeps } from './far-send';
 import { complianceStage, GATE_ROWS, type ComplianceDeps } from './compliance';
@@ -46,11 +46,10 @@ const count = async (sql: string) => Number((await pool.query(sql)).rows[0].coun
 const sending = async () => (await pool.query<{ started: boolean; done: boolean }>(SENDING_STATE_SQL)).rows[0];
 const log = (line: string) => console.log(`bench: ${line}`);
 
-class Receiver {
+class Receiver extends LocalReceiver {
   readonly sent = new Set<string>();
   events = 0;
-  port = 0;
-  private readonly server = http.createServer((req, res) => {
+  protected readonly server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (chunk) => (body += chunk));
     req.on('end', () => {
@@ -64,16 +63,6 @@ class Receiver {
       res.end('{"message":"success"}');
     });
   });
-  async start() {
-    this.server.keepAliveTimeout = 60000;
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as { port: number }).port;
-    return this;
-  }
-  close() {
-    this.server.closeAllConnections();
-    this.server.close();
-  }
 }
 
 const start = (name: string, extra: Record<string, string>, nodeArgs?: string[]) => appStarter(appEnv)(name, extra, nodeArgs);
