@@ -56,10 +56,10 @@ describe('outbound HTTP', () => {
     const busy = await start((_req, res) => {
       res.writeHead(201, { location: '/message/1' });
       res.end();
-      const until = Date.now() + 400;
+      const until = Date.now() + 1000;
       while (Date.now() < until);
     });
-    const answer = await outbound.request({ url: `${busy.origin}/`, timeoutMs: 150, maxBodyBytes: 1024 });
+    const answer = await outbound.request({ url: `${busy.origin}/`, timeoutMs: 500, maxBodyBytes: 1024 });
     expect(answer.status).toBe(201);
     expect(answer.headers.location).toBe('/message/1');
   });
