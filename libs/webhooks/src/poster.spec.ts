@@ -186,8 +186,10 @@ describe('poster with pipelining (a receiver that takes pipelined requests)', ()
   const servers: http.Server[] = [];
   afterEach(async () => {
     await Promise.all(posters.splice(0).map((poster) => poster.close()));
-    for (const server of servers.splice(0)) server.closeAllConnections();
-    await Promise.all(servers.splice(0).map((server) => new Promise((done) => server.close(done))));
+    const open = servers.splice(0);
+    const closed = open.map((server) => new Promise((done) => server.close(done)));
+    for (const server of open) server.closeAllConnections();
+    await Promise.all(closed);
   });
 
   /**
