@@ -1,4 +1,5 @@
 import type { CrmHeaders, PushRequest } from '@operator/contract';
+import { until } from '@operator/testing';
 import type { AcceptDeps, Outcome } from './accept';
 import { groupSingles } from './single-group';
 
@@ -22,14 +23,6 @@ function standIn() {
 const request = (id: number) => ({ activity: { id } }) as PushRequest;
 const headers = {} as CrmHeaders;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(probe: () => boolean, what: string) {
-  const deadline = Date.now() + 5000;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(1);
-  }
-}
 
 describe('groupSingles', () => {
   it('gathers, while two groups are being stored, every single that comes until one of them is done', async () => {
