@@ -19,6 +19,7 @@ import { bonusAdminRoutes } from './routes/bonus-admin';
 import { complianceEventRoutes } from './routes/compliance-events';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { deviceRoutes } from './routes/devices';
+import { webPushRoutes } from './routes/web-push';
 import { engagementRoutes } from './routes/engagement';
 import { healthRoutes } from './routes/health';
 import { observeRequests } from './routes/metrics';
@@ -124,8 +125,9 @@ export function buildApp(deps: GatewayDeps, logger: FastifyServerOptions['logger
     await admin.register(complianceEventRoutes, { redis });
   });
 
-  // Devices report with the push's tracking token, never an API key.
+  // Devices report with the push's tracking token, never an API key; browsers read the VAPID public key.
   app.register(engagementRoutes, { db, trackingSecret: config.TRACKING_SECRET, tokenTtlMs: config.edge.trackingTokenTtlMs });
+  app.register(webPushRoutes, { keys: config.vapidPublicKeys });
 
   if (!operationsApart(config)) app.register(operationsRoutes, { ...deps, reads, api: app });
 

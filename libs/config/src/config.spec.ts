@@ -67,6 +67,7 @@ describe('loadGatewayConfig: defaults', () => {
       internalKeys: { devices: [{ key: 'dev-internal-key', brands: null }], admin: [{ key: 'dev-internal-key', brands: null }] },
       crmAuth: { methods: ['api-key'], basicUsers: [], oauthClients: [], tokenTtlSeconds: 7200, signingKeys: ['dev-oauth-signing-key-not-for-production'] },
       webpushAllowedOrigins: webpushAllowedOriginsOf({}).origins,
+      vapidPublicKeys: { brands: new Map() },
       AUTH_FAILURE_LIMIT: 20,
       AUTH_FAILURE_WINDOW: '5m',
       AUTH_THROTTLE_EXEMPT: '',

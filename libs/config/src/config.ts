@@ -8,6 +8,7 @@ import { BonusEnv, bonusSettings, type BonusSettings } from './bonus';
 import { CrmAuthEnv, crmAuthSettings, type CrmAuthSettings } from './crm-auth';
 import { WebPushOriginsEnv, webpushAllowedOriginsOf, type AllowedOrigin } from './origins';
 import { EdgeEnv, edgeSettings, type EdgeSettings } from './edge';
+import { VapidPublicKeysEnv, vapidPublicKeysOf, type VapidPublicKeys } from './vapid';
 import { weakSecretProblems } from './secrets';
 import { boundList, type BoundKey } from './brands';
 
@@ -58,7 +59,7 @@ export const GatewayEnv = Type.Object({
   ADMIN_UI: Type.Boolean({ default: false, description: 'Serve the queue dashboard at /admin/queues (admin key; in production on METRICS_PORT only); false: 404' }),
 });
 
-export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv]);
+export const GatewayConfigSchema = Type.Composite([RuntimeEnv, DatabaseEnv, ReadDatabaseEnv, RedisEnv, MetricsEnv, GatewayEnv, CrmAuthEnv, PushSendEnv, TrackingEnv, WebhookAgeEnv, BonusEnv, WebPushOriginsEnv, EdgeEnv, VapidPublicKeysEnv]);
 type GatewayRaw = Static<typeof GatewayConfigSchema>;
 
 type CrmAuthVariable = keyof typeof CrmAuthEnv.properties;
@@ -72,7 +73,7 @@ export interface InternalKeys {
   admin: BoundKey[];
 }
 
-export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS' | 'MAX_HEAP_USED_BYTES'> & {
+export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | RedisVariable | 'WEBPUSH_ALLOWED_ORIGINS' | 'VAPID_PUBLIC_KEY' | 'VAPID_PUBLIC_KEYS' | 'MAX_HEAP_USED_BYTES'> & {
   /** MAX_HEAP_USED_BYTES, or three quarters of the V8 heap limit when it is unset; 0: off. */
   MAX_HEAP_USED_BYTES: number;
   redis: RedisConnection;
@@ -84,6 +85,8 @@ export type GatewayConfig = Omit<GatewayRaw, KeyVariable | CrmAuthVariable | Red
   webpushAllowedOrigins: AllowedOrigin[];
   /** Proxies believed, authentication failures, GET /oauth/token, tracking tokens' lifetime. */
   edge: EdgeSettings;
+  /** The VAPID public keys answered to browsers, by brand. */
+  vapidPublicKeys: VapidPublicKeys;
 };
 
 /**
@@ -154,7 +157,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const { keys, bound } = keyListsOf(env, problems);
   const redis = redisConnectionOf(env);
   const webpushOrigins = webpushAllowedOriginsOf(env);
-  problems.push(...redis.problems, ...keyProblems(nodeEnvOf(env), keys), ...webpushOrigins.problems);
+  const vapid = vapidPublicKeysOf(env);
+  problems.push(...redis.problems, ...keyProblems(nodeEnvOf(env), keys), ...webpushOrigins.problems, ...vapid.problems);
   let raw: GatewayRaw | undefined;
   try {
     raw = parseEnv(GatewayConfigSchema, env);
@@ -178,6 +182,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     CRM_OAUTH_TOKEN_TTL: _t,
     CRM_OAUTH_SIGNING_KEYS: _k,
     WEBPUSH_ALLOWED_ORIGINS: _w,
+    VAPID_PUBLIC_KEY: _v,
+    VAPID_PUBLIC_KEYS: _vs,
     ...rest
   } = raw;
   const admin = [...bound.INTERNAL_ADMIN_KEYS, ...bound.INTERNAL_API_KEYS];
@@ -193,5 +199,6 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     crmAuth: crmAuth!.settings,
     webpushAllowedOrigins: webpushOrigins.origins,
     edge: edge!.settings,
+    vapidPublicKeys: vapid.keys,
   };
 }

@@ -15,3 +15,4 @@ export * from './edge';
 export * from './secrets';
 export * from './brands';
 export * from './compliance';
+export * from './vapid';

@@ -34,7 +34,12 @@ export const engagementRoutes: FastifyPluginAsyncTypebox<{ db: Db; trackingSecre
       schema: { tags: TAGS, summary: 'CORS preflight: any origin may report', params: PushIdParamsSchema, response: { 204: Type.Null({ description: 'Allowed' }), 413: OpenRouteTooLarge } },
       bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
     },
-    async (_request, reply) => reply.code(204).headers(CORS).send(null),
+    // A page on a public site may call an API on a private address (an intranet gateway): Chromium
+    // asks first (Private Network Access), and is told yes.
+    async (request, reply) => {
+      if (request.headers['access-control-request-private-network'] === 'true') reply.header('access-control-allow-private-network', 'true');
+      return reply.code(204).headers(CORS).send(null);
+    },
   );
 
   app.post(
