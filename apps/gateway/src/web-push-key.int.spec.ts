@@ -1,9 +1,14 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { ConfigError, loadGatewayConfig } from '@operator/config';
 import { uniqueBrandId, vapidKeys } from '@operator/testing';
 import { Harness } from './test/harness';
 
+const ROOT = path.join(__dirname, '../../..');
+
 // What a browser on the operator's site asks the gateway for without a key: the VAPID public key
-// it subscribes with (by brand), and the tracking route's CORS preflight.
+// it subscribes with (by brand), and the tracking route's CORS preflight. And the SDK files that
+// ask for them carry the project's version.
 
 describe('the VAPID public key route and the browser preflight', () => {
   const fallback = vapidKeys().publicKey;
@@ -96,5 +101,15 @@ describe('VAPID public key settings', () => {
     ]);
     expect(problems({ VAPID_PUBLIC_KEYS: `seven:${key}` })).toEqual(['VAPID_PUBLIC_KEYS entry "seven:' + key.slice(0, 14) + '" must be brand:key']);
     expect(problems({ VAPID_PUBLIC_KEYS: `7:${key},7:${key}` })).toEqual(['VAPID_PUBLIC_KEYS names brand 7 twice']);
+  });
+});
+
+describe('the Web Push SDK files', () => {
+  it("carry the project's version", () => {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+    for (const file of ['operator-push-sw.js', 'operator-push.js']) {
+      const text = readFileSync(path.join(ROOT, 'sdk/web', file), 'utf8');
+      expect({ file, header: text.includes(`(operator-api ${version})`), constant: text.includes(`var VERSION = '${version}';`) }).toEqual({ file, header: true, constant: true });
+    }
   });
 });
