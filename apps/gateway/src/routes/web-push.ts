@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { BadRequest, errorResponse } from '@operator/contract';
+import { BadRequest, errorResponse, OPEN_ROUTE_BODY_LIMIT_BYTES, OpenRouteTooLarge } from '@operator/contract';
 import type { VapidPublicKeys } from '@operator/config';
 
 const TAGS = ['Devices: Web Push'];
@@ -25,8 +25,14 @@ export const webPushRoutes: FastifyPluginAsyncTypebox<{ keys: VapidPublicKeys }>
         tags: TAGS,
         summary: "The VAPID public key a browser subscribes with: the brand's own, else the default brand's",
         querystring: Type.Object({ brand_id: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', description: 'The brand whose key to answer' })) }),
-        response: { 200: VapidPublicKeySchema, 400: BadRequest, 404: errorResponse('No VAPID public key is configured for this brand (VAPID_PUBLIC_KEY, VAPID_PUBLIC_KEYS)') },
+        response: {
+          200: VapidPublicKeySchema,
+          400: BadRequest,
+          404: errorResponse('No VAPID public key is configured for this brand (VAPID_PUBLIC_KEY, VAPID_PUBLIC_KEYS)'),
+          413: OpenRouteTooLarge,
+        },
       },
+      bodyLimit: OPEN_ROUTE_BODY_LIMIT_BYTES,
       onRequest: async (_request, reply) => {
         reply.header('access-control-allow-origin', '*');
       },
