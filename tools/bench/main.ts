@@ -141,9 +141,10 @@ const gateDeps = (gatewayPort: number, providers: Providers): ComplianceDeps => 
   accept: async (players) => void (await each(gatewayPort, 4, batchesOf(players.length, (i) => players[i]))),
   sending,
 });
-const ACCEPT_ROWS: [string, string, 'singles' | 'batches'][] = [
+const ACCEPT_ROWS: [string, string, 'singles' | 'batches' | 'floor'][] = [
   ['singles', `POST /channels/push/single, ${CONNECTIONS} connections, ${SECONDS} s`, 'singles'],
   ['batches', `${BATCHES} x ${BATCH_SIZE} messages, 4 in flight`, 'batches'],
+  ['PostgreSQL floor', `${BATCHES} x ${BATCH_SIZE}-row inserts of the batches' message JSON into (id uuid primary key, body json), one connection`, 'floor'],
 ];
 const SEND_ROWS: [string, string, 'sandbox' | 'fcm' | 'apns' | 'hms' | 'onesignal'][] = [
   ['send: sandbox', 'FCM worker, queued jobs drained', 'sandbox'],
@@ -212,7 +213,36 @@ async function accept(gatewayPort: number, gatewayPid: number | undefined, bare:
       `CPU per message: ${cpuPer(cpuBetween(cpu, sampleCpu(apps)), BATCHES * BATCH_SIZE, 'load generator')}`,
     rate: (BATCHES * BATCH_SIZE) / batch.seconds,
   };
+  figures.floor = await rawInsertFloor(bare);
   return figures;
+}
+
+/**
+ * The least any durable accept costs PostgreSQL: the batches' messages inserted as they came, one
+ * row of JSON each, with a primary key and nothing else (no dedupe, no devices, no jobs).
+ */
+async function rawInsertFloor(bare: number) {
+  const client = await pool.connect();
+  try {
+    await client.query('DROP TABLE IF EXISTS bench_floor');
+    await client.query('CREATE TABLE bench_floor (id uuid PRIMARY KEY, body json NOT NULL)');
+    const bodies = batchesOf(BATCHES * BATCH_SIZE, fcmPlayer).map((request) => request.body);
+    const cpu = sampleCpu({});
+    const started = performance.now();
+    for (const body of bodies) {
+      await client.query(`INSERT INTO bench_floor (id, body) SELECT uuid_v7(), m FROM json_array_elements($1::json) AS m`, [body]);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const rows = BATCHES * BATCH_SIZE;
+    const used = cpuBetween(cpu, sampleCpu({}));
+    await client.query('DROP TABLE bench_floor');
+    return {
+      text: `${(rows / seconds).toFixed(0)} rows/s (${timesBaseline(rows / seconds, bare)}); CPU per row: PostgreSQL ${Math.round((used.postgres * 1000) / rows)} µs, bench ${Math.round((used.bench * 1000) / rows)} µs`,
+      rate: rows / seconds,
+    };
+  } finally {
+    client.release();
+  }
 }
 
 async function pass(gatewayPort: number, gatewayPid: number | undefined, receiver: Receiver, providers: Providers, bare: number) {
