@@ -6,10 +6,14 @@ declare module 'fastify' {
     rawBody?: string;
     /** Why items of an array body were refused, by index. */
     itemProblems?: Map<number, string>;
+    /** The text of the route's `keepsField` as written: in an object body, or in each item of an array. */
+    rawField?: string | undefined | (string | undefined)[];
   }
   interface FastifyContextConfig {
     /** An item's problem is left in `itemProblems` for the route, rather than refusing the whole body. */
     answersEachItem?: boolean;
+    /** A top-level member whose value's text the route needs byte for byte (`meta`), read in the check's pass. */
+    keepsField?: string;
   }
 }
 
@@ -47,13 +51,15 @@ export function registerJsonBodies(app: FastifyInstance) {
       if (error) {
         // Valid JSON refused for a prototype key: checkJsonText names its path, and its item if any.
         if (!isValidJson(text)) return done(error, undefined);
-        const { problem, items } = checkJsonText(text);
+        const { problem, items, raw } = checkJsonText(text, undefined, request.routeOptions.config.keepsField);
         if (problem === null) return done(new ValidationError(FORBIDDEN_PROTOTYPE), undefined);
         if (!items.size || !request.routeOptions.config.answersEachItem) return done(new ValidationError(problem), undefined);
         request.itemProblems = items;
+        request.rawField = raw;
         return done(null, parseWithoutPrototypeKeys(text));
       }
-      const { problem, items } = checkJsonText(text);
+      const { problem, items, raw } = checkJsonText(text, undefined, request.routeOptions.config.keepsField);
+      request.rawField = raw;
       if (items.size && request.routeOptions.config.answersEachItem) request.itemProblems = items;
       else if (problem !== null) return done(new ValidationError(problem), undefined);
       done(null, value);

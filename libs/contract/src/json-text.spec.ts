@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { checkJsonText } from './json-text';
+import { rawField } from './raw-json';
 import { MAX_JSON_DEPTH } from './limits';
 import { checkStorable } from './storable';
 
@@ -120,6 +121,39 @@ describe('checkJsonText', () => {
     fc.assert(
       fc.property(value, ({ text, twice }) => {
         expect(checkJsonText(text, 1000).problem !== null).toBe(twice);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("keeps a field's value as written, in the same pass, as rawField finds it", () => {
+    const text = '{ "title": "x", "meta" :  { "b" : 1.0, "a": "\\u00e9\\"}", "n": 12345678901234567890 } , "z": [1, {"meta": 2}] }';
+    expect(checkJsonText(text, 1000, 'meta').raw).toBe('{ "b" : 1.0, "a": "\\u00e9\\"}", "n": 12345678901234567890 }');
+    expect(checkJsonText(text, 1000, 'title').raw).toBe('"x"');
+    expect(checkJsonText(text, 1000, 'absent').raw).toBeUndefined();
+    expect(checkJsonText(text).raw).toBeUndefined();
+    const items = '[{"meta": {"k": [1,2]}}, 7, {"title": "no meta"}, {"meta":null}, {"m\\u0065ta": "s,}]"}, [{"meta": 1}], {"meta": 5, "meta": 6}]';
+    expect(checkJsonText(items, 1000, 'meta').raw).toEqual(['{"k": [1,2]}', undefined, undefined, 'null', '"s,}]"', undefined, undefined]);
+    expect(checkJsonText('[]', 1000, 'meta').raw).toEqual([]);
+    expect(checkJsonText('{"meta": {}}', 1000, 'meta').raw).toBe('{}');
+  });
+
+  it('keeps the same text as rawField in every generated document without a problem', () => {
+    const scalar = fc.constantFrom('1', '-2.50e3', '"a"', '"\\"{[a"', 'null', 'true', '"\\\\"', '12345678901234567890');
+    const json: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        scalar,
+        fc.array(tie('value'), { maxLength: 4 }).map((items) => `[ ${items.join(' ,')}]`),
+        fc.uniqueArray(fc.tuple(fc.constantFrom('a', 'meta', 'metadata', 'm\\u0065ta', 'x\\"'), tie('value')), { maxLength: 4, selector: ([key]) => JSON.parse(`"${key}"`) }).map(
+          (members) => `{${members.map(([k, v]) => `"${k}" :${v}`).join(', ')} }`,
+        ),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(json, (text) => {
+        const read = checkJsonText(text, 1000, 'meta');
+        if (read.problem === null) expect(read.raw).toEqual(rawField(text, 'meta'));
       }),
       { numRuns: 2000 },
     );

@@ -8,6 +8,11 @@ export interface JsonTextProblems {
   problem: string | null;
   /** For an array: each item's first problem, so one item can be refused alone. */
   items: Map<number, string>;
+  /**
+   * With a field asked for: its value's text as written, in an object (undefined when absent), or
+   * in each item of an array; read in the same pass. Not read in a document or item with a problem.
+   */
+  raw?: string | undefined | (string | undefined)[];
 }
 
 const QUOTE = 0x22;
@@ -66,6 +71,8 @@ class Reader {
   constructor(
     readonly text: string,
     private readonly maxDepth: number,
+    /** A top-level member whose value's text is kept (see JsonTextProblems.raw). */
+    private readonly field?: string,
   ) {}
 
   closingQuote(at: number): number {
@@ -123,7 +130,7 @@ class Reader {
   }
 
   /** Reads the container at `at`; with `untilProblem`, stops at the first problem (the end is then unknown). */
-  container(at: number, untilProblem: boolean): { end: number; problem: string | null } {
+  container(at: number, untilProblem: boolean): { end: number; problem: string | null; raw?: string } {
     const { text, maxDepth, isObject, position, keyCount, keySet, keysFrom, keyStart, keyEnd } = this;
     let keysTop = 0;
     let level = -1;
@@ -131,6 +138,9 @@ class Reader {
     let problem: string | null = null;
     // Once a problem is found, containers are only counted, to find the end.
     let uncounted = 0;
+    // The asked field's value: its text, or where it starts while it is a container still open.
+    let raw: string | undefined;
+    let rawFrom = -1;
 
     for (let i = at; i < text.length; i++) {
       const code = text.charCodeAt(i);
@@ -160,6 +170,12 @@ class Reader {
           position[level] = i;
           problem = seen ? `${this.pathTo(level)} is given twice` : this.prototypeProblem(i, end, level);
           if (problem !== null && untilProblem) return { end: -1, problem };
+          if (level === 0 && this.field !== undefined && problem === null && this.keyIs(i, end, this.field)) {
+            const from = skipWhitespace(text, skipWhitespace(text, end + 1) + 1);
+            const first = text.charCodeAt(from);
+            if (first === OPEN_BRACE || first === OPEN_BRACKET) rawFrom = from;
+            else raw = text.slice(from, first === QUOTE ? this.closingQuote(from) + 1 : scalarEnd(text, from));
+          }
         }
         i = end;
       } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
@@ -191,7 +207,11 @@ class Reader {
         level--;
         // A value ended (an empty object ended before any key): a string next is an item, not a key.
         expectKey = false;
-        if (level < 0) return { end: i + 1, problem };
+        if (level === 0 && rawFrom >= 0) {
+          raw = text.slice(rawFrom, i + 1);
+          rawFrom = -1;
+        }
+        if (level < 0) return { end: i + 1, problem, raw };
       } else if (code === COMMA) {
         if (uncounted > 0) continue;
         if (isObject[level]) expectKey = true;
@@ -202,17 +222,25 @@ class Reader {
   }
 }
 
-/** Each item of an array is read on its own, so a batch's bad message is refused alone. */
-export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonTextProblems {
+/**
+ * Each item of an array is read on its own, so a batch's bad message is refused alone. With
+ * `field`, its value's text is kept too (the CRM's `meta`, returned byte for byte), in the same pass.
+ */
+export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH, field?: string): JsonTextProblems {
   const items = new Map<number, string>();
-  const reader = new Reader(text, maxDepth);
+  const reader = new Reader(text, maxDepth, field);
   let i = skipWhitespace(text, 0);
   const first = text.charCodeAt(i);
-  if (first === OPEN_BRACE) return { problem: reader.container(i, true).problem, items };
+  if (first === OPEN_BRACE) {
+    const read = reader.container(i, true);
+    return field === undefined ? { problem: read.problem, items } : { problem: read.problem, items, raw: read.raw };
+  }
   if (first !== OPEN_BRACKET) return { problem: null, items };
   let problem: string | null = null;
+  const raws: (string | undefined)[] = [];
+  const done = () => (field === undefined ? { problem, items } : { problem, items, raw: raws });
   i = skipWhitespace(text, i + 1);
-  if (text.charCodeAt(i) === CLOSE_BRACKET) return { problem, items };
+  if (text.charCodeAt(i) === CLOSE_BRACKET) return done();
   for (let index = 0; ; index++) {
     const code = text.charCodeAt(i);
     let end: number;
@@ -222,12 +250,14 @@ export function checkJsonText(text: string, maxDepth = MAX_JSON_DEPTH): JsonText
         items.set(index, read.problem);
         problem ??= `item ${index}: ${read.problem}`;
       }
+      raws.push(code === OPEN_BRACE && read.problem === null ? read.raw : undefined);
       end = read.end;
     } else {
+      raws.push(undefined);
       end = code === QUOTE ? reader.closingQuote(i) + 1 : scalarEnd(text, i);
     }
     i = skipWhitespace(text, end);
-    if (text.charCodeAt(i) !== COMMA) return { problem, items };
+    if (text.charCodeAt(i) !== COMMA) return done();
     i = skipWhitespace(text, i + 1);
   }
 }

@@ -10,7 +10,6 @@ import {
   errorResponse,
   PushAcceptedSchema,
   PushRequestSchema,
-  rawField,
   readCrmHeaders,
   TooLarge,
   Unauthorized,
@@ -64,6 +63,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       preValidation: async (request) => {
         request.body = dropNulls(request.body) as PushRequest;
       },
+      config: { keepsField: 'meta' },
     },
     async (request, reply) => {
       const problem = checkStorable(request.body);
@@ -75,9 +75,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
       }
       const headers = readCrmHeaders(request.headers, headerNames);
       if (!headers.ok) return reply.code(400).send({ error: headers.error });
-      // Only a meta that is there has raw text worth finding.
-      const rawMeta =
-        request.body.meta === undefined || request.rawBody === undefined ? undefined : (rawField(request.rawBody, 'meta') as string | undefined);
+      const rawMeta = request.body.meta === undefined ? undefined : (request.rawField as string | undefined);
       const outcome = await singles.accept(request.body, headers.value, rawMeta);
       switch (outcome.kind) {
         case 'accepted':
@@ -106,7 +104,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
         response: { 200: BatchResultSchema, ...errors },
       },
       // A message that cannot be read as one (a key given twice, nested too deep) is refused alone.
-      config: { answersEachItem: true },
+      config: { answersEachItem: true, keepsField: 'meta' },
     },
     async (request, reply) => {
       // The headers are the whole batch's: one that cannot be stored refuses the batch.
@@ -130,7 +128,7 @@ export const pushRoutes: FastifyPluginAsyncTypebox<PushRouteOptions> = async (ap
         }
       });
 
-      const rawMetas = request.rawBody === undefined ? [] : (rawField(request.rawBody, 'meta') as (string | undefined)[]);
+      const rawMetas = (request.rawField as (string | undefined)[] | undefined) ?? [];
       const outcomes = await acceptMessages(
         accept,
         valid.map((entry) => entry.message),
