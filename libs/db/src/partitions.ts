@@ -28,8 +28,19 @@ const TABLES: TableSpec[] = [
 /** A day, in milliseconds. */
 export const DAY_MS = 86_400_000;
 
+/** The last day dayOf wrote out: a batch's messages, and the ids a statement names, share a few days. */
+let lastDay = Number.NaN;
+let lastDayText = '';
+
 /** The UTC day of a time, as YYYY-MM-DD. */
-export const dayOf = (time: Date | number): string => new Date(time).toISOString().slice(0, 10);
+export function dayOf(time: Date | number): string {
+  const day = Math.floor((typeof time === 'number' ? time : time.getTime()) / DAY_MS);
+  if (day !== lastDay) {
+    lastDayText = new Date(day * DAY_MS).toISOString().slice(0, 10);
+    lastDay = day;
+  }
+  return lastDayText;
+}
 
 /** The day `days` after `day` (before, when negative). */
 export const addDays = (day: string, days: number): string => dayOf(Date.parse(`${day}T00:00:00Z`) + days * DAY_MS);
