@@ -5,9 +5,12 @@ import { MAX_JSON_DEPTH } from './limits';
 // `json` refuses its \u escape).
 const NUL = '\u0000';
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** Text without a NUL or any surrogate, nearly all text, is storable: one plain scan tells. */
+const SUSPECT = /[\u0000\ud800-\udfff]/;
 
 /** Why `text` cannot be stored as sent, or null when it can. */
 export function textProblem(text: string): string | null {
+  if (!SUSPECT.test(text)) return null;
   if (text.includes(NUL)) return 'must not contain NUL characters';
   if (LONE_SURROGATE.test(text)) return 'must not contain unpaired UTF-16 surrogates';
   return null;
@@ -31,18 +34,28 @@ export function checkStorable(document: unknown, maxDepth = MAX_JSON_DEPTH): str
   while (stack.length) {
     const { value, depth, path } = stack.pop()!;
     if (depth > maxDepth) return `${path.split(/[.[]/, 1)[0]} is nested more than ${maxDepth} levels deep`;
-    const entries: [string | number, unknown][] = Array.isArray(value) ? value.map((item, i) => [i, item]) : Object.entries(value);
     const containers: { value: object; depth: number; path: string }[] = [];
-    for (const [key, item] of entries) {
-      if (typeof key === 'string') {
-        const problem = textProblem(key);
-        if (problem) return `${path || 'request'} field names ${problem}`;
-      }
+    // Each member in order, without an array of entries per container.
+    const check = (key: string | number, item: unknown): string | null => {
       if (typeof item === 'string') {
         const problem = textProblem(item);
         if (problem) return `${childPath(path, key)} ${problem}`;
       } else if (isContainer(item)) {
         containers.push({ value: item, depth: depth + 1, path: childPath(path, key) });
+      }
+      return null;
+    };
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        const problem = check(i, value[i]);
+        if (problem) return problem;
+      }
+    } else {
+      for (const key of Object.keys(value)) {
+        const keyProblem = textProblem(key);
+        if (keyProblem) return `${path || 'request'} field names ${keyProblem}`;
+        const problem = check(key, (value as Record<string, unknown>)[key]);
+        if (problem) return problem;
       }
     }
     // Reversed, so the stack yields them in document order.
