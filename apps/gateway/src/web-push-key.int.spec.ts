@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadGatewayConfig } from '@operator/config';
@@ -110,6 +111,12 @@ describe('the Web Push SDK files', () => {
     for (const file of ['operator-push-sw.js', 'operator-push.js']) {
       const text = readFileSync(path.join(ROOT, 'sdk/web', file), 'utf8');
       expect({ file, header: text.includes(`(operator-api ${version})`), constant: text.includes(`var VERSION = '${version}';`) }).toEqual({ file, header: true, constant: true });
+    }
+  });
+
+  it('parse as plain JavaScript, with or without a browser to run them', () => {
+    for (const file of ['operator-push-sw.js', 'operator-push.js']) {
+      expect(() => execFileSync(process.execPath, ['--check', path.join(ROOT, 'sdk/web', file)], { stdio: 'pipe' })).not.toThrow();
     }
   });
 });
