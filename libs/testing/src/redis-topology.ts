@@ -80,6 +80,11 @@ export interface SentinelTopology {
   readonly ports: { servers: number[]; sentinels: number[] };
   /** What the Sentinels name as master now. */
   currentMaster(): Promise<RedisServerAddress>;
+  /**
+   * Resolves with the master once every Sentinel names it, no failover is under way and every live
+   * replica reports to it: after it, no Sentinel reconfigures a server (and kills its clients).
+   */
+  settledMaster(): Promise<RedisServerAddress>;
   /** SENTINEL FAILOVER; resolves with the new master once every Sentinel names it and it answers as master. */
   failover(): Promise<RedisServerAddress>;
   /** kill -9 of the current master; resolves with the new master once the Sentinels have failed over. */
@@ -221,6 +226,7 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
     sentinelList: sentinelPorts.map((port) => `${HOST}:${port}`).join(','),
     ports: { servers, sentinels: sentinelPorts },
     currentMaster,
+    settledMaster: async () => (await settled()).master,
     async failover() {
       const old = await currentMaster();
       await redisCli(sentinelPorts[0], 'SENTINEL', 'FAILOVER', masterName);
