@@ -9,7 +9,6 @@ import {
   CreditFundsRequestSchema,
   crmHeadersSchema,
   errorResponse,
-  rawField,
   readCrmHeaders,
   TooLarge,
   Unauthorized,
@@ -78,9 +77,9 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
     if (!checkedHeaders.ok) return { status: 400, error: checkedHeaders.error };
     const headers: CrmHeaders = checkedHeaders.value;
     if (!headers.id) return { status: 400, error: `missing ${headerNames.id} header (the idempotency key)` };
-    const rawBody = request.rawBody;
-    const rawAmount = rawBody === undefined ? undefined : (rawField(rawBody, 'amount') as string | undefined);
-    const prepared = await prepare({ body, text: rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id, brandId: brand.brandId });
+    // The amount as written (keepsField), read by the body check's own pass.
+    const rawAmount = request.rawField as string | undefined;
+    const prepared = await prepare({ body, text: request.rawBody ?? JSON.stringify(body), rawAmount, headers, idempotencyKey: headers.id, brandId: brand.brandId });
     if (!prepared.ok) return { status: prepared.status, error: prepared.error };
     const recorded = await orUnavailable(recordCredit(db.pool, prepared.credit));
     if (recorded.replay && recorded.conflict === 'key') {
@@ -122,6 +121,7 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
           422: errorResponse('The catalog bonus is not active, or is over what one credit may carry'),
         },
       },
+      config: { keepsField: 'amount' },
     },
     async (request, reply) => {
       const answer = await record(request, request.body, async (input) => prepareBonusCredit(input, await orUnavailable(getBonus(db.pool, request.body.bonus_code, [input.brandId]))));
@@ -138,6 +138,7 @@ export const bonusRoutes: FastifyPluginAsyncTypebox<BonusRouteOptions> = async (
         body: CreditFundsRequestSchema,
         response: { 200: CreditAcceptedSchema, ...creditErrors },
       },
+      config: { keepsField: 'amount' },
     },
     async (request, reply) => {
       const answer = await record(request, request.body, async (input) => prepareFundsCredit(input));
