@@ -20,11 +20,16 @@ export interface VapidPublicKeys {
   brands: Map<string, string>;
 }
 
-/** A P-256 public key, uncompressed (65 bytes from 0x04), in base64url: what PushManager.subscribe takes. */
+/** Whether base64url `key` decodes to an uncompressed P-256 public key (65 bytes from 0x04): a VAPID key, a subscription's p256dh. */
+export function isUncompressedP256Key(key: string): boolean {
+  const bytes = Buffer.from(key, 'base64url');
+  return bytes.length === 65 && bytes[0] === 4;
+}
+
+/** What PushManager.subscribe takes as applicationServerKey. */
 function keyProblem(key: string): string | null {
   if (!/^[A-Za-z0-9_-]+$/.test(key)) return 'is not base64url';
-  const bytes = Buffer.from(key, 'base64url');
-  return bytes.length === 65 && bytes[0] === 4 ? null : 'is not an uncompressed P-256 public key (65 bytes, base64url)';
+  return isUncompressedP256Key(key) ? null : 'is not an uncompressed P-256 public key (65 bytes, base64url)';
 }
 
 export function vapidPublicKeysOf(env: Env): { keys: VapidPublicKeys; problems: string[] } {

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { WebPushOriginsEnv } from '@operator/config';
+import { isUncompressedP256Key, WebPushOriginsEnv } from '@operator/config';
 import type { RegisterDevice } from '@operator/contract';
 import type { ErrorCode, ProviderInfo } from '@operator/providers';
 
@@ -32,8 +32,7 @@ export const WEBPUSH_ERRORS: Readonly<Record<string, ErrorCode>> = {
 function checkSubscription(device: RegisterDevice): string | null {
   if (!device.subscription) return 'subscription is required for provider webpush';
   if (device.token !== undefined) return 'token is not used for provider webpush; send subscription';
-  const key = Buffer.from(device.subscription.keys.p256dh, 'base64url');
-  if (key.length !== 65 || key[0] !== 4) return 'subscription.keys.p256dh must be an uncompressed P-256 public key';
+  if (!isUncompressedP256Key(device.subscription.keys.p256dh)) return 'subscription.keys.p256dh must be an uncompressed P-256 public key';
   if (Buffer.from(device.subscription.keys.auth, 'base64url').length !== 16) return 'subscription.keys.auth must be 16 bytes';
   try {
     new URL(device.subscription.endpoint);
