@@ -121,8 +121,9 @@ inBrowser('the Web Push service worker in a real browser', () => {
         let body = '';
         request.on('data', (chunk) => (body += chunk));
         request.on('end', () => {
-          const { endpoint, keys } = JSON.parse(body);
-          registered.push(JSON.parse(body));
+          const given = JSON.parse(body);
+          registered.push(given);
+          const { endpoint, keys } = given;
           h.registerDevice({ user_id: player, brand_id: brand, provider: 'webpush', platform: 'web', subscription: { endpoint, keys } }).then(
             () => response.writeHead(201).end(),
             () => response.writeHead(502).end(),
@@ -299,7 +300,6 @@ inBrowser('the Web Push service worker in a real browser', () => {
     // What the push service carried is what the worker was handed.
     expect(JSON.parse(plaintext).options.data.push_id).toBe(pushId);
 
-    await until(() => posted(pushId).some((r) => r.json.status === 'delivered'), 'the delivered status at the CRM', 20000);
     expect(await click(pushId)).toBe(web.link);
     await until(() => posted(pushId).some((r) => r.json.status === 'clicked'), 'the clicked status at the CRM', 20000);
 
@@ -338,7 +338,6 @@ inBrowser('the Web Push service worker in a real browser', () => {
       vibrate: [],
       data: { push_id: pushId, tracking_token: expect.any(String) },
     });
-    await until(() => posted(pushId).some((r) => r.json.status === 'delivered'), 'the delivered status at the CRM', 20000);
     // A click without a link opens nothing, and still reports.
     expect(await click(pushId)).toBeNull();
     await until(() => posted(pushId).some((r) => r.json.status === 'clicked'), 'the clicked status at the CRM', 20000);
