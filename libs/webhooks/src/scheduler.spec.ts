@@ -175,4 +175,27 @@ describe('keyed scheduler', () => {
     await scheduler.idle();
     expect(seen).toHaveLength(20);
   });
+
+  it('takes thousands waiting from the front, in order, counting and removing only those still waiting', async () => {
+    const h = harness({ concurrency: 3 });
+    // Distinct keys, the first three with a second item just behind the first: most takes take the
+    // head, and the first ones an item behind it.
+    const items = Array.from({ length: 3000 }, (_, n) => (n < 3 ? [item(`k${n}`, 1), item(`k${n}`, 2)] : [item(`k${n}`, 1)])).flat();
+    h.scheduler.add(items);
+    await tick();
+    expect(h.scheduler.waiting).toBe(3000);
+    for (let ended = 0; ended < 2000; ended++) await h.end([...h.live.keys()][0]);
+    expect(h.scheduler.waiting).toBe(1000);
+    expect(h.runs.slice(0, 7).flat()).toEqual(['k01', 'k11', 'k21', 'k02', 'k12', 'k22', 'k31']);
+
+    // Removed: only items that still wait, never one already taken.
+    const removed = h.scheduler.remove((it) => Number(it.key.slice(1)) % 2 === 0);
+    expect(removed.map((it) => it.key)).toEqual(Array.from({ length: 500 }, (_, i) => `k${2000 + 2 * i}`));
+    expect(h.scheduler.waiting).toBe(500);
+    await h.endAll();
+    expect(h.scheduler.waiting).toBe(0);
+    expect(h.runs.flat()).toEqual([...new Set(h.runs.flat())]);
+    expect(h.runs).toHaveLength(3003 - 500);
+    expect(h.runs.at(-1)).toEqual(['k29991']);
+  });
 });

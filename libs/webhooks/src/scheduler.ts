@@ -38,7 +38,9 @@ export interface KeyedScheduler<T> {
 export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): KeyedScheduler<T> {
   const { keyOf, concurrency } = options;
   const limit = pLimit(concurrency);
+  /** The items waiting are waiting[head..]: taking the first moves `head`, not every item behind it. */
   let waiting: T[] = [];
+  let head = 0;
   /** Keys of the groups taken and not settled yet. */
   const running = new Set<string>();
   const idlers: (() => void)[] = [];
@@ -53,7 +55,7 @@ export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): Keye
       /** Indexes of the items taken out of `waiting`. */
       const out: number[] = [];
       // Stops as soon as the group is full: with many items waiting, a take reads only the head.
-      for (let i = 0; i < waiting.length && !(group.length && group.length >= max); i++) {
+      for (let i = head; i < waiting.length && !(group.length && group.length >= max); i++) {
         const item = waiting[i];
         const key = keyOf(item);
         const fits = group.length === 0 || options.joins?.(group[0], item);
@@ -71,16 +73,27 @@ export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): Keye
         group.push(item);
         running.add(key);
       }
-      if (out.length === 1) waiting.splice(out[0], 1);
+      if (out.length === 1 && out[0] === head) takeFirst();
+      else if (out.length === 1) waiting.splice(out[0], 1);
       else if (out.length) {
         const gone = new Set(out);
-        waiting = waiting.filter((_, i) => !gone.has(i));
+        waiting = waiting.filter((_, i) => i >= head && !gone.has(i));
+        head = 0;
       }
       if (refused.length) options.refused?.(refused);
       options.taken?.(group);
       // What waited behind a refused item may start now.
-      if (group.length || !refused.length || !waiting.length) return group;
+      if (group.length || !refused.length || head === waiting.length) return group;
     }
+  }
+
+  /** Takes the first item waiting out; the array is cut down once its taken part is the larger one. */
+  function takeFirst() {
+    (waiting as (T | undefined)[])[head++] = undefined;
+    if (head === waiting.length) waiting = [];
+    else if (head < 1024 || head < waiting.length / 2) return;
+    else waiting = waiting.slice(head);
+    head = 0;
   }
 
   /** Frees the group's keys once its run settled, and starts what follows. */
@@ -112,15 +125,17 @@ export function createKeyedScheduler<T>(options: KeyedSchedulerOptions<T>): Keye
     },
     remove(matches) {
       const removed: T[] = [];
-      waiting = waiting.filter((item) => {
+      waiting = waiting.filter((item, i) => {
+        if (i < head) return false;
         if (!matches(item)) return true;
         removed.push(item);
         return false;
       });
+      head = 0;
       return removed;
     },
     get waiting() {
-      return waiting.length;
+      return waiting.length - head;
     },
     idle() {
       const settled = new Promise<void>((resolve) => idlers.push(resolve));
