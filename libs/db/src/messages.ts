@@ -113,10 +113,30 @@ export interface StoredMessage {
  */
 export async function storeMessages(sql: Sql, messages: NewMessage[], window: DedupeWindow = DEFAULT_DEDUPE): Promise<StoredMessage[]> {
   if (!messages.length) return [];
-  const { rows } = await sql.query<{ n: string; knownId: string | null; inserted: boolean; reachable: boolean; providers: ProviderName[] | null }>(
-    'SELECT n, known_id AS "knownId", inserted, reachable, providers FROM accept_messages($1::json, $2::date, $3::date)',
-    [JSON.stringify(messages.map(toRecord)), ...dedupeDays(window)],
-  );
+  const { text, values } = acceptStatement(messages, window);
+  const { rows } = await sql.query<AcceptedRow>(text, values);
+  return storedMessages(messages, rows);
+}
+
+/** A row of acceptStatement. */
+export interface AcceptedRow {
+  n: string;
+  knownId: string | null;
+  inserted: boolean;
+  reachable: boolean;
+  providers: ProviderName[] | null;
+}
+
+/** storeMessages' statement for these messages (not none), to send with its transaction's BEGIN (inTransactionFrom). */
+export function acceptStatement(messages: NewMessage[], window: DedupeWindow = DEFAULT_DEDUPE): { text: string; values: unknown[] } {
+  return {
+    text: 'SELECT n, known_id AS "knownId", inserted, reachable, providers FROM accept_messages($1::json, $2::date, $3::date)',
+    values: [JSON.stringify(messages.map(toRecord)), ...dedupeDays(window)],
+  };
+}
+
+/** What acceptStatement's rows say of each message, in the order given. */
+export function storedMessages(messages: NewMessage[], rows: AcceptedRow[]): StoredMessage[] {
   return rows.map((row, i) => ({
     knownId: row.knownId,
     insertedId: row.inserted ? messages[i].id : null,

@@ -1,6 +1,18 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { CrmHeaders, ProviderName, PushRequest } from '@operator/contract';
-import { acceptIsolation, DEFAULT_DEDUPE, findPushIds, inTransaction, isDbUnavailable, messageKey, storeMessages, type Db, type NewMessage } from '@operator/db';
+import {
+  acceptIsolation,
+  acceptStatement,
+  DEFAULT_DEDUPE,
+  findPushIds,
+  inTransactionFrom,
+  isDbUnavailable,
+  messageKey,
+  storedMessages,
+  type AcceptedRow,
+  type Db,
+  type NewMessage,
+} from '@operator/db';
 import { acceptedMessages, NO_BRAND, type AcceptMode, type AcceptResult } from '@operator/metrics';
 import { enqueueSendJobs, redisReady, type PushQueues, type RedisClient, type SendJobPolicy, type SendJobRequest } from '@operator/queue';
 import { UnavailableError } from './errors';
@@ -165,10 +177,10 @@ async function storeAll(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<s
 const SERIALIZATION_TRIES = 5;
 
 /**
- * One statement finds, inserts and fans out (storeMessages); the jobs go to Redis before the commit.
- * Around midnight the transaction is serializable (acceptIsolation), and tried again when it loses
- * to a concurrent one (a job it queued before failing is a job for pushes that are not stored: the
- * worker finds none and drops it).
+ * One statement finds, inserts and fans out (acceptStatement), sent with the transaction's BEGIN;
+ * the jobs go to Redis before the commit. Around midnight the transaction is serializable
+ * (acceptIsolation), and tried again when it loses to a concurrent one (a job it queued before
+ * failing is a job for pushes that are not stored: the worker finds none and drops it).
  */
 async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Promise<Map<string, Outcome>> {
   for (let tries = 1; ; tries++) {
@@ -183,9 +195,9 @@ async function storeInTransaction(deps: AcceptDeps, messages: NewMessage[]): Pro
 
 async function storeOnce(deps: AcceptDeps, messages: NewMessage[], isolation: 'serializable' | 'read committed'): Promise<Map<string, Outcome>> {
   const window = deps.dedupeDays === undefined ? DEFAULT_DEDUPE : { dedupeDays: deps.dedupeDays };
-  return inTransaction(deps.db, async (tx) => {
-    if (isolation === 'serializable') await tx.query('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE');
-    const stored = await storeMessages(tx, messages, window);
+  const begin = isolation === 'serializable' ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : 'BEGIN';
+  return inTransactionFrom<AcceptedRow, Map<string, Outcome>>(deps.db, begin, acceptStatement(messages, window), async (tx, rows) => {
+    const stored = storedMessages(messages, rows);
     const outcomes = new Map<string, Outcome>();
     const lost: NewMessage[] = [];
     const pushIdsByProvider = new Map<ProviderName, string[]>();
