@@ -67,7 +67,7 @@ describe('Redis Cluster', () => {
 
   it('takes jobs on every push queue and runs them, with no CROSSSLOT', async () => {
     const sent = new Map(PROVIDERS.map((provider) => [provider, [randomUUID(), randomUUID()]]));
-    // One addBulk (a MULTI) per queue, two jobs each, every queue at once: as the gateway enqueues.
+    // One addBulk (a pipeline) per queue, two jobs each, every queue at once: as the gateway enqueues.
     await enqueueSendJobs(
       queues,
       PROVIDERS.flatMap((provider) => sent.get(provider)!.map((pushId) => ({ provider, pushIds: [pushId] }))),

@@ -42,6 +42,27 @@ describe('push queues (Redis)', () => {
     expect(job.opts.backoff).toMatchObject({ type: 'provider' });
   });
 
+  it('stores a lone job as it stores one of several: the same options, and added again it is a no-op', async () => {
+    const lone = [randomUUID()];
+    const several = [[randomUUID()], [randomUUID(), randomUUID()]];
+    await enqueueSendJobs(queues, [{ provider: 'hms', pushIds: lone }]);
+    await enqueueSendJobs(queues, [{ provider: 'hms', pushIds: lone }]);
+    await enqueueSendJobs(queues, several.map((pushIds) => ({ provider: 'hms' as const, pushIds })));
+
+    const jobs = await queues.hms.getJobs(['wait']);
+    expect(jobs.map((job) => job.id).sort()).toEqual([lone, ...several].map((pushIds) => sendPushJobId(pushIds)).sort());
+    const byId = new Map(jobs.map((job) => [job.id, job]));
+    const alone = byId.get(sendPushJobId(lone))!;
+    const among = byId.get(sendPushJobId(several[0]))!;
+    expect(alone.name).toBe(among.name);
+    expect(alone.data).toEqual({ pushIds: lone });
+    const { jobId: aloneId, ...aloneOptions } = alone.opts;
+    const { jobId: amongId, ...amongOptions } = among.opts;
+    expect([aloneId, amongId]).toEqual([sendPushJobId(lone), sendPushJobId(several[0])]);
+    expect(aloneOptions).toEqual(amongOptions);
+    expect(aloneOptions).toMatchObject({ attempts: 8, backoff: { type: 'provider', delay: 1000 } });
+  });
+
   it('puts each job in its provider queue only', async () => {
     const pushIds = [randomUUID()];
     await enqueueSendJobs(queues, [{ provider: 'webpush', pushIds }]);

@@ -41,7 +41,12 @@ function jobOptions({ pushIds, round }: SendJobRequest, policy: SendJobPolicy): 
   };
 }
 
-/** Adds the send jobs, one MULTI per provider queue: each queue gets all of its jobs or none. */
+/**
+ * Adds the send jobs, each queue's in one round trip: a lone job by itself, several in one
+ * pipeline (addBulk), which costs the producer about as much again as the job for one. A job that
+ * fails fails the call, and the caller's transaction rolls back: a job added beside it names pushes
+ * never committed, which the worker drops.
+ */
 export async function enqueueSendJobs(queues: PushQueues, requests: SendJobRequest[], policy: SendJobPolicy = DEFAULT_SEND_JOB_POLICY): Promise<void> {
   const byProvider = new Map<ProviderName, SendJobRequest[]>();
   for (const request of requests) {
@@ -51,7 +56,9 @@ export async function enqueueSendJobs(queues: PushQueues, requests: SendJobReque
   }
   await Promise.all(
     [...byProvider].map(([provider, list]) =>
-      queues[provider].addBulk(list.map((request) => ({ name: SEND_PUSH_JOB, data: { pushIds: request.pushIds }, opts: jobOptions(request, policy) }))),
+      list.length === 1
+        ? queues[provider].add(SEND_PUSH_JOB, { pushIds: list[0].pushIds }, jobOptions(list[0], policy))
+        : queues[provider].addBulk(list.map((request) => ({ name: SEND_PUSH_JOB, data: { pushIds: request.pushIds }, opts: jobOptions(request, policy) }))),
     ),
   );
 }

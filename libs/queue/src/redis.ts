@@ -21,7 +21,7 @@ export function createProducerRedis(connection: RedisConnection, options: RedisO
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
     lazyConnect: false,
     // Refused, and the connection made again: the CRM retries the request. Sending the command
-    // again by itself could take it out of the MULTI it belongs to (enqueueSendJobs' addBulk).
+    // again by itself could take it out of the pipeline it belongs to (enqueueSendJobs' addBulk).
     reconnectOnError: (error) => (holdsReplica(error) ? 1 : false),
     ...options,
   }, {
