@@ -4,7 +4,7 @@ import { pushEventRows, readDeliveries, readPushFeed, registerDevice } from '@op
 import { pushEventBody } from '@operator/contract';
 import { metricsText } from '@operator/metrics';
 import type { PushProvider, SendTarget } from '@operator/providers';
-import { pushRequest, uniqueName } from '@operator/testing';
+import { pushRequest, uniqueName, until } from '@operator/testing';
 import { acceptMessages } from './accept';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, UNVERIFIED_WAIT_MS, unverifiedWaitMs, type SendDeps } from './send';
@@ -105,6 +105,8 @@ describe('the compliance gate at send time (PostgreSQL, Redis, a Web Push servic
     const line = `operator_push_suppressions_total{provider="webpush",reason="excluded",brand="${t.brand}"}`;
     const before = await sample(line);
 
+    // The feed from here on: read from its start, it holds every earlier suite's events first.
+    const { rows: feedEnd } = await t.db.pool.query<{ position: string }>(`SELECT COALESCE(max(feed_seq), 0)::text AS position FROM events`);
     const suppressedIds = await acceptTo(excluded, 2, '{"campaign":"spring","n":1}');
     const [allowedId] = await acceptTo(allowedPlayer, 1, '{"campaign":"spring","n":2}');
     const outcome = await processSendJob(deps(), job([...suppressedIds, allowedId]));
@@ -123,9 +125,13 @@ describe('the compliance gate at send time (PostgreSQL, Redis, a Web Push servic
       expect(events).toHaveLength(1);
       expect(JSON.parse(pushEventBody(events[0]))).toMatchObject({ push_id: pushId, status: 'failed', error: 'suppressed:excluded', meta: { campaign: 'spring', n: 1 } });
     }
-    // The feed the CRM polls carries the same event, with its meta.
-    const feed = await readPushFeed(t.db.pool, 0n, 10_000, [String(t.brand)]);
-    const polled = feed.rows.filter((row) => suppressedIds.includes(row.pushId));
+    // The feed the CRM polls carries the same event, with its meta. The feed shows an event once
+    // every transaction older than its own ended, and other suites' transactions run meanwhile.
+    const polled = await until(async () => {
+      const feed = await readPushFeed(t.db.pool, BigInt(feedEnd[0].position), 10_000, [String(t.brand)]);
+      const rows = feed.rows.filter((row) => suppressedIds.includes(row.pushId));
+      return rows.length === suppressedIds.length && rows;
+    }, 'the feed to show both events');
     expect(polled.map((row) => [row.status, row.error, row.meta && JSON.parse(row.meta).campaign])).toEqual(suppressedIds.map(() => ['failed', 'suppressed:excluded', 'spring']));
     const devices = await t.db.device.findMany({ where: { id: { in: [a.deviceId, b.deviceId] } } });
     expect(devices.map((device) => device.active)).toEqual([true, true]);
