@@ -377,6 +377,12 @@ async function main() {
       return;
     }
 
+    // BENCH_ONLY=singles: the singles stage alone, no baseline (for the gateway's CPU profile).
+    if (env.BENCH_ONLY === 'singles') {
+      const singles = await load(gatewayPort, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', headers: OPERATOR, body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+      console.log(`singles: ${singles.perSecond.toFixed(0)} req/s, p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms`);
+      return;
+    }
     const { rate: bare, text: bareText } = await baseline();
     log(`bare Fastify baseline: ${bareText}`);
 
