@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { v7 as uuidv7 } from 'uuid';
-import { uniqueBrandId } from '@operator/testing';
+import { feedTop, uniqueBrandId } from '@operator/testing';
 import { closeDb, createDb, type Db, type Sql } from './client';
 import { PUSH_STATUS_TOPIC, readPushFeed } from './feed';
 
@@ -21,8 +21,6 @@ describe('the push feed of some brands (PostgreSQL)', () => {
     mine = String(uniqueBrandId());
     other = String(uniqueBrandId());
   });
-
-  const top = async () => BigInt((await db.pool.query<{ top: string }>(`SELECT COALESCE(max(feed_seq), 0)::text AS top FROM events`)).rows[0].top);
 
   /** One push with a `sent` event per brand given, the events in that order; answers the push ids. */
   async function events(sql: Sql, brands: string[]): Promise<string[]> {
@@ -77,7 +75,7 @@ describe('the push feed of some brands (PostgreSQL)', () => {
   const only = (seen: string[], ids: string[]) => seen.filter((id) => ids.includes(id));
 
   it.each([1, 2, 3, 7, 100])('answers a credential of one brand each of its events once, in order, and none of another, %i a page', async (limit) => {
-    const after = await top();
+    const after = await feedTop(db.pool);
     const brands = interleaved();
     const ids = await events(db.pool, brands);
     const own = ids.filter((_, i) => brands[i] === mine);
@@ -88,7 +86,7 @@ describe('the push feed of some brands (PostgreSQL)', () => {
   });
 
   it('passes over runs of other brands longer than the rows a page reads, without skipping or repeating', async () => {
-    const after = await top();
+    const after = await feedTop(db.pool);
     const brands = interleaved();
     const ids = await events(db.pool, brands);
     const own = ids.filter((_, i) => brands[i] === mine);
@@ -103,7 +101,7 @@ describe('the push feed of some brands (PostgreSQL)', () => {
   });
 
   it('answers a credential of two brands both, and one of no brand nothing while its cursor moves on', async () => {
-    const after = await top();
+    const after = await feedTop(db.pool);
     const third = String(uniqueBrandId());
     const brands = [mine, third, other, mine, other, third, other];
     const ids = await events(db.pool, brands);
@@ -118,7 +116,7 @@ describe('the push feed of some brands (PostgreSQL)', () => {
   });
 
   it('reads every brand as before when the credential opens every brand', async () => {
-    const after = await top();
+    const after = await feedTop(db.pool);
     const brands = interleaved();
     const ids = await events(db.pool, brands);
 
@@ -130,7 +128,7 @@ describe('the push feed of some brands (PostgreSQL)', () => {
   });
 
   it('never passes an event of a transaction still running, of its brand or another', async () => {
-    const after = await top();
+    const after = await feedTop(db.pool);
     const slow = await db.pool.connect();
     try {
       await slow.query('BEGIN');

@@ -1,4 +1,4 @@
-import { uniqueBrandId, uniqueName, until } from '@operator/testing';
+import { feedTop, uniqueBrandId, uniqueName, until } from '@operator/testing';
 import { closeDb, createDb, type Db, type Sql } from './client';
 import { PUSH_STATUS_TOPIC, readPushFeed } from './feed';
 import { rangeEvents, takeRange } from './outbox';
@@ -136,8 +136,7 @@ describe('outbox (PostgreSQL)', () => {
   });
 
   it('reads the feed in a read-only transaction, and holds back events behind a transaction still running, never skipping them', async () => {
-    const { rows: top } = await db.pool.query<{ top: string }>(`SELECT COALESCE(max(feed_seq), 0)::text AS top FROM events`);
-    const after = BigInt(top[0].top);
+    const after = await feedTop(db.pool);
     const readOnly = async () => {
       const client = await db.pool.connect();
       try {

@@ -4,7 +4,7 @@ import { pushEventRows, readDeliveries, readPushFeed, registerDevice } from '@op
 import { pushEventBody } from '@operator/contract';
 import { metricsText } from '@operator/metrics';
 import type { PushProvider, SendTarget } from '@operator/providers';
-import { pushRequest, uniqueName, until } from '@operator/testing';
+import { feedTop, pushRequest, uniqueName, until } from '@operator/testing';
 import { acceptMessages } from './accept';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { processSendJob, UNVERIFIED_WAIT_MS, unverifiedWaitMs, type SendDeps } from './send';
@@ -106,7 +106,7 @@ describe('the compliance gate at send time (PostgreSQL, Redis, a Web Push servic
     const before = await sample(line);
 
     // The feed from here on: read from its start, it holds every earlier suite's events first.
-    const { rows: feedEnd } = await t.db.pool.query<{ position: string }>(`SELECT COALESCE(max(feed_seq), 0)::text AS position FROM events`);
+    const feedEnd = await feedTop(t.db.pool);
     const suppressedIds = await acceptTo(excluded, 2, '{"campaign":"spring","n":1}');
     const [allowedId] = await acceptTo(allowedPlayer, 1, '{"campaign":"spring","n":2}');
     const outcome = await processSendJob(deps(), job([...suppressedIds, allowedId]));
@@ -128,7 +128,7 @@ describe('the compliance gate at send time (PostgreSQL, Redis, a Web Push servic
     // The feed the CRM polls carries the same event, with its meta. The feed shows an event once
     // every transaction older than its own ended, and other suites' transactions run meanwhile.
     const polled = await until(async () => {
-      const feed = await readPushFeed(t.db.pool, BigInt(feedEnd[0].position), 10_000, [String(t.brand)]);
+      const feed = await readPushFeed(t.db.pool, feedEnd, 10_000, [String(t.brand)]);
       const rows = feed.rows.filter((row) => suppressedIds.includes(row.pushId));
       return rows.length === suppressedIds.length && rows;
     }, 'the feed to show both events');

@@ -9,6 +9,7 @@ export * from './fake-fcm';
 export * from './fake-hms';
 export * from './fake-onesignal';
 export * from './until';
+export * from './feed-top';
 export * from './fake-crm';
 export * from './fake-compliance';
 export * from './random';
