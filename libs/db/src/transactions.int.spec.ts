@@ -1,10 +1,9 @@
-import net from 'node:net';
-import { uniqueName } from '@operator/testing';
+import { TcpProxy, uniqueName, until } from '@operator/testing';
 import { closeDb, createDb, inTransactionFrom, type Db } from './client';
 
 // A transaction that writes its BEGIN and its first statement together, against PostgreSQL: the
-// first statement's rows reach the work, a failure leaves nothing behind, and the statement is on
-// the wire before BEGIN is answered.
+// first statement's rows reach the work, a failure leaves nothing behind, and the statement reaches
+// the server before BEGIN is answered.
 
 describe('inTransactionFrom (PostgreSQL)', () => {
   let db: Db;
@@ -63,47 +62,22 @@ describe('inTransactionFrom (PostgreSQL)', () => {
   });
 
   it('writes the first statement before BEGIN is answered: one round trip', async () => {
-    // A proxy that, once armed, answers nothing until the first statement reached the server.
-    // Without pipelining the client waits for BEGIN's answer first, and the transaction never ends.
-    const server = new URL(process.env.DATABASE_URL!);
+    // The server's answers are held: without pipelining the client waits for BEGIN's answer, and
+    // the server never sees the statement.
     const marker = uniqueName('pipelined');
-    let armed = false;
-    let seen = false;
-    const held: Buffer[] = [];
-    const sockets: net.Socket[] = [];
-    const proxy = net.createServer((client) => {
-      const upstream = net.connect(Number(server.port || 5432), server.hostname);
-      sockets.push(client, upstream);
-      const answer = () => {
-        for (const chunk of held.splice(0)) client.write(chunk);
-      };
-      client.on('data', (chunk) => {
-        if (armed && chunk.includes(marker)) seen = true;
-        upstream.write(chunk);
-        if (seen) answer();
-      });
-      upstream.on('data', (chunk) => {
-        if (armed && !seen) held.push(chunk);
-        else client.write(chunk);
-      });
-      client.on('error', () => upstream.destroy());
-      upstream.on('error', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const url = new URL(server);
-    url.hostname = '127.0.0.1';
-    url.port = String((proxy.address() as net.AddressInfo).port);
-    const proxied = createDb({ url: url.toString(), poolSize: 1 });
+    const proxy = await TcpProxy.forUrl(process.env.DATABASE_URL!).start();
+    const proxied = createDb({ url: proxy.urlFor(process.env.DATABASE_URL!), poolSize: 1 });
     try {
       await proxied.pool.query('SELECT 1');
-      armed = true;
-      const got = await inTransactionFrom<{ marker: string }, string>(proxied, 'BEGIN', { text: 'SELECT $1::text AS marker', values: [marker] }, async (_sql, rows) => rows[0].marker);
-      expect(got).toBe(marker);
-      expect(seen).toBe(true);
+      proxy.holdReplies();
+      const running = inTransactionFrom<{ marker: string }, string>(proxied, 'BEGIN', { text: `SELECT $1::text AS marker /* ${marker} */`, values: [marker] }, async (_sql, rows) => rows[0].marker);
+      await until(async () => (await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`, [`%/* ${marker} */%`])).rowCount === 1, 'the statement at the server, BEGIN unanswered');
+      await proxy.resume();
+      expect(await running).toBe(marker);
     } finally {
+      await proxy.resume();
       await closeDb(proxied).catch(() => undefined);
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.stop();
     }
   });
 });
