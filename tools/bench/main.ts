@@ -110,13 +110,19 @@ interface Row {
   rates: number[];
 }
 
+/** A single push to the next FCM player, as the bare baseline and the singles stage post it. */
+const single = (headers?: Record<string, string>): Request => ({ path: '/channels/push/single', headers, body: JSON.stringify(message(fcmPlayer(nextId), 0)) });
+
+/** The singles stage's load: SECONDS of single pushes on CONNECTIONS connections. */
+const loadSingles = (port: number) => load(port, CONNECTIONS, SECONDS, () => single(OPERATOR));
+
 /** The bare app's req/s, and the CPU it and the load generator took per request. */
 async function baseline(): Promise<{ rate: number; text: string }> {
   const port = await freePort();
   const bare = fork('dist/tools/bench/bare.js', [], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   await new Promise((resolve) => bare.once('message', resolve));
   const cpu = sampleCpu({ 'bare app': bare.pid });
-  const result = await load(port, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+  const result = await load(port, CONNECTIONS, SECONDS, () => single());
   const used = cpuBetween(cpu, sampleCpu({ 'bare app': bare.pid }));
   await stop(bare);
   return { rate: result.perSecond, text: `${result.perSecond.toFixed(0)} req/s; CPU per request: ${cpuPer(used, result.requests, 'load generator')}` };
@@ -194,7 +200,7 @@ async function accept(gatewayPort: number, gatewayPid: number | undefined, bare:
   const figures: Record<string, { text: string; rate: number }> = {};
   const apps = { gateway: gatewayPid };
   let cpu = sampleCpu(apps);
-  const singles = await load(gatewayPort, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', headers: OPERATOR, body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+  const singles = await loadSingles(gatewayPort);
   const other = Object.entries(singles.statuses).filter(([status]) => status !== '200');
   if (other.length) log(`singles answered other than 200: ${JSON.stringify(singles.statuses)}`);
   figures.singles = {
@@ -379,7 +385,7 @@ async function main() {
 
     // BENCH_ONLY=singles: the singles stage alone, no baseline (for the gateway's CPU profile).
     if (env.BENCH_ONLY === 'singles') {
-      const singles = await load(gatewayPort, CONNECTIONS, SECONDS, () => ({ path: '/channels/push/single', headers: OPERATOR, body: JSON.stringify(message(fcmPlayer(nextId), 0)) }));
+      const singles = await loadSingles(gatewayPort);
       console.log(`singles: ${singles.perSecond.toFixed(0)} req/s, p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms`);
       return;
     }
