@@ -198,6 +198,14 @@ export interface ClaimedRetry {
 /** Due retries, oldest first: only the first pending retry of a key, and only when nothing earlier of the key is in flight. */
 export async function claimRetries(sql: Sql, topics: string[], limit: number, leaseMs: number, window: EventWindow = ANY_TIME): Promise<ClaimedRetry[]> {
   if (!topics.length) return [];
+  // Planning the claim below takes milliseconds (it reads the day partitions of events and
+  // messages), and most polls find no retry due: the pending index answers that first.
+  const { rows: due } = await sql.query<{ due: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM dispatch_retries r WHERE r.topic = ANY($1::text[]) AND r.state = 'pending' AND r.next_attempt_at <= now()
+                      AND (r.locked_until IS NULL OR r.locked_until < now())) AS due`,
+    [topics],
+  );
+  if (!due[0].due) return [];
   const { rows } = await sql.query<EventRow & { lease: Date }>(
     `WITH due AS (
        SELECT c.event_id FROM unnest($1::text[]) AS t(topic) CROSS JOIN LATERAL (
