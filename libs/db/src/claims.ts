@@ -1,7 +1,6 @@
 import type { Platform, ProviderName } from '@operator/contract';
 import { v7 as uuidv7 } from 'uuid';
 import type { Sql } from './client';
-import { IN_DAYS } from './delivery-shape';
 import { daysOfIds } from './partitions';
 
 /** A delivery this worker now owns, with what it takes to send it. */
@@ -80,7 +79,8 @@ async function takeSendLease(pool: Sql, leaseId: string, provider: ProviderName,
  * Takes this provider's pending deliveries of these pushes under one send lease (takeSendLease),
  * writing nothing to them; read after the lease, so every outcome recorded under an earlier one is
  * seen. A lease older than `leaseMs` was a dead worker's; one lapsed less than `lapsedGraceMs` ago
- * still holds (see OutageClock). A removed device comes with no token. Lookups by key (OFFSET 0).
+ * still holds (see OutageClock). A removed device comes with no token. The read is the function
+ * claim_deliveries (its migration), planned once per connection.
  */
 export async function claimDeliveries(pool: Sql, pushIds: string[], provider: ProviderName, leaseMs: number, lapsedGraceMs = 0): Promise<Claim> {
   const leaseId = uuidv7();
@@ -92,21 +92,9 @@ export async function claimDeliveries(pool: Sql, pushIds: string[], provider: Pr
   let rows: ClaimRow[];
   try {
     ({ rows } = await pool.query<ClaimRow>(
-      `WITH pushes AS MATERIALIZED (
-         SELECT m.* FROM unnest($1::uuid[]) AS w(id) CROSS JOIN LATERAL (
-           SELECT m.id, m.brand_id, m.payload FROM messages m WHERE m.id = w.id AND ${IN_DAYS('m.accepted_on', '$3')} OFFSET 0) m),
-       claimed AS MATERIALIZED (
-         SELECT x.id, x.message_id, x.device_id, x.attempts FROM push_deliveries($1::uuid[], $3::date[]) x
-          WHERE x.provider = $2::text AND x.status = 'pending')
-       SELECT 'delivery' AS kind, c.id, c.message_id AS "messageId", c.device_id AS "deviceId", v.token,
-              v.platform::text AS platform, v.p256dh, v.auth, COALESCE(v.active, false) AS "deviceActive", c.attempts + 1 AS attempts,
-              p.brand_id::text AS "brandId",
-              CASE WHEN row_number() OVER (PARTITION BY c.message_id ORDER BY c.id) = 1 THEN p.payload END AS payload
-         FROM claimed c JOIN pushes p ON p.id = c.message_id
-         LEFT JOIN LATERAL (SELECT v.token, v.platform, v.p256dh, v.auth, v.active FROM devices v WHERE v.id = c.device_id OFFSET 0) v ON true
-       UNION ALL
-       SELECT 'missing', w.id, w.id, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL
-         FROM unnest($1::uuid[]) AS w(id) WHERE NOT EXISTS (SELECT 1 FROM pushes p WHERE p.id = w.id)`,
+      `SELECT kind, id, message_id AS "messageId", device_id AS "deviceId", token, platform, p256dh, auth, device_active AS "deviceActive",
+              attempts, brand_id AS "brandId", payload
+         FROM claim_deliveries($1::uuid[], $2::text, $3::date[])`,
       [taken, provider, daysOfIds(taken)],
     ));
   } catch (error) {
