@@ -389,6 +389,12 @@ async function main() {
       console.log(`singles: ${singles.perSecond.toFixed(0)} req/s, p50 ${singles.p50.toFixed(1)} ms, p99 ${singles.p99.toFixed(1)} ms`);
       return;
     }
+    // BENCH_ONLY=batches: the batches stage alone, no baseline (for the gateway's and PostgreSQL's profiles).
+    if (env.BENCH_ONLY === 'batches') {
+      const batch = await each(gatewayPort, 4, batchesOf(BATCHES * BATCH_SIZE, fcmPlayer));
+      console.log(`batches: ${((BATCHES * BATCH_SIZE) / batch.seconds).toFixed(0)} messages/s, p50 ${batch.p50.toFixed(0)} ms`);
+      return;
+    }
     const { rate: bare, text: bareText } = await baseline();
     log(`bare Fastify baseline: ${bareText}`);
 
