@@ -98,6 +98,30 @@ describe('outbound HTTP', () => {
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
+  it('never writes a request given up while it waited for a connection, once one frees', async () => {
+    // One connection: the second request waits behind the first, whose answer takes 600 ms, past
+    // the second's deadline of 200 ms. When the connection frees, the second must not go out.
+    const seen: string[] = [];
+    const held = await start((req, res) => {
+      seen.push(req.url ?? '');
+      if (req.url === '/held') setTimeout(() => res.writeHead(200).end('{}'), 600);
+      else res.writeHead(200).end('{}');
+    });
+    const one = createOutbound({ ca, connectionsPerOrigin: 1 });
+    try {
+      const first = one.request({ url: `${held.origin}/held`, timeoutMs: 5000, maxBodyBytes: 1024 });
+      const second = await one.request({ url: `${held.origin}/given-up`, timeoutMs: 200, maxBodyBytes: 1024 }).catch((error) => error);
+      expect(second).toBeInstanceOf(OutboundError);
+      expect(second.message).toBe('no connection within 200 ms');
+      expect((await first).status).toBe(200);
+      // The connection is free again: a request after it goes out on it, and the given-up one never did.
+      expect((await one.request({ url: `${held.origin}/after`, timeoutMs: 5000, maxBodyBytes: 1024 })).status).toBe(200);
+      expect(seen).toEqual(['/held', '/after']);
+    } finally {
+      await one.close();
+    }
+  });
+
   it('gives up on an answer that trickles, at the deadline for the whole exchange', async () => {
     const trickle = await start((_req, res) => {
       res.writeHead(200);

@@ -83,6 +83,47 @@ function describe(error: unknown): { code?: string; message: string } {
   return { code, message };
 }
 
+/**
+ * A request's handler that hands undici's abort to `connected` when undici puts the request on a
+ * connection (onConnect), then every call to the handler it wraps, as that handler itself.
+ * `connected` answers false when it aborted the request: undici then never writes it.
+ */
+class Watched implements Dispatcher.DispatchHandler {
+  constructor(
+    private readonly handler: Dispatcher.DispatchHandler,
+    private readonly connected: (abort: (error: Error) => void) => boolean,
+  ) {}
+
+  onConnect(abort: (err?: Error) => void): void {
+    // Aborted there, the request is over: the handler has had its error.
+    if (this.connected(abort)) this.handler.onConnect?.(abort);
+  }
+
+  onResponseStarted(): void {
+    this.handler.onResponseStarted?.();
+  }
+
+  onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: Duplex): void {
+    this.handler.onUpgrade?.(statusCode, headers, socket);
+  }
+
+  onHeaders(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean {
+    return this.handler.onHeaders?.(statusCode, headers, resume, statusText) ?? true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.handler.onData?.(chunk) ?? true;
+  }
+
+  onComplete(trailers: string[] | null): void {
+    this.handler.onComplete?.(trailers);
+  }
+
+  onError(error: Error): void {
+    this.handler.onError?.(error);
+  }
+}
+
 export function createOutbound(options: OutboundOptions = {}): Outbound {
   const dispatchers = new Map<string, Dispatcher>();
   const tls = { ...(options.ca ? { ca: options.ca } : {}) };
@@ -135,26 +176,13 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
     return dispatcher;
   }
 
-  /** Calls `written` when the request is put on a connected socket. */
-  function watching(dispatcher: Dispatcher, written: () => void): Dispatcher {
-    const dispatch: Dispatcher['dispatch'] = (options, handler) =>
-      dispatcher.dispatch(
-        options,
-        new Proxy(handler, {
-          get(target, property) {
-            const value = Reflect.get(target, property) as unknown;
-            if (property !== 'onConnect' || typeof value !== 'function') return value;
-            return (...args: unknown[]) => {
-              written();
-              return (value as (...args: unknown[]) => unknown).apply(target, args);
-            };
-          },
-        }),
-      );
+  /** Calls `connected` with the request's abort when the request is put on a connected socket. */
+  function watching(dispatcher: Dispatcher, connected: (abort: (error: Error) => void) => boolean): Dispatcher {
+    const dispatch: Dispatcher['dispatch'] = (options, handler) => dispatcher.dispatch(options, new Watched(handler, connected));
     return { dispatch } as Dispatcher;
   }
 
-  async function send(spec: OutboundRequest, signal: AbortSignal, written: () => void): Promise<OutboundAnswer> {
+  async function send(spec: OutboundRequest, connected: (abort: (error: Error) => void) => boolean): Promise<OutboundAnswer> {
     const url = typeof spec.url === 'string' ? new URL(spec.url) : spec.url;
     const proxy = proxyFor(url, options.proxy ?? {});
     // A literal address never goes through `lookup`. Through a proxy, names are the proxy's to
@@ -164,9 +192,8 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
       method: spec.method ?? 'POST',
       headers: spec.headers,
       body: spec.body,
-      signal,
       ...(spec.pipelined ? { idempotent: true, blocking: false } : {}),
-      dispatcher: watching(dispatcherFor(proxy, spec.publicOnly === true), written),
+      dispatcher: watching(dispatcherFor(proxy, spec.publicOnly === true), connected),
     });
     if (spec.successWithoutBody && answer.statusCode >= 200 && answer.statusCode < 300) {
       answer.body.dump({ limit: spec.maxBodyBytes, signal: AbortSignal.timeout(spec.timeoutMs) }).catch(() => undefined);
@@ -193,25 +220,42 @@ export function createOutbound(options: OutboundOptions = {}): Outbound {
 
   return {
     async request(spec) {
-      const controller = new AbortController();
-      const abort = () => controller.abort();
+      let timedOut = false;
+      /** undici's abort of this request on its connection (onConnect). */
+      let abortRequest: ((error: Error) => void) | undefined;
+      let giveUp: (reason: unknown) => void = () => undefined;
+      // undici takes an abort only once the request has a connection: the deadline ends the wait
+      // here at once, and a request given up before it has one is aborted as it gets one, unwritten.
+      const givenUp = new Promise<never>((_, reject) => {
+        giveUp = reject;
+      });
+      const expire = () => {
+        timedOut = true;
+        abortRequest?.(new Error('deadline'));
+        giveUp(new Error('deadline'));
+      };
       // Two deadlines of timeoutMs: one to get onto a connection, one from then for the exchange, so
       // a slow connect never cuts short an answer the peer already has (a push would be resent).
-      let cancelDeadline = setDeadline(spec.timeoutMs, abort);
+      let cancelDeadline = setDeadline(spec.timeoutMs, expire);
       let onConnection = false;
-      const written = () => {
-        if (onConnection || controller.signal.aborted) return;
-        onConnection = true;
-        cancelDeadline();
-        cancelDeadline = setDeadline(spec.timeoutMs, abort);
+      const connected = (abort: (error: Error) => void) => {
+        if (timedOut) {
+          abort(new Error('deadline'));
+          return false;
+        }
+        // A pipelined request sent again after its connection dropped comes here once more.
+        abortRequest = abort;
+        if (!onConnection) {
+          onConnection = true;
+          cancelDeadline();
+          cancelDeadline = setDeadline(spec.timeoutMs, expire);
+        }
+        return true;
       };
-      // undici takes an abort only once the request has a connection: the deadline ends the wait
-      // here at once, and the aborted request is never written.
-      const givenUp = new Promise<never>((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true }));
       try {
-        return await Promise.race([send(spec, controller.signal, written), givenUp]);
+        return await Promise.race([send(spec, connected), givenUp]);
       } catch (error) {
-        if (controller.signal.aborted) {
+        if (timedOut) {
           const what = onConnection ? `no complete answer within ${spec.timeoutMs} ms` : `no connection within ${spec.timeoutMs} ms`;
           throw new OutboundError('timeout', what, 'ETIMEDOUT');
         }
