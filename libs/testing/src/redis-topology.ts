@@ -344,21 +344,29 @@ export async function startCluster(options: RedisClusterOptions): Promise<RedisC
       );
     });
     // Ready once every node sees the cluster ok with every replica known (gossip, after redis-cli)
-    // and synced: a replica that has not synced would not take over.
+    // and synced: a replica that has not synced would not take over. A loaded machine can take
+    // long over it; what was seen last goes with a timeout, to tell a slow cluster from a stuck one.
+    let seen = 'no answer yet';
     await until(
       async () => {
         const infos = await Promise.all(ports.map((port) => redisCli(port, 'CLUSTER', 'INFO')));
+        const states = infos.map((info, i) => `${ports[i]} ${/cluster_state:(\w+)/.exec(info)?.[1] ?? '?'}`);
+        seen = `cluster_state: ${states.join(', ')}`;
         if (!infos.every((info) => info.includes('cluster_state:ok'))) return false;
         const views = await Promise.all(ports.map(async (port) => clusterNodes(await redisCli(port, 'CLUSTER', 'NODES'))));
         const complete = (view: ClusterNodeLine[]) =>
           view.filter((node) => node.flags.includes('master') && view.filter((replica) => replica.masterId === node.id).length === replicas).length === masters;
+        seen = `nodes as ${ports[0]} sees them: ${views[0].map((node) => `${node.port} ${node.flags.join(',')}`).join('; ')}`;
         if (!views.every(complete)) return false;
         const replications = await Promise.all(ports.slice(masters).map((port) => redisCli(port, 'INFO', 'replication')));
+        seen = `replica links: ${replications.map((info, i) => `${ports[masters + i]} ${/master_link_status:(\w+)/.exec(info)?.[1] ?? '?'}`).join(', ')}`;
         return replications.every((info) => info.includes('master_link_status:up'));
       },
       'every node to see the cluster ok with every master and replica, and every replica to sync',
-      30000,
-    );
+      60000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; last seen: ${seen}`);
+    });
   } catch (error) {
     await processes.stopAll();
     throw error;
