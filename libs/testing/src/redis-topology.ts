@@ -1,7 +1,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, closeSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from './ports';
+import { freePorts } from './ports';
 import { until } from './until';
 
 // Real Redis topologies for the tests that fail over: a master, a replica and three Sentinels, or a
@@ -37,9 +37,11 @@ async function answers(port: number): Promise<boolean> {
   return (await redisCli(port, 'PING').catch(() => '')) === 'PONG';
 }
 
-/** redis-server processes started here, each killed (SIGKILL) by stop() whatever happened before. */
+/** redis-server processes started here, each killed (SIGKILL) by stopAll() whatever happened before. */
 class Processes {
+  /** By port, for kill(); every child started, for stopAll(). */
   private readonly children = new Map<number, ChildProcess>();
+  private readonly started = new Set<ChildProcess>();
 
   start(port: number, dir: string, args: string[]): ChildProcess {
     mkdirSync(dir, { recursive: true });
@@ -48,20 +50,28 @@ class Processes {
     closeSync(log);
     child.on('error', () => undefined);
     this.children.set(port, child);
+    this.started.add(child);
     return child;
   }
 
   async kill(port: number): Promise<void> {
     const child = this.children.get(port);
     this.children.delete(port);
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    if (child) await this.end(child);
+  }
+
+  /** Every child ever started, even one whose port another took since: a live one keeps jest from exiting. */
+  async stopAll(): Promise<void> {
+    this.children.clear();
+    await Promise.all([...this.started].map((child) => this.end(child)));
+  }
+
+  private async end(child: ChildProcess): Promise<void> {
+    this.started.delete(child);
+    if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
-  }
-
-  async stopAll(): Promise<void> {
-    await Promise.all([...this.children.keys()].map((port) => this.kill(port)));
   }
 }
 
@@ -121,8 +131,9 @@ export async function startSentinelTopology(options: SentinelTopologyOptions): P
   const servers: number[] = [];
   const sentinelPorts: number[] = [];
   try {
-    for (let i = 0; i <= replicas; i++) servers.push(await freePort());
-    for (let i = 0; i < sentinelCount; i++) sentinelPorts.push(await freePort());
+    const ports = await freePorts(replicas + 1 + sentinelCount);
+    servers.push(...ports.slice(0, replicas + 1));
+    sentinelPorts.push(...ports.slice(replicas + 1));
     await startServer(processes, servers[0], join(dir, `server-${servers[0]}`));
     await Promise.all(servers.slice(1).map((port) => startServer(processes, port, join(dir, `server-${port}`), ['--replicaof', HOST, String(servers[0])])));
     await until(async () => (await redisCli(servers[0], 'INFO', 'replication')).includes(`connected_slaves:${replicas}`), 'the replicas to attach', 15000);
@@ -326,7 +337,8 @@ export async function startCluster(options: RedisClusterOptions): Promise<RedisC
   const processes = new Processes();
   const ports: number[] = [];
   try {
-    for (let i = 0; i < masters * (1 + replicas); i++) ports.push(await freePort());
+    // Each node's cluster bus listens on its port + 10,000.
+    ports.push(...(await freePorts(masters * (1 + replicas), 10_000)));
     await Promise.all(
       ports.map((port) => {
         const home = join(dir, `node-${port}`);
