@@ -9,6 +9,7 @@ import { PROVIDER_NAMES as PROVIDERS } from '@operator/provider-registry';
 import {
   FakeCrm,
   freePort,
+  freePorts,
   seededRandom,
   startCluster,
   startPgBouncer,
@@ -110,7 +111,7 @@ async function main(): Promise<number> {
 
   const providers = await Providers.start(dir);
   const crm = await FakeCrm.start();
-  const ports = [await freePort(), await freePort()];
+  const ports = await freePorts(2);
   const bases = ports.map((port) => `http://127.0.0.1:${port}`);
   const env: NodeJS.ProcessEnv = {
     ...appEnv(providers, crm, 'ha'),

@@ -1,6 +1,6 @@
 import { appendFileSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from './ports';
+import { freePorts } from './ports';
 import { POSTGRES_BIN, psql, removeDir, runAsServer, serverDir, serverUser } from './postgres-processes';
 import { until } from './until';
 
@@ -35,7 +35,7 @@ export async function startPostgresPair({ synchronous = false }: PostgresPairOpt
   const dir = serverDir('pg-pair-');
   const primaryDir = join(dir, 'primary');
   const standbyDir = join(dir, 'standby');
-  const [primaryPort, standbyPort] = [await freePort(), await freePort()];
+  const [primaryPort, standbyPort] = await freePorts(2);
   const started: string[] = [];
 
   const configure = (dataDir: string, lines: string[]) => {
