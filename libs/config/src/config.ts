@@ -45,7 +45,7 @@ export const GatewayEnv = Type.Object({
     default: 2,
     minimum: 0,
     maximum: 1000,
-    description: 'While a group of single pushes is being stored, how long the next one gathers before it is stored too, and with two being stored until one is done (0: those of one event-loop turn)',
+    description: 'While a group of single pushes is being stored, how long the next one gathers at least; it is stored once that group is done or has stalled, or once full (0: at least those of one event-loop turn)',
   }),
   PUSH_SINGLE_GROUP_MAX: Type.Integer({ default: 500, minimum: 1, description: 'Single pushes stored together at most; a full group is stored at once (1: no grouping)' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ default: 1000, minimum: 0, description: 'Above this event-loop delay requests are shed with 503 and Retry-After (0: off)' }),

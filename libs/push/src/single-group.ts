@@ -10,6 +10,8 @@ export interface SingleGroupOptions {
   windowMs: number;
   /** A group this large is stored at once, without waiting for the rest of the window. */
   maxMessages: number;
+  /** After this long a store no longer holds the next group back (STALLED_MS unless given). */
+  stalledMs?: number;
 }
 
 export interface SingleAcceptor {
@@ -28,11 +30,13 @@ interface Waiting {
 }
 
 /**
- * Groups being stored at once. The next group gathers until one of them is done (or it is full):
- * under load groups grow with the time a store takes, rather than going every window at a few
- * messages each, every one paying its own round trips, transaction and send job.
+ * One group is stored at a time: the next gathers until it is done (or full), so that under load
+ * groups grow with the time a store takes, each statement, transaction, send job and round trip
+ * shared by more singles. A store that has taken STALLED_MS (a lock wait, a failover) no longer
+ * holds the next group back: it goes beside it. At most MAX_STORING are stored at once.
  */
 const MAX_STORING = 2;
+const STALLED_MS = 100;
 
 /**
  * Group commit for single pushes: the singles that arrive within a short window are accepted
@@ -42,12 +46,15 @@ const MAX_STORING = 2;
  * `acceptGroup` stores a group (acceptMessages; another in tests).
  */
 export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acceptGroup: typeof acceptMessages = acceptMessages): SingleAcceptor {
+  const stalledMs = options.stalledMs ?? STALLED_MS;
   let gathering: Waiting[] = [];
   let timer: NodeJS.Timeout | undefined;
   let immediate: NodeJS.Immediate | undefined;
   /** The gathering group's time is up, and it waits for a group being stored to finish. */
   let due = false;
-  const storing = new Set<Promise<void>>();
+  let stallTimer: NodeJS.Timeout | undefined;
+  /** The groups being stored, with when each began. */
+  const storing = new Map<Promise<void>, number>();
 
   async function store(group: Waiting[]) {
     try {
@@ -66,29 +73,42 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
 
   function flush() {
     clearTimeout(timer);
+    clearTimeout(stallTimer);
     clearImmediate(immediate);
-    timer = immediate = undefined;
+    timer = stallTimer = immediate = undefined;
     due = false;
     const group = gathering;
     gathering = [];
     if (!group.length) return;
     const stored = store(group).finally(() => {
       storing.delete(stored);
-      if (due) flush();
+      if (due) timeUp();
     });
-    storing.add(stored);
+    storing.set(stored, performance.now());
   }
 
-  /** At the end of its wait the group goes, unless MAX_STORING groups are being stored: then when one is done. */
+  /** How long until every group being stored has stalled (0: each has), or null when no slot is left until one is done. */
+  function untilFree(): number | null {
+    if (storing.size >= MAX_STORING) return null;
+    let wait = 0;
+    for (const began of storing.values()) wait = Math.max(wait, began + stalledMs - performance.now());
+    return wait;
+  }
+
+  /** At the end of its wait the group goes if nothing is being stored, or if what is has stalled; else once one is done. */
   function timeUp() {
     timer = immediate = undefined;
-    if (storing.size >= MAX_STORING) due = true;
-    else flush();
+    clearTimeout(stallTimer);
+    stallTimer = undefined;
+    const wait = untilFree();
+    if (wait !== null && wait <= 0) return flush();
+    due = true;
+    if (wait !== null) stallTimer = setTimeout(timeUp, wait);
   }
 
   /**
-   * Idle: the group goes at the end of this turn. Busy: it gathers for the window and until fewer
-   * than MAX_STORING groups are being stored, or until it is full.
+   * Idle: the group goes at the end of this turn. Busy: it gathers for the window and until the
+   * group being stored is done or has stalled, or until it is full.
    */
   function schedule() {
     if (gathering.length >= options.maxMessages) flush();
@@ -106,7 +126,7 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
     },
     async close() {
       flush();
-      await Promise.all(storing);
+      await Promise.all(storing.keys());
     },
   };
 }
