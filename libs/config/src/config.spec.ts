@@ -40,7 +40,7 @@ describe('loadGatewayConfig: defaults', () => {
       CRM_HEADER_WORD: 'Service',
       BODY_LIMIT_BYTES: 5 * 1024 * 1024,
       BATCH_MAX_MESSAGES: 500,
-      PUSH_JOB_MAX_MESSAGES: 100,
+      PUSH_JOB_MAX_MESSAGES: 500,
       PUSH_DEDUPE_DAYS: 2,
       PUSH_SINGLE_GROUP_WINDOW_MS: 2,
       PUSH_SINGLE_GROUP_MAX: 500,

@@ -34,7 +34,7 @@ export const GatewayEnv = Type.Object({
   CRM_HEADER_WORD: Type.String({ default: 'Service', pattern: '^[A-Za-z0-9]+$', description: 'Middle word of the X-<Word>-* headers' }),
   BODY_LIMIT_BYTES: Type.Integer({ default: 5 * 1024 * 1024, minimum: 1024, description: 'Largest request body accepted (413 above)' }),
   BATCH_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages handled per batch request; the rest are left for the CRM to resend' }),
-  PUSH_JOB_MAX_MESSAGES: Type.Integer({ default: 100, minimum: 1, description: 'Messages per send job of a batch (and of a group of singles)' }),
+  PUSH_JOB_MAX_MESSAGES: Type.Integer({ default: 500, minimum: 1, description: 'Messages per send job of a batch (and of a group of singles)' }),
   PUSH_DEDUPE_DAYS: Type.Integer({
     default: 2,
     minimum: 0,
