@@ -3,7 +3,7 @@ import { answerReason, createOutbound, OutboundError, type OutboundAnswer, type 
 import { backoffMs, isRetriedStatus, parseRetryAfter } from '@operator/config';
 import { countDispatch } from '@operator/metrics';
 import { statusWebhookBody, type StatusWebhookFormat } from './conversion';
-import { SIGNATURE_HEADER, signatureHeader } from './signature';
+import { SIGNATURE_HEADER, signer } from './signature';
 
 export interface WebhookAuth {
   basic?: { username: string; password: string };
@@ -79,6 +79,7 @@ export function createPoster(options: PosterOptions): Poster {
   const pipelining = options.pipelining ?? 1;
   const outbound = createOutbound({ proxy: options.proxy, ca: options.ca, connectionsPerOrigin: Math.ceil(options.concurrency / pipelining), pipelining });
   const targets = new Map(posted.map((topic) => [topic, new URL(options.urls[topic]!)]));
+  const sign = signer(options.secret);
 
   const statusFormat = options.statusFormat ?? { format: 'event' };
   const statusBatchMax = options.statusBatchMax ?? 1;
@@ -94,7 +95,7 @@ export function createPoster(options: PosterOptions): Poster {
     try {
       answer = await outbound.request({
         url,
-        headers: { ...baseHeaders, [SIGNATURE_HEADER]: signatureHeader(options.secret, body) },
+        headers: { ...baseHeaders, [SIGNATURE_HEADER]: sign(body) },
         body,
         timeoutMs: options.timeoutMs,
         maxBodyBytes: ANSWER_READ_BYTES,

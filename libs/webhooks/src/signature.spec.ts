@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { SIGNATURE_HEADER, signatureHeader, verifySignature } from './signature';
+import { SIGNATURE_HEADER, signatureHeader, signer, verifySignature } from './signature';
 
 const SECRET = 'whsec-unit';
 const BODY = '{"event_id":"e1","status":"sent","meta":{ "a" : 1.0 }}';
@@ -19,6 +19,15 @@ describe('signatureHeader', () => {
     const t = Number(/^t=(\d+),v1=[0-9a-f]{64}$/.exec(header)![1]);
     expect(t).toBeGreaterThanOrEqual(before);
     expect(t).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
+  });
+
+  it("signs as signatureHeader with one secret's signer, a secret of any characters or none", () => {
+    for (const secret of [SECRET, 'sécret ü 🔑', '']) {
+      const sign = signer(secret);
+      const expected = createHmac('sha256', secret).update(`1700000000.${BODY}`).digest('hex');
+      expect(sign(BODY, 1_700_000_000)).toBe(`t=1700000000,v1=${expected}`);
+      expect(sign(BODY, 1_700_000_000)).toBe(signatureHeader(secret, BODY, 1_700_000_000));
+    }
   });
 
   it('differs with the secret, the body and the timestamp', () => {
