@@ -78,6 +78,23 @@ describe('storeMessages (PostgreSQL)', () => {
     ]);
   });
 
+  it("names its first delivery by the id given with it, and makes the others' (and one given none)", async () => {
+    await device('fcm');
+    await device('webpush');
+    const given = message({ deliveryId: uuidv7() });
+    const none = message();
+    await storeMessages(db.pool, [given, none]);
+
+    const idsOf = async (messageId: string) =>
+      (await db.pool.query<{ ids: string[] }>('SELECT delivery_ids::text[] AS ids FROM messages WHERE id = $1', [messageId])).rows[0].ids;
+    const [first, second] = await idsOf(given.id);
+    expect(first).toBe(given.deliveryId);
+    const made = [second, ...(await idsOf(none.id))];
+    expect(made).toHaveLength(3);
+    for (const id of made) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set([first, ...made]).size).toBe(4);
+  });
+
   it('answers the first push id for a key accepted before, and stores nothing more', async () => {
     await device('fcm');
     const first = message();

@@ -9,6 +9,11 @@ export interface MessageKey {
 
 export type NewMessage = MessageKey & {
   id: string;
+  /**
+   * The id of its first delivery (a UUIDv7), made with the push's own; PostgreSQL makes one when
+   * it is absent, and for each further device. Made here, it costs PostgreSQL nothing.
+   */
+  deliveryId?: string;
   userId: string;
   activityId: bigint;
   actionGroupId: bigint;
@@ -77,6 +82,7 @@ export async function findPushIds(sql: Sql, keys: MessageKey[], window: DedupeWi
  */
 const toRecord = (m: NewMessage) => ({
   id: m.id,
+  delivery_id: m.deliveryId,
   accepted_on: uuidV7Day(m.id),
   brand_id: m.brandId.toString(),
   crm_message_id: m.crmMessageId.toString(),

@@ -50,6 +50,7 @@ function toNewMessage(request: PushRequest, headers: CrmHeaders, rawMeta: string
   const { activity } = request;
   return {
     id: uuidv7(),
+    deliveryId: uuidv7(),
     brandId: toBig(activity.brand_id),
     crmMessageId: toBig(activity.id),
     userId: activity.user_id,
