@@ -197,6 +197,8 @@ export interface CreditRows {
   ledger: { transactionId: string; legs: string; total: string; playerLeg: string | null }[];
   accounts: { brand: string; owner: string; kind: string; balanceMinor: string; entriesMinor: string }[];
   playerBonuses: { id: string; creditId: string }[];
+  /** The balance events of the outbox, their bodies as stored (and posted). */
+  balanceEvents: { body: string }[];
 }
 
 /**
@@ -262,9 +264,14 @@ export function checkCredits(run: RunRecord, rows: CreditRows): Check {
   }
   const repeatedStatus = [...perStatus].filter(([, events]) => events.length > 1);
   for (const [key, events] of sample(repeatedStatus)) problems.push(`bonus event ${key}: ${events.length} different events`);
+  // A balance event has no event_id, and the two wallets of a pair's player (one in each brand) can
+  // hold the same balances at the same millisecond: two events, one body. So the outbox is counted
+  // (one event a completed credit), and each of its bodies must have been received.
   const balanceEvents = new Set(run.webhook.filter((r) => r.path === '/v1/integration/user/balances').map((r) => r.json?.event_id ?? r.body));
   const completed = rows.credits.filter((r) => r.status === 'completed').length;
-  if (balanceEvents.size !== completed) problems.push(`${balanceEvents.size} distinct balance events for ${completed} completed credits`);
+  if (rows.balanceEvents.length !== completed) problems.push(`${rows.balanceEvents.length} balance events in the outbox for ${completed} completed credits`);
+  const unreceived = rows.balanceEvents.filter((event) => !balanceEvents.has(event.body));
+  for (const event of sample(unreceived)) problems.push(`balance event never received: ${event.body}`);
 
   const gaveUp = run.credits.filter((c) => c.gaveUp || c.refused);
   if (gaveUp.length) problems.push(`${gaveUp.length} credits never answered 200 (${groupCount(gaveUp.map((c) => c.refused ?? 'gave up at the deadline'))})`);
@@ -274,7 +281,7 @@ export function checkCredits(run: RunRecord, rows: CreditRows): Check {
     `by brand: ${[...new Set(rows.credits.map((r) => r.brand))].sort().map((brand) => `${rows.credits.filter((r) => r.brand === brand).length} in brand ${brand}`).join(', ')}`,
     `ledger: ${rows.ledger.length} transactions; ${wrongBalances.length} player balances off; ${drift.length} accounts whose balance is not the sum of their entries`,
     `bonus events: ${bonusRequests.length} received, ${distinct.size} distinct; ${createdOnce} bonus credits with exactly one Created event; ${repeatedStatus.length} (user_bonus_id, status) with more than one event`,
-    `balance events: ${balanceEvents.size} distinct for ${completed} completed credits`,
+    `balance events: ${rows.balanceEvents.length} in the outbox for ${completed} completed credits, ${unreceived.length} never received; ${balanceEvents.size} distinct bodies received`,
   );
   for (const problem of sample(problems, 10)) lines.push(`  ${problem}`);
   if (problems.length > 10) lines.push(`  ... ${problems.length - 10} more`);

@@ -284,6 +284,7 @@ export async function creditRows(databaseUrl: string): Promise<CreditRows> {
          FROM accounts a LEFT JOIN ledger_entries e ON e.account_id = a.id GROUP BY a.id`,
     ),
     playerBonuses: await query(databaseUrl, `SELECT id, credit_id AS "creditId" FROM player_bonuses`),
+    balanceEvents: await query(databaseUrl, `SELECT body::text AS body FROM events WHERE topic = 'balance'`),
   };
 }
 
