@@ -400,6 +400,57 @@ describe('deliveries (PostgreSQL)', () => {
       await dropLeases(db.pool, [claim.leaseId!]);
     });
 
+    it('claims a job of one-device pushes reading each push once, and no delivery row', async () => {
+      await device('fcm');
+      const job = await Promise.all(Array.from({ length: 100 }, () => push()));
+      const client = await db.pool.connect();
+      try {
+        const probes = await countedIn(
+          client,
+          `sum(COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0)) FILTER (WHERE relname IN ('messages_default', 'deliveries_default'))`,
+          async () => expect((await claimDeliveries(client, job, 'fcm', 60_000)).deliveries).toHaveLength(100),
+        );
+        expect(probes).toBeGreaterThan(0);
+        expect(probes).toBeLessThanOrEqual(100);
+      } finally {
+        client.release();
+      }
+    });
+
+    it("records a job's status events under ids the caller made, at consecutive positions of the feed before its transaction's next event", async () => {
+      await device('fcm');
+      const pushIds = await Promise.all(Array.from({ length: 5 }, () => push()));
+      const claim = await claimDeliveries(db.pool, pushIds, 'fcm', 60_000);
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        const settled = await recordOutcomes(
+          client,
+          claim.deliveries.map((d, i) => (i % 2 ? { deliveryId: d.id, status: 'failed', errorCode: 'unregistered', error: 'gone' } : { deliveryId: d.id, status: 'sent', providerMessageId: null })),
+          claim.deliveries.map((d) => d.messageId),
+        );
+        expect(settled).toHaveLength(5);
+        // An event of the same transaction written with the column's default position.
+        await client.query(`INSERT INTO events (id, topic, ordering_key, status) VALUES (gen_random_uuid(), 'test.after', $1, 'sent')`, [pushIds[0]]);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+      await dropLeases(db.pool, [claim.leaseId!]);
+      const { rows } = await db.pool.query<{ id: string; pushId: string | null; position: string }>(
+        `SELECT id, push_id AS "pushId", feed_seq::text AS position FROM events WHERE push_id = ANY($1::uuid[]) OR (topic = 'test.after' AND ordering_key = $2) ORDER BY feed_seq`,
+        [pushIds, pushIds[0]],
+      );
+      expect(rows).toHaveLength(6);
+      // In the order of their pushes' ids, one position apart, the default's next position right after.
+      expect(rows.slice(0, 5).map((row) => row.pushId)).toEqual([...pushIds].sort());
+      const positions = rows.map((row) => BigInt(row.position));
+      expect(positions.slice(1).map((position, i) => position - positions[i])).toEqual([1n, 1n, 1n, 1n, 1n]);
+      // Version 7 ids, each its own.
+      expect(rows.slice(0, 5).every((row) => row.id[14] === '7')).toBe(true);
+      expect(new Set(rows.map((row) => row.id)).size).toBe(6);
+    });
+
     it('records two tries of one push (two workers, one lease lapsed) once: the second waits for the first, then finds the push closed', async () => {
       await device('fcm');
       const pushId = await push();
