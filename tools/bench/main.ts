@@ -66,6 +66,9 @@ class Receiver extends LocalReceiver {
 }
 
 const start = (name: string, extra: Record<string, string>, nodeArgs?: string[]) => appStarter(appEnv)(name, extra, nodeArgs);
+/** BENCH_CPU_PROF=<dir>: the app writes its CPU profile there when it stops (as the far-send stage's workers do theirs). */
+const profiled = (name: string) =>
+  env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${env.BENCH_CPU_PROF}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
 const stop = stopApp;
 const until = (probe: () => Promise<boolean>, what: string, ms?: number) => waitUntil(probe, what, ms, 100);
 
@@ -315,9 +318,7 @@ async function main() {
   const receiver = await new Receiver().start();
   const providers = await Providers.start(dir);
   const gatewayPort = await freePort();
-  // BENCH_CPU_PROF=<dir>: the gateway writes its CPU profile there when it stops (as the far-send stage's workers do theirs).
-  const profile = env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${env.BENCH_CPU_PROF}`, `--cpu-prof-name=gateway-${Date.now()}.cpuprofile`] : [];
-  const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' }, profile);
+  const gateway = start('gateway', { PORT: String(gatewayPort), HOST: '127.0.0.1', MAX_EVENT_LOOP_DELAY_MS: '0' }, profiled('gateway'));
   try {
     await until(async () => (await fetch(`http://127.0.0.1:${gatewayPort}/health/ready`).catch(() => undefined))?.ok === true, 'the gateway', 30000);
     if (CAMPAIGN_ARG >= 0) {
@@ -368,8 +369,8 @@ async function main() {
     }
 
     if (env.BENCH_ONLY === 'end-to-end') {
-      const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` });
-      const worker = start('push-worker-fcm', {});
+      const dispatcher = start('webhook-dispatcher', { CRM_STATUS_WEBHOOK_URL: `http://127.0.0.1:${receiver.port}/push-status` }, profiled('dispatcher'));
+      const worker = start('push-worker-fcm', {}, profiled('push-worker-fcm'));
       await sleep(1000);
       const cost = await beginCost(DATABASE_URL, 'end to end');
       const e2e = await endToEnd(gatewayPort, receiver, { gateway: gateway.pid, 'FCM worker': worker.pid, dispatcher: dispatcher.pid });
