@@ -46,6 +46,34 @@ describe('groupSingles', () => {
     await singles.close();
   });
 
+  it("starts storing the next group before it answers the requests of the group just stored", async () => {
+    const { groups, acceptGroup } = standIn();
+    const order: string[] = [];
+    const recording = (...args: Parameters<typeof acceptGroup>) => {
+      order.push(`store ${args[1].map((r) => r.activity.id).join(',')}`);
+      return acceptGroup(...args);
+    };
+    const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 100, stalledMs: 60_000 }, recording);
+    const first = singles.accept(request(1), headers, undefined).then(() => order.push('answered 1'));
+    await until(() => groups.length === 1, 'the first group');
+    const second = singles.accept(request(2), headers, undefined).then(() => order.push('answered 2'));
+    await sleep(20);
+
+    groups[0].done();
+    await first;
+    expect(order).toEqual(['store 1', 'store 2', 'answered 1']);
+    groups[1].done();
+    await second;
+    await singles.close();
+  });
+
+  it('answers every request of a group that could not be stored with its error', async () => {
+    const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 100 }, () => Promise.reject(new Error('store down')));
+    const answers = [1, 2].map((id) => singles.accept(request(id), headers, undefined));
+    for (const answer of answers) await expect(answer).rejects.toThrow('store down');
+    await singles.close();
+  });
+
   it('stores the next group beside a store that has stalled, and then waits for one of the two', async () => {
     const { groups, acceptGroup } = standIn();
     const singles = groupSingles({} as AcceptDeps, { windowMs: 2, maxMessages: 100, stalledMs: 50 }, acceptGroup);

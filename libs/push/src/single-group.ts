@@ -17,7 +17,7 @@ export interface SingleGroupOptions {
 export interface SingleAcceptor {
   /** What became of this one message, once it is durable (or known not to be). */
   accept(request: PushRequest, headers: CrmHeaders, rawMeta: string | undefined): Promise<Outcome>;
-  /** Stores the group still gathering without waiting, and waits for every group being stored. */
+  /** Stores the group still gathering without waiting, and waits until every group is answered. */
   close(): Promise<void>;
 }
 
@@ -55,8 +55,16 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
   let stallTimer: NodeJS.Timeout | undefined;
   /** The groups being stored, with when each began. */
   const storing = new Map<Promise<void>, number>();
+  /** Groups not answered yet, stored or not. */
+  const unanswered = new Set<Promise<void>>();
 
-  async function store(group: Waiting[]) {
+  /**
+   * Stores a group, calls `stored` once its outcomes are known, and answers its requests in the
+   * next turn of the event loop: the next group, started by `stored`, has its statement written to
+   * PostgreSQL first, where it would wait behind the writing of every answer.
+   */
+  async function store(group: Waiting[], stored: () => void) {
+    let answer: () => void;
     try {
       const outcomes = await acceptGroup(
         deps,
@@ -65,10 +73,13 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
         group.map((waiting) => waiting.rawMeta),
         'single',
       );
-      group.forEach((waiting, i) => waiting.resolve(outcomes[i]));
+      answer = () => group.forEach((waiting, i) => waiting.resolve(outcomes[i]));
     } catch (error) {
-      for (const waiting of group) waiting.reject(error);
+      answer = () => group.forEach((waiting) => waiting.reject(error));
     }
+    stored();
+    await new Promise((resolve) => setImmediate(resolve));
+    answer();
   }
 
   function flush() {
@@ -80,11 +91,15 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
     const group = gathering;
     gathering = [];
     if (!group.length) return;
-    const stored = store(group).finally(() => {
-      storing.delete(stored);
+    const storingGroup: Promise<void> = new Promise((resolve) => {
+      const answered = store(group, resolve).finally(() => unanswered.delete(answered));
+      unanswered.add(answered);
+    });
+    storing.set(storingGroup, performance.now());
+    void storingGroup.then(() => {
+      storing.delete(storingGroup);
       if (due) timeUp();
     });
-    storing.set(stored, performance.now());
   }
 
   /** How long until every group being stored has stalled (0: each has), or null when no slot is left until one is done. */
@@ -126,7 +141,7 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
     },
     async close() {
       flush();
-      await Promise.all(storing.keys());
+      await Promise.all(unanswered);
     },
   };
 }
