@@ -53,8 +53,8 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
   /** The gathering group's time is up, and it waits for a group being stored to finish. */
   let due = false;
   let stallTimer: NodeJS.Timeout | undefined;
-  /** The groups being stored, with when each began. */
-  const storing = new Map<Promise<void>, number>();
+  /** The groups being stored (a token each), with when each began. */
+  const storing = new Map<object, number>();
   /** Groups not answered yet, stored or not. */
   const unanswered = new Set<Promise<void>>();
 
@@ -91,15 +91,13 @@ export function groupSingles(deps: AcceptDeps, options: SingleGroupOptions, acce
     const group = gathering;
     gathering = [];
     if (!group.length) return;
-    const storingGroup: Promise<void> = new Promise((resolve) => {
-      const answered = store(group, resolve).finally(() => unanswered.delete(answered));
-      unanswered.add(answered);
-    });
-    storing.set(storingGroup, performance.now());
-    void storingGroup.then(() => {
-      storing.delete(storingGroup);
+    const token = {};
+    storing.set(token, performance.now());
+    const answered = store(group, () => {
+      storing.delete(token);
       if (due) timeUp();
-    });
+    }).finally(() => unanswered.delete(answered));
+    unanswered.add(answered);
   }
 
   /** How long until every group being stored has stalled (0: each has), or null when no slot is left until one is done. */
