@@ -86,8 +86,12 @@ function edited(text: string, edit: TextEdit | undefined): string {
   return `${text.slice(0, at)}${edit.kind === 'twice' ? key : '"deep_extra"'}:${edit.value},${text.slice(at)}`;
 }
 
-/** What a key given twice is answered with: the first problem the one reading of the text finds. */
-const TWICE = /is given twice|is nested more than 64 levels deep/;
+/**
+ * What a key given twice is answered with: the first problem the one reading of the text finds. The
+ * repeated key's value comes first, and a generated value may itself be too deep or carry a
+ * `__proto__` key or a `constructor` object's `prototype`.
+ */
+const TWICE = /is given twice|is nested more than 64 levels deep|is not accepted: no (key may be named "__proto__"|"constructor" object may have a "prototype" key)/;
 
 const RUNS = 200;
 
