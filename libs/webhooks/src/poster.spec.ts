@@ -125,7 +125,8 @@ describe('poster (a receiver over HTTP)', () => {
     const posting = poster({ maxAgeMs: 1000 });
     const [young] = await posting.dispatch([event({ occurredAt: new Date() })]);
     expect(young.outcome).toBe('retry');
-    const [old] = await posting.dispatch([event({ occurredAt: new Date(Date.now() - 990) })]);
+    // Its end is 5 ms away, under the least first backoff (half of backoffMs' 20).
+    const [old] = await posting.dispatch([event({ occurredAt: new Date(Date.now() - 995) })]);
     expect(old).toEqual(expect.objectContaining({ outcome: 'dead', error: 'HTTP 503: scripted 503; gave up after the maximum age' }));
     // A redriven dead letter carries its own end.
     const [redriven] = await posting.dispatch([event({ occurredAt: new Date(Date.now() - 86_400_000), expiresAt: new Date(Date.now() + 60_000) })]);
