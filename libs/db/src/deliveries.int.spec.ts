@@ -633,6 +633,43 @@ describe('deliveries (PostgreSQL)', () => {
     }
   });
 
+  it("settles a job's pushes of several devices with events under ids the caller made, at consecutive positions before the transaction's next event", async () => {
+    await device('fcm');
+    await device('hms');
+    const job = await Promise.all(Array.from({ length: 5 }, () => push()));
+    const claim = await claimDeliveries(db.pool, job, 'fcm', 60_000);
+    expect(claim.deliveries).toHaveLength(5);
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // A sent delivery moves its push to sent; the others stay accepted, waiting for the hms device.
+      await recordOutcomes(
+        client,
+        claim.deliveries.map((d, i) => (i < 3 ? { deliveryId: d.id, status: 'sent', providerMessageId: null } : { deliveryId: d.id, status: 'pending', errorCode: 'unavailable', error: 'later' })),
+        claim.deliveries.map((d) => d.messageId),
+      );
+      const sentPushes = claim.deliveries.slice(0, 3).map((d) => d.messageId);
+      // Given out of order and in capitals: the ids still go to the right pushes.
+      const settled = await settleMessages(client, [...job].reverse().map((id) => id.toUpperCase()));
+      expect(settled.map((row) => row.id).sort()).toEqual([...sentPushes].sort());
+      await client.query(`INSERT INTO events (id, topic, ordering_key, status) VALUES (gen_random_uuid(), 'test.after', $1, 'sent')`, [job[0]]);
+      await client.query('COMMIT');
+      const { rows } = await db.pool.query<{ id: string; pushId: string | null; position: string; status: string }>(
+        `SELECT id, push_id AS "pushId", feed_seq::text AS position, status FROM events WHERE push_id = ANY($1::uuid[]) OR (topic = 'test.after' AND ordering_key = $2) ORDER BY feed_seq`,
+        [job, job[0]],
+      );
+      expect(rows.map((row) => row.pushId)).toEqual([...[...sentPushes].sort(), null]);
+      expect(rows.map((row) => row.status)).toEqual(['sent', 'sent', 'sent', 'sent']);
+      const positions = rows.map((row) => BigInt(row.position));
+      expect(positions.slice(1).map((position, i) => position - positions[i])).toEqual([1n, 1n, 1n]);
+      expect(rows.slice(0, 3).every((row) => row.id[14] === '7')).toBe(true);
+      expect(new Set(rows.map((row) => row.id)).size).toBe(4);
+    } finally {
+      client.release();
+    }
+    await dropLeases(db.pool, [claim.leaseId!]);
+  });
+
   it("reads a job's deliveries through push_deliveries, inlined, from their day's partitions only", async () => {
     await device('fcm');
     await device('hms');

@@ -197,6 +197,8 @@ const TALLY = (field: 'sent' | 'final' | 'named' | 'errors') => `(x.by_push -> m
  */
 export async function settleMessages(sql: Sql, pushIds: string[]): Promise<SettledMessage[]> {
   if (!pushIds.length) return [];
+  // In PostgreSQL's order of uuids, for the binary search that gives each push its event's id.
+  const sorted = [...new Set(pushIds.map((id) => id.toLowerCase()))].sort();
   const { rows } = await sql.query<SettledMessage>(
     `WITH tally AS (
        SELECT x.message_id, count(*) FILTER (WHERE x.status = 'sent') AS sent, count(*) FILTER (WHERE x.status <> 'pending') AS final,
@@ -223,11 +225,15 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
          FROM x
         WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.open AND ${TALLY('final')} = ${TALLY('named')} AND m.id NOT IN (SELECT id FROM moved)),
+     -- Ids made by the caller and positions reserved at once, as writeOutcomes' events.
      evented AS (
-       INSERT INTO events (id, topic, ordering_key, push_id, status, error)
-       SELECT uuid_v7(), 'push.status', s.id::text, s.id, s.status, s.error FROM moved s ORDER BY s.id)
+       INSERT INTO events (id, feed_seq, topic, ordering_key, push_id, status, error)
+       SELECT ($3::uuid[])[width_bucket(s.id, $1::uuid[])],
+              (SELECT events_feed_positions(count(*)) FROM moved) + row_number() OVER (ORDER BY s.id) - 1,
+              'push.status', s.id::text, s.id, s.status, s.error
+         FROM moved s ORDER BY s.id)
      SELECT id, status, error FROM moved`,
-    [pushIds, daysOfIds(pushIds)],
+    [sorted, daysOfIds(sorted), sorted.map(() => uuidv7())],
   );
   return rows;
 }
