@@ -112,8 +112,9 @@ describe('claim source (PostgreSQL)', () => {
     const claims = source();
     await claimUntil(claims, 1);
     const [item] = claims.queue.remove(() => true);
-    claims.record([{ result: { event: item.event, outcome: 'retry', nextAttemptAt: new Date(Date.now() + 300), error: 'HTTP 503' }, claim: item.claim }]);
+    claims.record([{ result: { event: item.event, outcome: 'retry', nextAttemptAt: new Date(Date.now() + 1500), error: 'HTTP 503' }, claim: item.claim }]);
     await claims.written();
+    // Not due yet: 1.5 s leaves a loaded machine time to write the retry and look again.
     expect(await claims.claim(50)).toBe(0);
     await claimUntil(claims, 1);
     expect(claims.queue.items[0]).toMatchObject({ event: { id, source: 'retry', attempts: 1 }, claim: { kind: 'retry' } });
