@@ -694,6 +694,28 @@ describe('deliveries (PostgreSQL)', () => {
     }
   });
 
+  it('claims pushes of several devices without running push_deliveries as a function, which is planned at every call', async () => {
+    await device('fcm');
+    await device('hms');
+    const job = await Promise.all(Array.from({ length: 10 }, () => push()));
+    const client = await db.pool.connect();
+    const calls = async () =>
+      (await client.query<{ calls: number }>(`SELECT COALESCE(pg_stat_get_xact_function_calls('push_deliveries(uuid[], date[])'::regprocedure), 0)::int AS calls`)).rows[0].calls;
+    try {
+      await client.query('BEGIN');
+      await client.query(`SET LOCAL track_functions = 'all'`);
+      const claim = await claimDeliveries(client, job, 'hms', 60_000);
+      expect(claim.deliveries).toHaveLength(10);
+      // A call PostgreSQL inlines into the statement is not counted; one it runs as a function is.
+      expect(await calls()).toBe(0);
+      await client.query(`SELECT count(*) FROM push_deliveries(ARRAY(SELECT unnest($1::uuid[])), $2::date[])`, [job, [uuidV7Day(job[0])]]);
+      expect(await calls()).toBe(1);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+  });
+
   it("claims a job's deliveries reading their devices by key, however many devices there are", async () => {
     // Devices of other players: a scan of the table would read every one of them.
     await db.pool.query(
