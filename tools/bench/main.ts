@@ -30,6 +30,8 @@ const BATCH_SIZE = Number(env.BENCH_BATCH_SIZE || 500);
 const SEND = Number(env.BENCH_SEND || 20000);
 const END_TO_END = Number(env.BENCH_END_TO_END || 50000);
 const E2E_WEBHOOK_BATCH = Number(env.BENCH_E2E_WEBHOOK_BATCH || 100);
+/** BENCH_E2E_SINGLES=1: the end to end posts its messages as singles on CONNECTIONS connections, where it posts batches of 500. */
+const E2E_SINGLES = env.BENCH_E2E_SINGLES === '1';
 const OLD_ROWS = Number(env.BENCH_OLD_ROWS ?? 5_000_000);
 const DATABASE_URL = env.BENCH_DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/operator_api_bench';
 const REDIS_URL = env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -300,9 +302,14 @@ async function endToEnd(gatewayPort: number, receiver: Receiver, apps: Record<st
   const ids: string[] = [];
   const cpu = sampleCpu(apps);
   const started = performance.now();
-  await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
-    for (const entry of (JSON.parse(body) as { successful: { push_id: string }[] }).successful) ids.push(entry.push_id);
-  });
+  if (E2E_SINGLES) {
+    const singles = Array.from({ length: END_TO_END }, () => single(OPERATOR));
+    await each(gatewayPort, CONNECTIONS, singles, (_status, body) => void ids.push((JSON.parse(body) as { push_id: string }).push_id));
+  } else {
+    await each(gatewayPort, 4, batchesOf(END_TO_END, fcmPlayer), (_status, body) => {
+      for (const entry of (JSON.parse(body) as { successful: { push_id: string }[] }).successful) ids.push(entry.push_id);
+    });
+  }
   const accepted = (performance.now() - started) / 1000;
   await until(async () => ids.every((id) => receiver.sent.has(id)), 'every status of the end-to-end run');
   const seconds = (performance.now() - started) / 1000;
@@ -379,7 +386,7 @@ async function main() {
       console.log('');
       console.log('| stage | load | fresh tables |');
       console.log('|---|---|---|');
-      console.log(`| end to end | ${END_TO_END} messages: first request to last status received | ${e2e.text} |`);
+      console.log(`| end to end${E2E_SINGLES ? ', singles' : ''} | ${END_TO_END} messages: first request to last status received | ${e2e.text} |`);
       for (const [stage, what, key] of costRows(END_TO_END).filter(([, , key]) => key in figures)) console.log(`| ${stage} | ${what} | ${figures[key].text} |`);
       return;
     }
