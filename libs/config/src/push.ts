@@ -30,7 +30,8 @@ export const PushWorkerEnv = Type.Object({
     default: 100,
     minimum: 1,
     maximum: 1000,
-    description: "Most time a provider's answer waits before it is written: the answers of all the worker's jobs are written together this long after the first one waiting",
+    description:
+      "Most time a provider's answer waits before it is written: the answers of all the worker's jobs are written together this long after the first one waiting, or at once when no send of its jobs waits for an answer",
   }),
 });
 

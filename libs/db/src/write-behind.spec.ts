@@ -72,6 +72,26 @@ describe('write-behind', () => {
     await Promise.all(later);
   });
 
+  it('writes what waits at once when told, and when no write is free, as soon as one is', async () => {
+    const { calls, write } = heldWrites();
+    const w = writer({ flushMs: 60_000, write });
+    const first = w.add(['a']);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(calls).toHaveLength(0);
+    w.flushNow();
+    expect(calls.map((call) => call.items)).toEqual([['a']]);
+    // The one write is busy: 'b' goes when it ends, not a minute later.
+    const second = w.add(['b']);
+    w.flushNow();
+    expect(calls).toHaveLength(1);
+    calls[0].end();
+    await first;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(calls.map((call) => call.items)).toEqual([['a'], ['b']]);
+    calls[1].end();
+    await second;
+  });
+
   it('holds items through an outage, one write at a time, and writes them with what came meanwhile once it ends', async () => {
     const { calls, write } = heldWrites();
     const w = writer({ flushMs: 5, maxWriting: 3, write });

@@ -24,6 +24,8 @@ export interface WriteBehind<T> {
   readonly pending: number;
   /** Resolves once everything added so far is written (or given up). */
   drain(): Promise<void>;
+  /** Writes what waits now, without waiting for `flushMs` (when no write is free, as soon as one is). */
+  flushNow(): void;
 }
 
 interface Entry<T> {
@@ -134,6 +136,12 @@ export function createWriteBehind<T>(options: WriteBehindOptions<T>): WriteBehin
     drain() {
       if (!queue.length && !writing && !retrying) return Promise.resolve();
       return new Promise<void>((resolve) => drained.push(resolve));
+    },
+    flushNow() {
+      if (retrying || !queue.length) return;
+      clearTimeout(timer);
+      timer = undefined;
+      flush();
     },
   };
 }

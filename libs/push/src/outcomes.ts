@@ -150,12 +150,16 @@ export function createSendRecorder({ db, log, leaseMs, flushMs = 100, outage }: 
     },
     record(outcomes) {
       for (const { outcome } of outcomes) unanswered.delete(outcome.deliveryId);
-      return writer.add(outcomes).catch((error: unknown) => {
+      const written = writer.add(outcomes).catch((error: unknown) => {
         // Given up (a write that keeps failing, not an outage): no longer held; the job ends with
         // this error and drops its lease, so the reconciler takes these deliveries again.
         for (const { outcome } of outcomes) held.delete(outcome.deliveryId);
         throw error;
       });
+      // No send of any job is waiting for its answer: every job is waiting for this write, and
+      // nothing would join it in the rest of the interval.
+      if (!unanswered.size) writer.flushNow();
+      return written;
     },
     async finish(leaseId) {
       if (!leaseId || !leases.has(leaseId)) return;
