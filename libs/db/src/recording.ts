@@ -42,6 +42,20 @@ const OUTCOME_OF = (outcomes: string, row: string, field: 'status' | 'provider_m
 const STILL_OPEN = (row: string, outcomeStatus: string) => `(${row}.status = 'pending' OR (${outcomeStatus} = 'sent' AND ${row}.status <> 'sent'))`;
 
 /**
+ * SQL: a `push.status` event for each push of `pushes` (id, status, error) that `where` keeps, in id
+ * order. Its id is the one at the push's place in `eventIds` (uuid[]), found by binary search in
+ * `sortedPushIds` (uuid[], in PostgreSQL's order); the positions in the feed are reserved in one
+ * call. uuid_v7() and each row's default position would cost PostgreSQL about 8 microseconds an
+ * event.
+ */
+const STATUS_EVENTS = (pushes: string, where: string, sortedPushIds: string, eventIds: string) => `
+       INSERT INTO events (id, feed_seq, topic, ordering_key, push_id, status, error)
+       SELECT (${eventIds}::uuid[])[width_bucket(s.id, ${sortedPushIds}::uuid[])],
+              (SELECT events_feed_positions(count(*)) FROM ${pushes} WHERE ${where}) + row_number() OVER (ORDER BY s.id) - 1,
+              'push.status', s.id::text, s.id, s.status, s.error
+         FROM ${pushes} s WHERE ${where} ORDER BY s.id`;
+
+/**
  * Records what became of each claimed delivery (`pushIds`: the push of each) in one statement,
  * where its push keeps it: a push of one device on itself, settled in the same update (closed once
  * final, with its status event if still `accepted`); a push of several in the delivery's row, for
@@ -84,14 +98,7 @@ export async function writeOutcomes(sql: Sql, outcomes: DeliveryOutcome[], pushI
               updated_at = now()
         WHERE m.id = ANY(ARRAY(SELECT o.push_id FROM o)) AND ${IN_DAYS('m.accepted_on', '$6')} AND m.open AND cardinality(m.delivery_ids) = 1
        RETURNING m.id, m.status::text AS status, m.error),
-     -- Ids made by the caller and positions reserved at once: uuid_v7() and each row's position
-     -- would cost PostgreSQL about 8 microseconds an event.
-     evented AS (
-       INSERT INTO events (id, feed_seq, topic, ordering_key, push_id, status, error)
-       SELECT ($8::uuid[])[width_bucket(s.id, $7::uuid[])],
-              (SELECT events_feed_positions(count(*)) FROM on_push WHERE status IN ('sent', 'failed')) + row_number() OVER (ORDER BY s.id) - 1,
-              'push.status', s.id::text, s.id, s.status, s.error
-         FROM on_push s WHERE s.status IN ('sent', 'failed') ORDER BY s.id),
+     evented AS (${STATUS_EVENTS('on_push', "status IN ('sent', 'failed')", '$7', '$8')}),
      -- A push of several devices: the row an earlier try left.
      updated AS (
        UPDATE deliveries d
@@ -225,13 +232,7 @@ export async function settleMessages(sql: Sql, pushIds: string[]): Promise<Settl
          FROM x
         WHERE m.id = ANY(ARRAY(SELECT message_id FROM tally)) AND ${IN_DAYS('m.accepted_on', '$2')}
           AND m.open AND ${TALLY('final')} = ${TALLY('named')} AND m.id NOT IN (SELECT id FROM moved)),
-     -- Ids made by the caller and positions reserved at once, as writeOutcomes' events.
-     evented AS (
-       INSERT INTO events (id, feed_seq, topic, ordering_key, push_id, status, error)
-       SELECT ($3::uuid[])[width_bucket(s.id, $1::uuid[])],
-              (SELECT events_feed_positions(count(*)) FROM moved) + row_number() OVER (ORDER BY s.id) - 1,
-              'push.status', s.id::text, s.id, s.status, s.error
-         FROM moved s ORDER BY s.id)
+     evented AS (${STATUS_EVENTS('moved', 'true', '$1', '$3')})
      SELECT id, status, error FROM moved`,
     [sorted, daysOfIds(sorted), sorted.map(() => uuidv7())],
   );
