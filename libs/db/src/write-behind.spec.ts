@@ -1,3 +1,4 @@
+import { settledWithin } from '@operator/testing';
 import { createWriteBehind, type WriteBehindOptions } from './write-behind';
 
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -14,17 +15,6 @@ function heldWrites() {
 
 const writer = (options: Partial<WriteBehindOptions<string>> & Pick<WriteBehindOptions<string>, 'write'>) =>
   createWriteBehind<string>({ log: silent, what: 'things', retryMs: 10, retryMaxMs: 20, ...options });
-
-/** Settled (true) or not yet (false), without waiting for it. */
-async function settled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  void promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await new Promise((resolve) => setImmediate(resolve));
-  return done;
-}
 
 const unreachable = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
 
@@ -51,7 +41,7 @@ describe('write-behind', () => {
     expect(calls.map((call) => call.items)).toEqual([['a'], ['b']]);
     calls[1].end();
     await next;
-    expect(await settled(slow)).toBe(false);
+    expect(await settledWithin(slow)).toBe(false);
     calls[0].end();
     await slow;
   });
@@ -105,7 +95,7 @@ describe('write-behind', () => {
     calls[1].end(unreachable());
     await new Promise((resolve) => setTimeout(resolve, 40));
     expect(calls).toHaveLength(3);
-    expect(await settled(first)).toBe(false);
+    expect(await settledWithin(first)).toBe(false);
     calls[2].end();
     await Promise.all([first, second]);
     expect(w.pending).toBe(0);
@@ -124,7 +114,7 @@ describe('write-behind', () => {
     void w.add(['a']);
     const drained = w.drain();
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await settled(drained)).toBe(false);
+    expect(await settledWithin(drained)).toBe(false);
     calls[0].end();
     await drained;
   });

@@ -1,21 +1,11 @@
 import { v7 as uuidv7 } from 'uuid';
 import { closeDb, createDb, type Db } from '@operator/db';
+import { settledWithin } from '@operator/testing';
 import { createSendRecorder, type SendRecorder } from './outcomes';
 import { silent } from './test/web-push-fixture';
 
 // The worker's record of its sends against PostgreSQL: answers wait at most PUSH_RECORD_INTERVAL_MS
 // to be written together, and no longer once no send of any job is waiting for its answer.
-
-/** Settled (true) or not yet (false), after `ms`. */
-async function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let done = false;
-  void promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await new Promise((resolve) => setTimeout(resolve, ms));
-  return done;
-}
 
 describe('send recorder (PostgreSQL)', () => {
   let db: Db;
