@@ -7,12 +7,6 @@ import { httpWallet, ledgerWallet, type Wallet } from './wallet';
 
 const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-/**
- * SQL: a time at which a credit is due for a claim made at once. Not now(): next_attempt_at keeps
- * milliseconds, and now() rounded up to the next one is not yet due for a claim within half of one.
- */
-const DUE = "now() - interval '1 second'";
-
 describe('crediting under faults (PostgreSQL)', () => {
   let db: Db;
 
@@ -83,7 +77,7 @@ describe('crediting under faults (PostgreSQL)', () => {
 
   it('gives back, at shutdown, the claims on credits it has not processed', async () => {
     const row = await credit(uniqueName('player'));
-    await db.pool.query(`UPDATE credits SET next_attempt_at = ${DUE} WHERE id = $1`, [row.id]);
+    await db.pool.query(`UPDATE credits SET next_attempt_at = now() WHERE id = $1`, [row.id]);
     const [me, other] = [randomUUID(), randomUUID()];
     const claimed = (await claimDueCredits(db.pool, 1000, 60000, me)).filter((c) => c.id === row.id);
     expect(claimed).toHaveLength(1);
@@ -98,7 +92,7 @@ describe('crediting under faults (PostgreSQL)', () => {
   it('at shutdown gives back the credits of a round not started, never one whose post is in flight, and starts none of them after', async () => {
     await db.pool.query(`UPDATE credits SET next_attempt_at = now() + interval '1 day' WHERE status = 'accepted'`);
     const rows = [await credit(uniqueName('player')), await credit(uniqueName('player')), await credit(uniqueName('player'))];
-    await db.pool.query(`UPDATE credits SET next_attempt_at = ${DUE} WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
+    await db.pool.query(`UPDATE credits SET next_attempt_at = now() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
     let inFlight: (() => void) | undefined;
     const posted: string[] = [];
     const wallet: Wallet = {
@@ -263,7 +257,7 @@ describe('crediting under faults (PostgreSQL)', () => {
         for (const brand of ['1', '2']) ids.push((await credit(userId, brand, key)).id);
       }
       expect(new Set(ids).size).toBe(count);
-      await db.pool.query(`UPDATE credits SET next_attempt_at = ${DUE} WHERE id = ANY($1::uuid[])`, [ids]);
+      await db.pool.query(`UPDATE credits SET next_attempt_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
       return ids;
     }
 

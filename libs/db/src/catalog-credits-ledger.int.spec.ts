@@ -115,6 +115,22 @@ describe('bonus persistence (PostgreSQL)', () => {
     expect(await getCredit(db.pool, randomUUID())).toBeUndefined();
   });
 
+  it('finds a credit due at once when it is recorded, in the same transaction too', async () => {
+    // now() is stored in next_attempt_at rounded to the millisecond, up one time in two: twenty
+    // tries in the transaction's one now() would all find the credit due only by chance.
+    const client = await db.pool.connect();
+    try {
+      for (let i = 0; i < 20; i++) {
+        await client.query('BEGIN');
+        const recorded = (await recordCredit(client, credit())).credit;
+        expect(ours(await claimDueCredits(client, 1000, 60_000, randomUUID()), [recorded.id])).toEqual([recorded.id]);
+        await client.query('ROLLBACK');
+      }
+    } finally {
+      client.release();
+    }
+  });
+
   it('takes a credit for its post in one statement: a live lease of another owner, or a credit changed since read, is not taken', async () => {
     const c = (await recordCredit(db.pool, credit())).credit;
     await db.pool.query(`UPDATE credits SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, [c.id]);

@@ -85,10 +85,14 @@ export async function listCredits(sql: Sql, filter: { userId?: string; status?: 
   return rows.map(toCredit);
 }
 
-/** Claims due credits for `owner`: only which to look at; holdCreditForPost takes one for its post. */
+/**
+ * Claims due credits for `owner`: only which to look at; holdCreditForPost takes one for its post.
+ * Due is compared at next_attempt_at's precision: now() stored there is rounded to the millisecond,
+ * up as often as down, and a credit made due a moment ago would otherwise not be due yet.
+ */
 export async function claimDueCredits(sql: Sql, limit: number, leaseMs: number, owner: string): Promise<CreditRow[]> {
   const { rows } = await sql.query(
-    `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()
+    `WITH due AS (SELECT id FROM credits WHERE status = 'accepted' AND next_attempt_at <= now()::timestamptz(3)
                     AND (locked_until IS NULL OR locked_until < now()) ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED),
           claimed AS (UPDATE credits c SET locked_until = now() + $2 * interval '1 millisecond', lease_owner = $3 FROM due WHERE c.id = due.id RETURNING c.id)
      SELECT ${CREDIT_COLUMNS} FROM credits WHERE id IN (SELECT id FROM claimed) ORDER BY created_at`,
